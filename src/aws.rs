@@ -1,0 +1,296 @@
+//! AWS client construction, call accounting, error classification and the eventual-consistency
+//! retry helper.
+
+use crate::report::{Event, Reporter};
+use aws_config::BehaviorVersion;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
+};
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Calls made, by service and operation. Attempts beyond the first are counted as retries.
+#[derive(Debug, Default)]
+pub struct CallStats {
+    inner: Mutex<BTreeMap<(String, String), OpCount>>,
+}
+
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct OpCount {
+    pub calls: u64,
+    pub attempts: u64,
+}
+
+/// Operations that only read. Everything else counts as a write.
+pub fn is_read_operation(op: &str) -> bool {
+    ["Get", "List", "Describe", "Receive"].iter().any(|p| op.starts_with(p))
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatsReport {
+    pub calls: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub retries: u64,
+    pub operations: BTreeMap<String, OpCount>,
+}
+
+impl CallStats {
+    fn bump(&self, cfg: &ConfigBag, attempt: bool) {
+        let Some(md) = cfg.load::<Metadata>() else { return };
+        let mut m = self.inner.lock().unwrap();
+        let e = m.entry((md.service().to_string(), md.name().to_string())).or_default();
+        if attempt {
+            e.attempts += 1;
+        } else {
+            e.calls += 1;
+        }
+    }
+    pub fn report(&self) -> StatsReport {
+        let m = self.inner.lock().unwrap();
+        let mut r = StatsReport { calls: 0, reads: 0, writes: 0, retries: 0, operations: BTreeMap::new() };
+        for ((svc, op), c) in m.iter() {
+            r.calls += c.calls;
+            if is_read_operation(op) {
+                r.reads += c.calls;
+            } else {
+                r.writes += c.calls;
+            }
+            r.retries += c.attempts.saturating_sub(c.calls);
+            r.operations.insert(format!("{svc}:{op}"), *c);
+        }
+        r
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Counter(Arc<CallStats>);
+
+impl Intercept for Counter {
+    fn name(&self) -> &'static str {
+        "karpctl-call-counter"
+    }
+    // The operation's metadata is not in the config bag yet before execution: count each
+    // call once it has finished (success or failure).
+    fn read_after_execution(
+        &self,
+        _context: &FinalizerInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.bump(cfg, false);
+        Ok(())
+    }
+    fn read_before_attempt(
+        &self,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.0.bump(cfg, true);
+        Ok(())
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    pub region: String,
+    pub profile: Option<String>,
+    pub endpoint_url: Option<String>,
+    pub max_attempts: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Clients {
+    pub iam: aws_sdk_iam::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub events: aws_sdk_eventbridge::Client,
+    pub eks: aws_sdk_eks::Client,
+    pub ec2: aws_sdk_ec2::Client,
+    pub sts: aws_sdk_sts::Client,
+}
+
+/// Build every client from one shared config: pinned behaviour version, the region always set,
+/// standard retries with more attempts than the default, operation and attempt timeouts, and
+/// the call counter on each client.
+pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
+    let retry = RetryConfig::standard()
+        .with_max_attempts(opts.max_attempts.max(1))
+        .with_initial_backoff(Duration::from_millis(200))
+        .with_max_backoff(Duration::from_secs(10));
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .operation_attempt_timeout(Duration::from_secs(30))
+        .operation_timeout(Duration::from_secs(120))
+        .build();
+    let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
+        .region(aws_config::Region::new(opts.region.clone()))
+        .retry_config(retry)
+        .timeout_config(timeouts);
+    if let Some(p) = &opts.profile {
+        loader = loader.profile_name(p);
+    }
+    if let Some(e) = &opts.endpoint_url {
+        loader = loader.endpoint_url(e);
+    }
+    let conf = loader.load().await;
+    let counter = Counter(stats);
+    macro_rules! client {
+        ($krate:ident) => {
+            $krate::Client::from_conf(
+                $krate::config::Builder::from(&conf).interceptor(counter.clone()).build(),
+            )
+        };
+    }
+    Clients {
+        iam: client!(aws_sdk_iam),
+        sqs: client!(aws_sdk_sqs),
+        events: client!(aws_sdk_eventbridge),
+        eks: client!(aws_sdk_eks),
+        ec2: client!(aws_sdk_ec2),
+        sts: client!(aws_sdk_sts),
+    }
+}
+
+/// The AWS error code of any SDK error, if the service sent one.
+pub fn code<E: ProvideErrorMetadata>(e: &E) -> &str {
+    e.code().unwrap_or("")
+}
+
+pub fn message<E: ProvideErrorMetadata>(e: &E) -> &str {
+    e.message().unwrap_or("")
+}
+
+/// An AWS error turned into an anyhow error that names the operation, the code and the message.
+pub fn aws_err<E>(op: &str, e: aws_smithy_runtime_api::client::result::SdkError<E, aws_smithy_runtime_api::http::Response>) -> anyhow::Error
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let c = e.code().map(str::to_string);
+    let m = e.message().map(str::to_string);
+    match (c, m) {
+        (Some(c), Some(m)) => anyhow::anyhow!("{op}: {c}: {m}"),
+        (Some(c), None) => anyhow::anyhow!("{op}: {c}"),
+        _ => anyhow::Error::new(e).context(format!("{op} failed")),
+    }
+}
+
+/// Which errors are the eventual-consistency kind that deserves a retry with a deadline
+/// (AWS.md section 5), by code and message.
+#[derive(Clone, Copy, Debug)]
+pub struct Retryable {
+    pub code: &'static str,
+    /// A fragment of the message, or "" for any message with this code.
+    pub message: &'static str,
+}
+
+pub fn matches_any(code: &str, msg: &str, list: &[Retryable]) -> bool {
+    list.iter().any(|r| r.code == code && (r.message.is_empty() || msg.contains(r.message)))
+}
+
+/// Settings for the consistency retry loop.
+#[derive(Clone, Debug)]
+pub struct ConsistencyPolicy {
+    pub deadline: Duration,
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Default for ConsistencyPolicy {
+    fn default() -> Self {
+        let secs = std::env::var("KARPCTL_CONSISTENCY_DEADLINE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(150);
+        ConsistencyPolicy { deadline: Duration::from_secs(secs), initial: Duration::from_millis(500), max: Duration::from_secs(10) }
+    }
+}
+
+/// Run `f` again while it fails with one of the `retryable` errors, with exponential backoff,
+/// until the deadline. Each retry is reported (operation, code, attempt, elapsed).
+pub async fn with_consistency<T, E, F, Fut>(
+    policy: &ConsistencyPolicy,
+    reporter: &dyn Reporter,
+    step_id: &str,
+    operation: &str,
+    retryable: &[Retryable],
+    mut f: F,
+) -> Result<T, E>
+where
+    E: ProvideErrorMetadata,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let start = Instant::now();
+    let mut delay = policy.initial;
+    let mut attempt = 1u32;
+    loop {
+        match f().await {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                let (c, m) = (code(&e).to_string(), message(&e).to_string());
+                if !matches_any(&c, &m, retryable) || start.elapsed() + delay > policy.deadline {
+                    return Err(e);
+                }
+                reporter.event(Event::Retrying { id: step_id, operation, code: &c, attempt, elapsed: start.elapsed() });
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(policy.max);
+                attempt += 1;
+            }
+        }
+    }
+}
+
+/// The partition of a region.
+pub fn partition(region: &str) -> &'static str {
+    if region.starts_with("cn-") {
+        "aws-cn"
+    } else if region.starts_with("us-gov-") {
+        "aws-us-gov"
+    } else if region.starts_with("us-iso-") {
+        "aws-iso"
+    } else if region.starts_with("us-isob-") {
+        "aws-iso-b"
+    } else {
+        "aws"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions() {
+        assert_eq!(partition("us-east-1"), "aws");
+        assert_eq!(partition("cn-north-1"), "aws-cn");
+        assert_eq!(partition("us-gov-west-1"), "aws-us-gov");
+    }
+
+    #[test]
+    fn retryable_matching_uses_code_and_message() {
+        let l = [Retryable { code: "InvalidParameterException", message: "invalid principal" }];
+        assert!(matches_any("InvalidParameterException", "The specified principalArn is invalid: invalid principal", &l));
+        assert!(!matches_any("InvalidParameterException", "something else", &l));
+        assert!(!matches_any("AccessDenied", "invalid principal", &l));
+    }
+
+    #[test]
+    fn read_operations() {
+        assert!(is_read_operation("GetQueueAttributes"));
+        assert!(is_read_operation("ListTagsForResource"));
+        assert!(is_read_operation("DescribeRule"));
+        assert!(!is_read_operation("PutRule"));
+        assert!(!is_read_operation("TagQueue"));
+    }
+}

@@ -1,0 +1,97 @@
+//! Command-line interface (clap derive).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "karpctl",
+    version,
+    about = "Create, diff and remove the AWS pieces Karpenter needs around an EKS cluster",
+    long_about = "karpctl provisions the AWS resources Karpenter needs around an EKS cluster \
+(interruption queue and rules, IAM roles and policies, access entry, Pod Identity, discovery tags) \
+without Terraform and without a state file: ownership lives in tags on the AWS objects.\n\n\
+Exit codes: 0 done or in sync, 1 error, 2 `diff` found changes, 130 interrupted."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct Global {
+    /// EKS cluster name (default: KARPCTL_CLUSTER, or the only plan in plans/)
+    #[arg(long, global = true, value_name = "NAME")]
+    pub cluster: Option<String>,
+    /// Plan file (default: plans/<cluster>.toml if it exists, else built-in defaults)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub plan: Option<PathBuf>,
+    /// AWS region (default: the plan's `region`, then AWS_REGION / the profile)
+    #[arg(long, global = true, value_name = "REGION")]
+    pub region: Option<String>,
+    /// AWS shared-config profile to use
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Send every AWS call to this endpoint (an emulator); AWS_ENDPOINT_URL works too
+    #[arg(long, global = true, value_name = "URL")]
+    pub endpoint_url: Option<String>,
+    /// Most AWS operations in flight at once
+    #[arg(long, global = true, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub concurrency: u32,
+    /// Output format on stdout
+    #[arg(long, global = true, value_enum, default_value_t = Output::Human)]
+    pub output: Output,
+    /// Print AWS call counts (by service and operation, retries separately) after the run
+    #[arg(long, global = true)]
+    pub stats: bool,
+    /// More logging on stderr (-vv for SDK details; credentials are never logged)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors on stderr; no progress
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create or repair everything the plan describes, and remove what it no longer names
+    Up(UpArgs),
+    /// Show what `up` would change; exit 2 when out of sync, 0 when in sync
+    Diff(DiffArgs),
+    /// Remove everything karpctl made for the cluster, and nothing else
+    Down(DownArgs),
+    /// Print shell completions
+    Completions {
+        /// Shell to generate completions for
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Take over unowned objects of the expected names (migrating from Terraform or eksctl)
+    #[arg(long)]
+    pub adopt: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Show what `up --adopt` would do
+    #[arg(long)]
+    pub adopt: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DownArgs {
+    /// Do not ask for confirmation (required when not on a terminal)
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}

@@ -1,0 +1,439 @@
+//! The commands: load and validate the plan, preflight, observe, plan, and (for up/down) execute.
+
+use crate::aws::{self, CallStats, Clients, ConnectOptions, ConsistencyPolicy};
+use crate::cli::{Global, Output};
+use crate::desired::{self, ClusterFacts, Facts};
+use crate::executor::{self, Outcome};
+use crate::model::{Node, Observed, Plan};
+use crate::plan_file::{self, Spec, UserError};
+use crate::planner::{self, PlanOptions};
+use crate::report::{Event, Progress, Reporter, Silent, Style};
+use crate::resources::{self, Ctx};
+use anyhow::{Context, Result};
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::watch;
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_ERROR: i32 = 1;
+pub const EXIT_CHANGES: i32 = 2;
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Everything prepared before the first write: a validated plan, clients, preflight facts.
+pub struct Prepared {
+    pub spec: Spec,
+    pub facts: Facts,
+    pub ctx: Arc<Ctx>,
+    pub stats: Arc<CallStats>,
+    pub global: Global,
+    pub started: Instant,
+}
+
+impl Prepared {
+    pub fn info(&self, msg: &str) {
+        self.ctx.reporter.event(Event::Info(msg));
+    }
+}
+
+fn reporter_for(global: &Global) -> Arc<dyn Reporter> {
+    if global.quiet {
+        Arc::new(Silent)
+    } else {
+        Arc::new(Progress {
+            start: Instant::now(),
+            verbose: global.verbose > 0,
+            style: Style::detect(std::io::stderr().is_terminal()),
+        })
+    }
+}
+
+async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserError> {
+    let region = match (&global.region, &spec.region) {
+        (Some(f), Some(p)) if f != p => {
+            return Err(UserError::new(format!("--region {f} disagrees with the plan's `region = \"{p}\"`"))
+                .hint("drop --region, or fix `region` in the plan file"));
+        }
+        (Some(f), _) => Some(f.clone()),
+        (None, Some(p)) => Some(p.clone()),
+        (None, None) => {
+            let mut chain = aws_config::default_provider::region::DefaultRegionChain::builder();
+            if let Some(p) = &global.profile {
+                chain = chain.profile_name(p);
+            }
+            chain.build().region().await.map(|r| r.to_string())
+        }
+    };
+    let Some(region) = region else {
+        return Err(UserError::new("no AWS region given").hint("set `region` in the plan, pass --region, or set AWS_REGION"));
+    };
+    plan_file::validate_region(&region)
+        .map_err(|e| UserError::new(format!("--region: {e}")).hint("use a region name such as us-east-1"))?;
+    Ok(region)
+}
+
+/// Load the plan, connect, and run preflight checks. Makes only read calls.
+pub async fn prepare(global: &Global) -> Result<Prepared> {
+    let started = Instant::now();
+    let spec = plan_file::load(global.plan.as_deref(), global.cluster.as_deref(), Path::new("plans"))?;
+    let region = resolve_region(global, &spec).await?;
+    let stats = Arc::new(CallStats::default());
+    let endpoint = global.endpoint_url.clone();
+    let clients = aws::connect(
+        &ConnectOptions { region: region.clone(), profile: global.profile.clone(), endpoint_url: endpoint, max_attempts: 8 },
+        stats.clone(),
+    )
+    .await;
+    let reporter = reporter_for(global);
+    let (account_id, cluster) = tokio::join!(caller_account(&clients), describe_cluster(&clients, &spec.cluster, &region));
+    let account_id = account_id?;
+    let partition = aws::partition(&region).to_string();
+    reporter.event(Event::Info(&format!(
+        "Account {account_id}, region {region}, cluster {}{}",
+        spec.cluster,
+        spec.source.as_ref().map(|p| format!(", plan {}", p.display())).unwrap_or_else(|| ", plan: defaults".into())
+    )));
+    if let Some(pin) = &spec.account_id {
+        if pin != &account_id {
+            return Err(UserError::new(format!(
+                "the plan is pinned to account {pin} (`account_id`), but the credentials are for account {account_id}"
+            ))
+            .hint("use credentials (or --profile) for the pinned account, or fix `account_id` in the plan")
+            .into());
+        }
+    }
+    let cluster = cluster?;
+    if cluster.status != "ACTIVE" {
+        return Err(UserError::new(format!("EKS cluster {} is {}, not ACTIVE", spec.cluster, cluster.status))
+            .hint("wait until the cluster is ACTIVE, then run karpctl again")
+            .into());
+    }
+    let facts = Facts { account_id: account_id.clone(), region: region.clone(), partition: partition.clone(), cluster };
+    let ctx = Arc::new(Ctx {
+        aws: clients,
+        cluster: spec.cluster.clone(),
+        region,
+        account_id,
+        partition,
+        reporter,
+        consistency: ConsistencyPolicy::default(),
+        queue_urls: Default::default(),
+        queue_attrs: Default::default(),
+        queue_tags: Default::default(),
+    });
+    Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), started })
+}
+
+fn credentials_hint() -> &'static str {
+    "check your AWS credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or --profile) and that the endpoint is reachable (--endpoint-url / AWS_ENDPOINT_URL)"
+}
+
+async fn caller_account(clients: &Clients) -> Result<String> {
+    match clients.sts.get_caller_identity().send().await {
+        Ok(o) => Ok(o.account().unwrap_or_default().to_string()),
+        Err(e) => {
+            let what = match (e.code(), e.message()) {
+                (Some(c), Some(m)) => format!("{c}: {m}"),
+                (Some(c), None) => c.to_string(),
+                _ => format!("{}", aws_smithy_types::error::display::DisplayErrorContext(&e)),
+            };
+            Err(UserError::new(format!("cannot identify the AWS account (sts:GetCallerIdentity): {what}"))
+                .hint(credentials_hint())
+                .into())
+        }
+    }
+}
+
+async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result<ClusterFacts> {
+    let o = match clients.eks.describe_cluster().name(name).send().await {
+        Ok(o) => o,
+        Err(e) if e.code() == Some("ResourceNotFoundException") => {
+            return Err(UserError::new(format!("EKS cluster {name} does not exist in region {region}"))
+                .hint("check --cluster and --region (or the plan's `cluster` and `region`)")
+                .into());
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(UserError::new(format!(
+                "cannot describe EKS cluster {name}: {}",
+                aws_smithy_types::error::display::DisplayErrorContext(&e)
+            ))
+            .hint(credentials_hint())));
+        }
+    };
+    let c = o.cluster().context("eks:DescribeCluster returned no cluster")?;
+    let vpc = c.resources_vpc_config();
+    Ok(ClusterFacts {
+        name: name.to_string(),
+        arn: c.arn().unwrap_or_default().to_string(),
+        status: c.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+        version: c.version().unwrap_or_default().to_string(),
+        vpc_id: vpc.and_then(|v| v.vpc_id()).unwrap_or_default().to_string(),
+        subnet_ids: vpc.map(|v| v.subnet_ids().to_vec()).unwrap_or_default(),
+        cluster_security_group_id: vpc.and_then(|v| v.cluster_security_group_id()).unwrap_or_default().to_string(),
+        authentication_mode: c
+            .access_config()
+            .and_then(|a| a.authentication_mode())
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_else(|| "CONFIG_MAP".into()),
+        oidc_issuer: c.identity().and_then(|i| i.oidc()).and_then(|o| o.issuer()).unwrap_or_default().to_string(),
+        ip_family: c
+            .kubernetes_network_config()
+            .and_then(|k| k.ip_family())
+            .map(|f| f.as_str().to_string())
+            .unwrap_or_else(|| "ipv4".into()),
+    })
+}
+
+/// Read every node (and discover unlisted owned objects) with at most `concurrency` reads in flight.
+pub async fn observe(ctx: &Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
+    let discovered = resources::discover(ctx, &nodes).await?;
+    let all: Vec<Node> = nodes.into_iter().chain(discovered).collect();
+    let results: Vec<Result<(Node, Option<Observed>)>> = futures::stream::iter(all)
+        .map(|n| {
+            let ctx = ctx.clone();
+            async move {
+                let o = resources::read(&ctx, &n)
+                    .await
+                    .with_context(|| format!("reading {} {} ({})", n.kind.label(), n.name, n.id))?;
+                Ok((n, o))
+            }
+        })
+        .buffered(concurrency.max(1))
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+pub fn stats_json(p: &Prepared) -> Value {
+    serde_json::to_value(p.stats.report()).unwrap_or(Value::Null)
+}
+
+fn print_stats(p: &Prepared) {
+    if !p.global.stats || p.global.output == Output::Json {
+        return;
+    }
+    let r = p.stats.report();
+    eprintln!("AWS calls: {} ({} reads, {} writes), {} retries", r.calls, r.reads, r.writes, r.retries);
+    for (op, c) in &r.operations {
+        let retries = c.attempts.saturating_sub(c.calls);
+        eprintln!("  {op:<45} {:>4}{}", c.calls, if retries > 0 { format!("  ({retries} retries)") } else { String::new() });
+    }
+}
+
+fn plan_json(command: &str, p: &Prepared, plan: &Plan, results: Option<&BTreeMap<String, Outcome>>) -> Value {
+    let (add, change, destroy) = plan.counts();
+    let steps: Vec<Value> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.id,
+                "kind": s.kind,
+                "type": s.kind.label(),
+                "name": s.name,
+                "action": s.action,
+                "changes": s.changes,
+                "ids": s.observed.as_ref().map(|o| o.ids.clone()).unwrap_or_default(),
+                "notes": s.node.notes,
+                "removed_with": s.removed_with,
+            })
+        })
+        .collect();
+    json!({
+        "format_version": 1,
+        "command": command,
+        "cluster": p.spec.cluster,
+        "account_id": p.facts.account_id,
+        "region": p.facts.region,
+        "in_sync": plan.steps.is_empty() && plan.conflicts.is_empty(),
+        "summary": {"add": add, "change": change, "destroy": destroy},
+        "steps": steps,
+        "conflicts": plan.conflicts.iter().map(|c| json!({"id": c.id, "type": c.kind.label(), "name": c.name, "owner": c.owner, "message": c.message()})).collect::<Vec<_>>(),
+        "findings": plan.findings,
+        "unchanged": plan.in_sync,
+        "results": results,
+        "stats": stats_json(p),
+    })
+}
+
+fn print_plan(p: &Prepared, plan: &Plan) {
+    if p.global.output == Output::Human {
+        print!("{}", crate::report::render_plan(plan, Style::detect(std::io::stdout().is_terminal())));
+    }
+}
+
+fn conflicts_error(plan: &Plan) -> anyhow::Error {
+    let list: Vec<String> = plan.conflicts.iter().map(|c| format!("  - {}", c.message())).collect();
+    UserError::new(format!(
+        "{} object(s) karpctl would manage already exist and are not karpctl's for this cluster:\n{}",
+        plan.conflicts.len(),
+        list.join("\n")
+    ))
+    .hint("rename them in the plan, delete them, or run `karpctl up --adopt` to take over unowned ones (never another cluster's)")
+    .into()
+}
+
+pub async fn diff(global: &Global, adopt: bool) -> Result<i32> {
+    let p = prepare(global).await?;
+    let nodes = desired::build(&p.spec, &p.facts);
+    let observed = observe(&p.ctx, nodes, global.concurrency as usize).await?;
+    let plan = planner::plan(observed, PlanOptions { adopt });
+    print_plan(&p, &plan);
+    if global.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&plan_json("diff", &p, &plan, None))?);
+    }
+    print_stats(&p);
+    if !plan.conflicts.is_empty() {
+        return Err(conflicts_error(&plan));
+    }
+    Ok(if plan.steps.is_empty() { EXIT_OK } else { EXIT_CHANGES })
+}
+
+pub async fn up(global: &Global, adopt: bool) -> Result<i32> {
+    let p = prepare(global).await?;
+    let nodes = desired::build(&p.spec, &p.facts);
+    let observed = observe(&p.ctx, nodes, global.concurrency as usize).await?;
+    let plan = planner::plan(observed, PlanOptions { adopt });
+    apply_plan("up", &p, plan).await
+}
+
+pub async fn down(global: &Global, yes: bool) -> Result<i32> {
+    if !yes && !std::io::stdin().is_terminal() {
+        return Err(UserError::new("karpctl down needs confirmation, and there is no terminal to ask on")
+            .hint("pass --yes to confirm")
+            .into());
+    }
+    let p = prepare(global).await?;
+    let mut nodes = desired::build(&p.spec, &p.facts);
+    for n in &mut nodes {
+        n.fields = None;
+    }
+    let observed = observe(&p.ctx, nodes, global.concurrency as usize).await?;
+    let plan = planner::plan(observed, PlanOptions::default());
+    if !yes && !plan.steps.is_empty() {
+        print_plan(&p, &plan);
+        eprint!("Destroy these {} object(s) for cluster {}? Only 'yes' is accepted: ", plan.steps.len(), p.spec.cluster);
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if answer.trim() != "yes" {
+            return Err(UserError::new("down cancelled; nothing was changed").into());
+        }
+    }
+    apply_plan("down", &p, plan).await
+}
+
+async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
+    if !plan.conflicts.is_empty() {
+        print_plan(p, &plan);
+        if p.global.output == Output::Json {
+            println!("{}", serde_json::to_string_pretty(&plan_json(command, p, &plan, None))?);
+        }
+        return Err(conflicts_error(&plan));
+    }
+    if plan.steps.is_empty() {
+        print_plan(p, &plan);
+        if p.global.output == Output::Json {
+            println!("{}", serde_json::to_string_pretty(&plan_json(command, p, &plan, Some(&BTreeMap::new())))?);
+        }
+        print_stats(p);
+        return Ok(EXIT_OK);
+    }
+    print_plan(p, &plan);
+    let (tx, rx) = watch::channel(false);
+    let signal = tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            let _ = tx.send(true);
+            // A second Ctrl-C leaves at once.
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(EXIT_INTERRUPTED);
+            }
+        }
+    });
+    let ctx = p.ctx.clone();
+    let started = Instant::now();
+    let results = executor::execute(&plan.steps, p.global.concurrency as usize, rx, ctx.reporter.clone(), move |step| {
+        let ctx = ctx.clone();
+        async move { resources::apply(&ctx, &step).await }
+    })
+    .await?;
+    signal.abort();
+    let failed = results.values().filter(|o| matches!(o, Outcome::Failed(_))).count();
+    let skipped = results.values().filter(|o| matches!(o, Outcome::Skipped(_))).count();
+    let cancelled = results.values().filter(|o| matches!(o, Outcome::Cancelled)).count();
+    let (mut add, mut change, mut destroy) = (0, 0, 0);
+    for s in &plan.steps {
+        if results.get(&s.id) == Some(&Outcome::Done) {
+            use crate::model::Action::*;
+            match s.action {
+                Create => add += 1,
+                Update | Adopt => change += 1,
+                Replace => {
+                    add += 1;
+                    destroy += 1
+                }
+                Delete => destroy += 1,
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    if p.global.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&plan_json(command, p, &plan, Some(&results)))?);
+    } else {
+        let verb = if command == "down" { "Destroy" } else { "Apply" };
+        let state = if failed + skipped + cancelled == 0 { "complete" } else { "incomplete" };
+        println!(
+            "{verb} {state}! Resources: {add} added, {change} changed, {destroy} destroyed. ({:.1}s)",
+            elapsed.as_secs_f64()
+        );
+    }
+    print_stats(p);
+    if cancelled > 0 {
+        eprintln!("Interrupted: {cancelled} step(s) not started. Run `karpctl {command}` again to finish; it picks up from what exists.");
+        return Ok(EXIT_INTERRUPTED);
+    }
+    if failed > 0 {
+        let errs: Vec<String> = results
+            .iter()
+            .filter_map(|(id, o)| match o {
+                Outcome::Failed(e) => Some(format!("  - {id}: {e}")),
+                _ => None,
+            })
+            .collect();
+        return Err(UserError::new(format!(
+            "{failed} step(s) failed{}:\n{}",
+            if skipped > 0 { format!(" and {skipped} were skipped") } else { String::new() },
+            errs.join("\n")
+        ))
+        .hint(format!("fix the cause above and run `karpctl {command}` again; completed steps are not repeated"))
+        .into());
+    }
+    Ok(EXIT_OK)
+}
+
+/// Render an error for the terminal or as JSON.
+pub fn report_error(err: &anyhow::Error, output: Output, command: &str) {
+    let hint = err.chain().find_map(|e| e.downcast_ref::<UserError>()).and_then(|u| u.hint.clone());
+    let causes: Vec<String> = err.chain().skip(1).map(|e| e.to_string()).collect();
+    if output == Output::Json {
+        let doc = json!({
+            "format_version": 1,
+            "command": command,
+            "error": {"message": err.to_string(), "causes": causes, "hint": hint},
+        });
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return;
+    }
+    let style = Style::detect(std::io::stderr().is_terminal());
+    eprintln!("{}: {err}", style.red("error"));
+    for c in causes {
+        eprintln!("  caused by: {c}");
+    }
+    if let Some(h) = hint {
+        eprintln!("{}: {h}", style.bold("hint"));
+    }
+}

@@ -1,0 +1,67 @@
+//! karpctl: the AWS pieces Karpenter needs around an EKS cluster, without Terraform.
+
+mod aws;
+mod cli;
+mod desired;
+mod engine;
+mod executor;
+mod karpenter_iam;
+mod model;
+mod names;
+mod plan_file;
+mod planner;
+mod policy_doc;
+mod report;
+mod resources;
+
+use clap::{CommandFactory, Parser};
+use cli::{Cli, Command};
+
+fn init_tracing(verbose: u8, quiet: bool) {
+    use tracing_subscriber::EnvFilter;
+    let base = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "warn,karpctl=debug",
+        (false, _) => "info,karpctl=trace,aws_smithy_runtime=debug,aws_config=debug",
+    };
+    // Signing and credential internals can carry secrets (session tokens in canonical
+    // requests): they are never logged, whatever RUST_LOG says.
+    let filter = format!(
+        "{},aws_sigv4=off,aws_credential_types=off,aws_runtime::auth=off",
+        std::env::var("RUST_LOG").unwrap_or_else(|_| base.to_string())
+    );
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn main() {
+    let cli = Cli::parse();
+    init_tracing(cli.global.verbose, cli.global.quiet);
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "karpctl", &mut std::io::stdout());
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let (name, result) = rt.block_on(async {
+        match &cli.command {
+            Command::Up(a) => ("up", engine::up(&cli.global, a.adopt).await),
+            Command::Diff(a) => ("diff", engine::diff(&cli.global, a.adopt).await),
+            Command::Down(a) => ("down", engine::down(&cli.global, a.yes).await),
+            Command::Completions { .. } => unreachable!("handled above"),
+        }
+    });
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            engine::report_error(&e, cli.global.output, name);
+            engine::EXIT_ERROR
+        }
+    };
+    // Do not wait for lingering SDK connections.
+    rt.shutdown_background();
+    std::process::exit(code);
+}

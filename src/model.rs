@@ -1,0 +1,245 @@
+//! The shared vocabulary of the engine: resource kinds, desired and observed state, steps.
+//!
+//! Every resource is compared as a flat map of named fields holding canonical JSON values
+//! (policy documents already normalised), so the planner, the renderers and saved plans are
+//! generic over kinds; only reading and applying are kind-specific (see `resources`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+pub type Fields = BTreeMap<String, Value>;
+pub type Tags = BTreeMap<String, String>;
+
+/// Tag naming the cluster that owns an object.
+pub const OWNER_TAG: &str = "karpctl.io/cluster";
+/// Tag naming the logical id of the object in karpctl's graph.
+pub const RESOURCE_TAG: &str = "karpctl.io/resource";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    IamRole,
+    IamPolicy,
+    RolePolicyAttachment,
+    InstanceProfile,
+    AccessEntry,
+    PodIdentity,
+    Queue,
+    QueuePolicy,
+    EventRule,
+    DiscoveryTags,
+}
+
+impl Kind {
+    /// A Terraform-like type label used in plan output.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::IamRole => "aws_iam_role",
+            Kind::IamPolicy => "aws_iam_policy",
+            Kind::RolePolicyAttachment => "aws_iam_role_policy_attachment",
+            Kind::InstanceProfile => "aws_iam_instance_profile",
+            Kind::AccessEntry => "aws_eks_access_entry",
+            Kind::PodIdentity => "aws_eks_pod_identity_association",
+            Kind::Queue => "aws_sqs_queue",
+            Kind::QueuePolicy => "aws_sqs_queue_policy",
+            Kind::EventRule => "aws_cloudwatch_event_rule",
+            Kind::DiscoveryTags => "aws_ec2_tag",
+        }
+    }
+}
+
+/// Who owns a live object, judged from its tags (or its parent's).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "owner", content = "cluster", rename_all = "snake_case")]
+pub enum Owner {
+    /// Carries `karpctl.io/cluster=<this cluster>`.
+    Ours,
+    /// Exists without karpctl's ownership tag.
+    Unowned,
+    /// Owned by karpctl for another cluster.
+    OtherCluster(String),
+    /// Not karpctl's and never will be, but satisfies the requirement (for example an access
+    /// entry EKS made for a managed node group with the same role). Never changed or deleted.
+    External,
+}
+
+impl Owner {
+    pub fn from_tags(tags: &Tags, cluster: &str) -> Owner {
+        match tags.get(OWNER_TAG) {
+            Some(c) if c == cluster => Owner::Ours,
+            Some(c) => Owner::OtherCluster(c.clone()),
+            None => Owner::Unowned,
+        }
+    }
+}
+
+/// One node of the desired graph. `fields` is `None` when the plan does not want the object
+/// (a feature switched off, or `down`): it is still read, and deleted if it is ours.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Node {
+    pub id: String,
+    pub kind: Kind,
+    /// The AWS name (or identifier) of the object.
+    pub name: String,
+    pub fields: Option<Fields>,
+    /// Logical ids this node depends on (must exist before it; deleted after it).
+    pub deps: Vec<String>,
+    /// Kind-specific data needed to read and apply, not compared (ARNs, parent names).
+    pub spec: BTreeMap<String, String>,
+    /// Messages for the plan output (for example a shortened name).
+    pub notes: Vec<String>,
+}
+
+impl Node {
+    pub fn spec(&self, key: &str) -> &str {
+        self.spec.get(key).map(String::as_str).unwrap_or("")
+    }
+}
+
+/// What a read found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Observed {
+    pub fields: Fields,
+    pub owner: Owner,
+    /// AWS identifiers (ARN, URL, id) for output.
+    pub ids: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Create,
+    Update,
+    Replace,
+    Delete,
+    /// Take over an unowned object of the expected name (`--adopt`): tag it, then converge it.
+    Adopt,
+}
+
+impl Action {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Action::Create => "+",
+            Action::Update => "~",
+            Action::Replace => "-/+",
+            Action::Delete => "-",
+            Action::Adopt => "~",
+        }
+    }
+    pub fn verb(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update in place",
+            Action::Replace => "replace",
+            Action::Delete => "destroy",
+            Action::Adopt => "adopt",
+        }
+    }
+    pub fn progress(self) -> &'static str {
+        match self {
+            Action::Create => "Creating",
+            Action::Update | Action::Adopt => "Modifying",
+            Action::Replace => "Replacing",
+            Action::Delete => "Destroying",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub field: String,
+    pub before: Value,
+    pub after: Value,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forces_replacement: bool,
+}
+
+/// One unit of work of a plan.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Step {
+    pub id: String,
+    pub kind: Kind,
+    pub name: String,
+    pub action: Action,
+    pub changes: Vec<Change>,
+    pub deps: Vec<String>,
+    pub node: Node,
+    pub observed: Option<Observed>,
+    /// Set when this delete needs no call because its parent's delete removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed_with: Option<String>,
+}
+
+/// A live object blocking the plan: same name, not ours.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Conflict {
+    pub id: String,
+    pub kind: Kind,
+    pub name: String,
+    pub owner: Owner,
+}
+
+impl Conflict {
+    pub fn message(&self) -> String {
+        match &self.owner {
+            Owner::OtherCluster(c) => format!(
+                "{} {} exists but is managed by karpctl for cluster {c}",
+                self.kind.label(),
+                self.name
+            ),
+            _ => format!(
+                "{} {} exists but is not managed by karpctl (it has no {OWNER_TAG} tag)",
+                self.kind.label(),
+                self.name
+            ),
+        }
+    }
+}
+
+/// Something the user should know that is neither a change nor an error.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub id: String,
+    pub level: Level,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Info,
+    Warning,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    pub conflicts: Vec<Conflict>,
+    pub findings: Vec<Finding>,
+    /// Ids of nodes that are in sync.
+    pub in_sync: Vec<String>,
+}
+
+impl Plan {
+    pub fn counts(&self) -> (usize, usize, usize) {
+        let mut add = 0;
+        let mut change = 0;
+        let mut destroy = 0;
+        for s in &self.steps {
+            match s.action {
+                Action::Create => add += 1,
+                Action::Update | Action::Adopt => change += 1,
+                Action::Replace => {
+                    add += 1;
+                    destroy += 1
+                }
+                Action::Delete => destroy += 1,
+            }
+        }
+        (add, change, destroy)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+}

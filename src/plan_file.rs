@@ -1,0 +1,383 @@
+//! TOML plan files: load, defaults, validation. Errors name the file, the line and the field.
+
+use crate::model::Tags;
+use crate::names;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// A user-facing error: what is wrong, and what to do about it.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct UserError {
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl UserError {
+    pub fn new(message: impl Into<String>) -> Self {
+        UserError { message: message.into(), hint: None }
+    }
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlan {
+    pub cluster: Option<String>,
+    pub region: Option<String>,
+    pub account_id: Option<String>,
+    #[serde(default)]
+    pub tags: Tags,
+    #[serde(default)]
+    pub interruption: RawInterruption,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawInterruption {
+    pub enabled: Option<bool>,
+    pub queue_name: Option<String>,
+    pub kms_key_id: Option<String>,
+    pub sqs_managed_sse: Option<bool>,
+}
+
+/// A validated plan.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    pub cluster: String,
+    /// The region the plan pins, if any.
+    pub region: Option<String>,
+    pub account_id: Option<String>,
+    /// The user's tags for every object karpctl creates.
+    pub tags: Tags,
+    pub interruption: Interruption,
+    /// Where the plan came from (None: defaults).
+    pub source: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Interruption {
+    pub enabled: bool,
+    pub queue_name: String,
+    /// Notes about the name (shortened to fit).
+    pub queue_name_note: Option<String>,
+    /// SSE-KMS key; None means SSE-SQS.
+    pub kms_key_id: Option<String>,
+}
+
+/// The line where `key` is set in `table` ("" for the top level), for error messages.
+fn line_of(text: &str, table: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.starts_with('[') {
+            current = line.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+            continue;
+        }
+        let Some((k, _)) = line.split_once('=') else { continue };
+        let k = k.trim().trim_matches('"');
+        if current == table && k == key {
+            return Some(i + 1);
+        }
+        if table.is_empty() && current.is_empty() && k == key {
+            return Some(i + 1);
+        }
+        // dotted keys: interruption.queue_name = ...
+        if current.is_empty() && k == format!("{table}.{key}") {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, table: &str, key: &str, what: &str) -> UserError {
+        let field = if table.is_empty() { key.to_string() } else { format!("{table}.{key}") };
+        let at = match line_of(self.text, table, key) {
+            Some(l) => format!("{}:{l}", self.file),
+            None => self.file.to_string(),
+        };
+        UserError::new(format!("{at}: `{field}` {what}"))
+    }
+}
+
+pub fn validate_cluster_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 100 {
+        return Err(format!("must be 1 to 100 characters (got {})", name.len()));
+    }
+    let mut chars = name.chars();
+    let first = chars.next().unwrap();
+    if !first.is_ascii_alphanumeric() {
+        return Err("must start with a letter or digit".into());
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_')) {
+        return Err(format!("contains {bad:?}; only letters, digits, '-' and '_' are allowed"));
+    }
+    Ok(())
+}
+
+pub fn validate_region(region: &str) -> Result<(), String> {
+    // <area>-<direction>-<n>, optionally with a gov/iso segment: us-east-1, us-gov-west-1, cn-north-1.
+    let parts: Vec<&str> = region.split('-').collect();
+    let ok = parts.len() >= 3
+        && parts.len() <= 4
+        && parts[0].len() == 2
+        && parts.iter().take(parts.len() - 1).all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase()))
+        && parts.last().is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+    if ok { Ok(()) } else { Err(format!("{region:?} is not an AWS region name (expected something like us-east-1)")) }
+}
+
+fn validate_tags(ctx: &Ctx, tags: &Tags) -> Result<(), UserError> {
+    if tags.len() > 40 {
+        return Err(ctx.err("", "tags", &format!("has {} tags; at most 40 (AWS allows 50 per object and karpctl adds its own)", tags.len())));
+    }
+    for (k, v) in tags {
+        let bad = if k.is_empty() || k.len() > 127 {
+            Some(format!("key {k:?} must be 1 to 127 characters"))
+        } else if k.to_ascii_lowercase().starts_with("aws:") {
+            Some(format!("key {k:?} uses the reserved prefix aws:"))
+        } else if k.starts_with("karpctl.io/") {
+            Some(format!("key {k:?} uses karpctl's own prefix karpctl.io/"))
+        } else if v.len() > 256 {
+            Some(format!("value of {k:?} is longer than 256 characters"))
+        } else {
+            None
+        };
+        if let Some(b) = bad {
+            return Err(ctx.err("tags", k, &b));
+        }
+    }
+    Ok(())
+}
+
+/// Parse and validate a plan. `cluster_flag` is the `--cluster` value, if given.
+pub fn parse(text: &str, file: &str, cluster_flag: Option<&str>) -> Result<Spec, UserError> {
+    let raw: RawPlan = toml::from_str(text).map_err(|e| {
+        let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        let at = match line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.to_string(),
+        };
+        UserError::new(format!("{at}: {}", e.message()))
+            .hint("fix the plan file; every key is documented in the README's plan reference")
+    })?;
+    let ctx = Ctx { file, text };
+    resolve(raw, &ctx, cluster_flag, Some(PathBuf::from(file)))
+}
+
+/// The plan karpctl uses when there is no plan file: everything from defaults.
+pub fn defaults(cluster: &str) -> Result<Spec, UserError> {
+    let ctx = Ctx { file: "--cluster", text: "" };
+    resolve(RawPlan::default(), &ctx, Some(cluster), None)
+}
+
+fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<PathBuf>) -> Result<Spec, UserError> {
+    let cluster = match (&raw.cluster, cluster_flag) {
+        (Some(p), Some(f)) if p != f => {
+            return Err(ctx
+                .err("", "cluster", &format!("is {p:?} but --cluster is {f:?}"))
+                .hint("use the plan file made for this cluster, or fix `cluster` in it"));
+        }
+        (Some(p), _) => p.clone(),
+        (None, Some(f)) => f.to_string(),
+        (None, None) => return Err(ctx.err("", "cluster", "is missing").hint("add `cluster = \"<name>\"` or pass --cluster")),
+    };
+    if let Err(e) = validate_cluster_name(&cluster) {
+        let e = if raw.cluster.is_some() {
+            ctx.err("", "cluster", &e)
+        } else {
+            UserError::new(format!("--cluster {cluster:?}: {e}"))
+        };
+        return Err(e.hint("EKS cluster names are 1-100 letters, digits, '-' and '_', starting with a letter or digit"));
+    }
+    if let Some(r) = &raw.region {
+        validate_region(r).map_err(|e| ctx.err("", "region", &e))?;
+    }
+    if let Some(a) = &raw.account_id {
+        if a.len() != 12 || !a.chars().all(|c| c.is_ascii_digit()) {
+            return Err(ctx.err("", "account_id", &format!("{a:?} is not a 12-digit AWS account id")));
+        }
+    }
+    validate_tags(ctx, &raw.tags)?;
+
+    let i = raw.interruption;
+    let default_queue = format!("Karpenter-{cluster}");
+    let (queue_name, queue_name_note) = match &i.queue_name {
+        Some(q) => {
+            if q.is_empty() || q.len() > 80 || !q.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+                return Err(ctx
+                    .err("interruption", "queue_name", &format!("{q:?} is not a valid SQS queue name"))
+                    .hint("use 1 to 80 letters, digits, '-' or '_'"));
+            }
+            (q.clone(), None)
+        }
+        None => {
+            let (n, shortened) = names::fit(&default_queue, 80);
+            (n.clone(), shortened.then(|| format!("queue name shortened to fit SQS's 80 characters: {n}")))
+        }
+    };
+    if let Some(k) = &i.kms_key_id {
+        if k.trim().is_empty() {
+            return Err(ctx.err("interruption", "kms_key_id", "is empty").hint("remove it to use SSE-SQS, or give a KMS key id, ARN or alias"));
+        }
+        if i.sqs_managed_sse == Some(true) {
+            return Err(ctx
+                .err("interruption", "sqs_managed_sse", "is true while `interruption.kms_key_id` is set; a queue uses one or the other")
+                .hint("remove `sqs_managed_sse` to encrypt with the KMS key, or remove `kms_key_id` to use SSE-SQS"));
+        }
+    } else if i.sqs_managed_sse == Some(false) {
+        return Err(ctx
+            .err("interruption", "sqs_managed_sse", "is false but no `interruption.kms_key_id` is set; the queue must be encrypted")
+            .hint("remove `sqs_managed_sse` (SSE-SQS is the default) or set `kms_key_id`"));
+    }
+    Ok(Spec {
+        cluster,
+        region: raw.region,
+        account_id: raw.account_id,
+        tags: raw.tags,
+        interruption: Interruption {
+            enabled: i.enabled.unwrap_or(true),
+            queue_name,
+            queue_name_note,
+            kms_key_id: i.kms_key_id,
+        },
+        source,
+    })
+}
+
+/// Find the plan for a command: `--plan`, else `plans/<cluster>.toml` if it exists, else
+/// defaults. Without a cluster: KARPCTL_CLUSTER, or the only plan in `plans/`.
+pub fn load(plan_flag: Option<&Path>, cluster_flag: Option<&str>, plans_dir: &Path) -> Result<Spec, UserError> {
+    if let Some(p) = plan_flag {
+        let text = std::fs::read_to_string(p).map_err(|e| {
+            UserError::new(format!("cannot read plan file {}: {e}", p.display())).hint("check the --plan path")
+        })?;
+        return parse(&text, &p.display().to_string(), cluster_flag);
+    }
+    let cluster = match cluster_flag {
+        Some(c) => c.to_string(),
+        None => pick_cluster(plans_dir)?,
+    };
+    let path = plans_dir.join(format!("{cluster}.toml"));
+    if path.exists() {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| UserError::new(format!("cannot read plan file {}: {e}", path.display())))?;
+        parse(&text, &path.display().to_string(), Some(&cluster))
+    } else {
+        defaults(&cluster)
+    }
+}
+
+fn pick_cluster(plans_dir: &Path) -> Result<String, UserError> {
+    if let Ok(c) = std::env::var("KARPCTL_CLUSTER") {
+        if !c.is_empty() {
+            return Ok(c);
+        }
+    }
+    let mut found: Vec<String> = std::fs::read_dir(plans_dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let p = e.path();
+                    (p.extension().is_some_and(|x| x == "toml")).then(|| p.file_stem().unwrap().to_string_lossy().to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(UserError::new("no cluster given and no plan in plans/")
+            .hint("pass --cluster NAME or set KARPCTL_CLUSTER")),
+        _ => Err(UserError::new(format!("no cluster given and plans/ holds several plans: {}", found.join(", ")))
+            .hint("pass --cluster NAME or set KARPCTL_CLUSTER")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_plan_parses() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/plans/say-when-east.toml")).unwrap();
+        let s = parse(&text, "plans/say-when-east.toml", Some("say-when-east")).unwrap();
+        assert_eq!(s.cluster, "say-when-east");
+        assert_eq!(s.region.as_deref(), Some("us-east-1"));
+        assert!(s.interruption.enabled);
+        assert_eq!(s.interruption.queue_name, "Karpenter-say-when-east");
+        assert_eq!(s.interruption.kms_key_id, None);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_the_line() {
+        let e = parse("cluster = \"a\"\n[interruption]\nenabeld = true\n", "p.toml", None).unwrap_err();
+        assert!(e.message.starts_with("p.toml:3:"), "{}", e.message);
+        assert!(e.message.contains("enabeld"), "{}", e.message);
+    }
+
+    #[test]
+    fn wrong_types_and_bad_toml_name_the_line() {
+        let e = parse("cluster = \"a\"\nregion = 5\n", "p.toml", None).unwrap_err();
+        assert!(e.message.starts_with("p.toml:2:"), "{}", e.message);
+        let e = parse("cluster = \n", "p.toml", None).unwrap_err();
+        assert!(e.message.starts_with("p.toml:1:"), "{}", e.message);
+    }
+
+    #[test]
+    fn invalid_values_name_the_field() {
+        let cases = [
+            ("cluster = \"-bad\"\n", "`cluster`"),
+            ("cluster = \"a\"\nregion = \"moon-1\"\n", "`region`"),
+            ("cluster = \"a\"\naccount_id = \"12\"\n", "`account_id`"),
+            ("cluster = \"a\"\n[interruption]\nqueue_name = \"has space\"\n", "`interruption.queue_name`"),
+            ("cluster = \"a\"\n[interruption]\nkms_key_id = \"alias/k\"\nsqs_managed_sse = true\n", "`interruption.sqs_managed_sse`"),
+            ("cluster = \"a\"\n[tags]\n\"aws:x\" = \"y\"\n", "`tags.aws:x`"),
+        ];
+        for (text, field) in cases {
+            let e = parse(text, "p.toml", None).unwrap_err();
+            assert!(e.message.contains(field), "{text}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn cluster_must_match_the_flag() {
+        let e = parse("cluster = \"a\"\n", "p.toml", Some("b")).unwrap_err();
+        assert!(e.message.contains("--cluster"), "{}", e.message);
+    }
+
+    #[test]
+    fn long_cluster_names_get_a_shortened_queue_name() {
+        let c = "c".repeat(100);
+        let s = defaults(&c).unwrap();
+        assert!(s.interruption.queue_name.len() <= 80);
+        assert!(s.interruption.queue_name_note.is_some());
+    }
+
+    #[test]
+    fn cluster_names() {
+        assert!(validate_cluster_name("say-when-east").is_ok());
+        assert!(validate_cluster_name(&"a".repeat(100)).is_ok());
+        assert!(validate_cluster_name(&"a".repeat(101)).is_err());
+        assert!(validate_cluster_name("a.b").is_err());
+        assert!(validate_cluster_name("").is_err());
+    }
+
+    #[test]
+    fn regions() {
+        for r in ["us-east-1", "us-gov-west-1", "cn-north-1", "ap-northeast-1", "eu-central-2"] {
+            assert!(validate_region(r).is_ok(), "{r}");
+        }
+        for r in ["useast1", "us-east", "US-EAST-1", "moon-1"] {
+            assert!(validate_region(r).is_err(), "{r}");
+        }
+    }
+}

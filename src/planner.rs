@@ -1,0 +1,300 @@
+//! Pure planning: desired nodes + what was observed -> steps with field-level changes.
+//! `diff` renders the result; `up` and `down` execute it. Nothing here talks to AWS.
+
+use crate::model::{
+    Action, Change, Conflict, Finding, Kind, Level, Node, Observed, Owner, Plan, Step,
+};
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PlanOptions {
+    /// Take over unowned objects of the expected name instead of stopping.
+    pub adopt: bool,
+}
+
+/// Fields that cannot change in place: a change to one of them replaces the object.
+fn forces_replacement(kind: Kind, field: &str) -> bool {
+    matches!(
+        (kind, field),
+        (Kind::AccessEntry, "type") | (Kind::AccessEntry, "username") | (Kind::AccessEntry, "groups")
+            | (Kind::IamRole, "path")
+            | (Kind::IamPolicy, "path")
+            | (Kind::InstanceProfile, "path")
+    )
+}
+
+/// Compare the desired fields with the observed ones. Only fields the plan names are compared;
+/// for `tags`, only the keys the plan sets (other tags on our objects are left alone).
+pub fn changes(kind: Kind, desired: &crate::model::Fields, observed: &Observed) -> Vec<Change> {
+    let mut out = Vec::new();
+    for (field, after) in desired {
+        let before = match (field.as_str(), observed.fields.get(field)) {
+            ("tags", Some(Value::Object(live))) => {
+                let wanted = after.as_object();
+                Value::Object(
+                    live.iter()
+                        .filter(|(k, _)| wanted.is_some_and(|w| w.contains_key(*k)))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                )
+            }
+            (_, Some(v)) => v.clone(),
+            (_, None) => Value::Null,
+        };
+        if &before != after {
+            out.push(Change {
+                field: field.clone(),
+                before,
+                after: after.clone(),
+                forces_replacement: forces_replacement(kind, field),
+            });
+        }
+    }
+    out
+}
+
+fn all_fields_as_changes(node: &Node, observed: Option<&Observed>, create: bool) -> Vec<Change> {
+    if create {
+        node.fields
+            .iter()
+            .flatten()
+            .map(|(f, v)| Change { field: f.clone(), before: Value::Null, after: v.clone(), forces_replacement: false })
+            .collect()
+    } else {
+        observed
+            .map(|o| {
+                o.fields
+                    .iter()
+                    .map(|(f, v)| Change { field: f.clone(), before: v.clone(), after: Value::Null, forces_replacement: false })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
+    let mut p = Plan::default();
+    for (node, observed) in entries {
+        let step = |action, changes| Step {
+            id: node.id.clone(),
+            kind: node.kind,
+            name: node.name.clone(),
+            action,
+            changes,
+            deps: node.deps.clone(),
+            node: node.clone(),
+            observed: observed.clone(),
+            removed_with: None,
+        };
+        match (&node.fields, &observed) {
+            (Some(_), None) => {
+                let ch = all_fields_as_changes(&node, None, true);
+                p.steps.push(step(Action::Create, ch));
+            }
+            (Some(want), Some(obs)) => match &obs.owner {
+                Owner::Ours => {
+                    let ch = changes(node.kind, want, obs);
+                    if ch.is_empty() {
+                        p.in_sync.push(node.id.clone());
+                    } else if ch.iter().any(|c| c.forces_replacement) {
+                        p.steps.push(step(Action::Replace, ch));
+                    } else {
+                        p.steps.push(step(Action::Update, ch));
+                    }
+                }
+                Owner::Unowned if opts.adopt => {
+                    let ch = changes(node.kind, want, obs);
+                    if ch.iter().any(|c| c.forces_replacement) {
+                        // Adopting must not destroy the object: stop instead.
+                        p.conflicts.push(Conflict {
+                            id: node.id.clone(),
+                            kind: node.kind,
+                            name: node.name.clone(),
+                            owner: obs.owner.clone(),
+                        });
+                    } else {
+                        p.steps.push(step(Action::Adopt, ch));
+                    }
+                }
+                Owner::Unowned | Owner::OtherCluster(_) => p.conflicts.push(Conflict {
+                    id: node.id.clone(),
+                    kind: node.kind,
+                    name: node.name.clone(),
+                    owner: obs.owner.clone(),
+                }),
+                Owner::External => {
+                    p.in_sync.push(node.id.clone());
+                    p.findings.push(Finding {
+                        id: node.id.clone(),
+                        level: Level::Info,
+                        message: format!(
+                            "{} {} already exists and is not managed by karpctl; it satisfies the plan and is left alone",
+                            node.kind.label(),
+                            node.name
+                        ),
+                    });
+                }
+            },
+            (None, Some(obs)) => match &obs.owner {
+                Owner::Ours => {
+                    let ch = all_fields_as_changes(&node, Some(obs), false);
+                    p.steps.push(step(Action::Delete, ch));
+                }
+                Owner::Unowned | Owner::External | Owner::OtherCluster(_) => {
+                    p.findings.push(Finding {
+                        id: node.id.clone(),
+                        level: Level::Info,
+                        message: format!(
+                            "{} {} exists but is not karpctl's for this cluster; left alone",
+                            node.kind.label(),
+                            node.name
+                        ),
+                    });
+                }
+            },
+            (None, None) => {}
+        }
+    }
+    // A delete whose parent object is deleted too needs no call of its own.
+    let deleted: std::collections::BTreeSet<String> =
+        p.steps.iter().filter(|s| s.action == Action::Delete).map(|s| s.id.clone()).collect();
+    for s in &mut p.steps {
+        if s.action == Action::Delete {
+            if let Some(parent) = s.node.spec.get("contained_in") {
+                if deleted.contains(parent) {
+                    s.removed_with = Some(parent.clone());
+                }
+            }
+        }
+    }
+    p.steps.sort_by(|a, b| a.id.cmp(&b.id));
+    p.conflicts.sort_by(|a, b| a.id.cmp(&b.id));
+    p.in_sync.sort();
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Fields;
+    use serde_json::json;
+
+    fn node(id: &str, kind: Kind, fields: Option<Fields>) -> Node {
+        Node {
+            id: id.into(),
+            kind,
+            name: format!("name-{id}"),
+            fields,
+            deps: vec![],
+            spec: Default::default(),
+            notes: vec![],
+        }
+    }
+    fn fields(v: Value) -> Fields {
+        v.as_object().unwrap().clone().into_iter().collect()
+    }
+    fn obs(v: Value, owner: Owner) -> Observed {
+        Observed { fields: fields(v), owner, ids: Default::default() }
+    }
+
+    #[test]
+    fn missing_object_is_created_with_every_field() {
+        let p = plan(
+            vec![(node("queue", Kind::Queue, Some(fields(json!({"a": "1", "b": "2"})))), None)],
+            PlanOptions::default(),
+        );
+        assert_eq!(p.steps.len(), 1);
+        assert_eq!(p.steps[0].action, Action::Create);
+        assert_eq!(p.steps[0].changes.len(), 2);
+        assert_eq!(p.counts(), (1, 0, 0));
+    }
+
+    #[test]
+    fn equal_fields_are_in_sync_and_extra_live_tags_are_ignored() {
+        let want = fields(json!({"a": "1", "tags": {"k": "v"}}));
+        let live = obs(json!({"a": "1", "tags": {"k": "v", "other": "x"}, "unrelated": 5}), Owner::Ours);
+        let p = plan(vec![(node("q", Kind::Queue, Some(want)), Some(live))], PlanOptions::default());
+        assert!(p.steps.is_empty());
+        assert_eq!(p.in_sync, vec!["q".to_string()]);
+    }
+
+    #[test]
+    fn drift_is_an_update_naming_each_field() {
+        let want = fields(json!({"a": "300", "tags": {"k": "v"}}));
+        let live = obs(json!({"a": "600", "tags": {}}), Owner::Ours);
+        let p = plan(vec![(node("q", Kind::Queue, Some(want)), Some(live))], PlanOptions::default());
+        let s = &p.steps[0];
+        assert_eq!(s.action, Action::Update);
+        let names: Vec<_> = s.changes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(names, vec!["a", "tags"]);
+        assert_eq!(s.changes[0].before, json!("600"));
+        assert_eq!(s.changes[0].after, json!("300"));
+    }
+
+    #[test]
+    fn immutable_field_change_is_a_replace() {
+        let want = fields(json!({"type": "EC2_LINUX"}));
+        let live = obs(json!({"type": "STANDARD"}), Owner::Ours);
+        let p = plan(vec![(node("ae", Kind::AccessEntry, Some(want)), Some(live))], PlanOptions::default());
+        assert_eq!(p.steps[0].action, Action::Replace);
+        assert_eq!(p.counts(), (1, 0, 1));
+    }
+
+    #[test]
+    fn unowned_or_foreign_objects_are_conflicts_unless_adopted() {
+        let want = fields(json!({"a": "1"}));
+        let entries = vec![
+            (node("x", Kind::Queue, Some(want.clone())), Some(obs(json!({"a": "1"}), Owner::Unowned))),
+            (
+                node("y", Kind::Queue, Some(want.clone())),
+                Some(obs(json!({"a": "1"}), Owner::OtherCluster("other".into()))),
+            ),
+        ];
+        let p = plan(entries.clone(), PlanOptions::default());
+        assert!(p.steps.is_empty());
+        assert_eq!(p.conflicts.len(), 2);
+        assert!(p.conflicts[1].message().contains("cluster other"));
+        let p = plan(entries, PlanOptions { adopt: true });
+        assert_eq!(p.steps.len(), 1);
+        assert_eq!(p.steps[0].action, Action::Adopt);
+        assert_eq!(p.conflicts.len(), 1, "another cluster's object is never adopted");
+    }
+
+    #[test]
+    fn unwanted_objects_are_deleted_only_when_ours() {
+        let entries = vec![
+            (node("mine", Kind::Queue, None), Some(obs(json!({"a": "1"}), Owner::Ours))),
+            (node("theirs", Kind::Queue, None), Some(obs(json!({"a": "1"}), Owner::Unowned))),
+            (node("gone", Kind::Queue, None), None),
+        ];
+        let p = plan(entries, PlanOptions::default());
+        assert_eq!(p.steps.len(), 1);
+        assert_eq!(p.steps[0].id, "mine");
+        assert_eq!(p.steps[0].action, Action::Delete);
+        assert_eq!(p.findings.len(), 1);
+    }
+
+    #[test]
+    fn child_deleted_with_parent_needs_no_call() {
+        let mut child = node("queue-policy", Kind::QueuePolicy, None);
+        child.spec.insert("contained_in".into(), "queue".into());
+        let entries = vec![
+            (node("queue", Kind::Queue, None), Some(obs(json!({}), Owner::Ours))),
+            (child, Some(obs(json!({"Policy": {}}), Owner::Ours))),
+        ];
+        let p = plan(entries, PlanOptions::default());
+        let child = p.steps.iter().find(|s| s.id == "queue-policy").unwrap();
+        assert_eq!(child.removed_with.as_deref(), Some("queue"));
+    }
+
+    #[test]
+    fn external_objects_satisfy_the_plan() {
+        let want = fields(json!({"type": "EC2_LINUX"}));
+        let p = plan(
+            vec![(node("ae", Kind::AccessEntry, Some(want)), Some(obs(json!({}), Owner::External)))],
+            PlanOptions::default(),
+        );
+        assert!(p.steps.is_empty());
+        assert_eq!(p.findings.len(), 1);
+    }
+}

@@ -1,0 +1,245 @@
+//! Events from the engine, and how they reach a person: plan rendering and progress lines.
+//! The engine never prints; it emits events to a `Reporter`.
+
+use crate::model::{Action, Change, Level, Plan, Step};
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::time::{Duration, Instant};
+
+pub enum Event<'a> {
+    Started { step: &'a Step },
+    Still { step: &'a Step, elapsed: Duration },
+    Finished { step: &'a Step, elapsed: Duration },
+    Failed { step: &'a Step, error: &'a str, elapsed: Duration },
+    Skipped { step: &'a Step, because: &'a str },
+    Cancelling { in_flight: usize },
+    Retrying { id: &'a str, operation: &'a str, code: &'a str, attempt: u32, elapsed: Duration },
+    Info(&'a str),
+}
+
+pub trait Reporter: Send + Sync {
+    fn event(&self, e: Event<'_>);
+}
+
+/// Discards everything (used for `--quiet` and JSON output).
+pub struct Silent;
+impl Reporter for Silent {
+    fn event(&self, _: Event<'_>) {}
+}
+
+/// Plain progress lines on stderr, like `terraform apply`.
+pub struct Progress {
+    pub start: Instant,
+    pub verbose: bool,
+    pub style: Style,
+}
+
+fn secs(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 { format!("{}m{}s", s / 60, s % 60) } else { format!("{s}s") }
+}
+
+impl Reporter for Progress {
+    fn event(&self, e: Event<'_>) {
+        let line = match e {
+            Event::Started { step } => {
+                if step.removed_with.is_some() {
+                    return;
+                }
+                format!("{}: {}... [{}]", step.id, step.action.progress(), step.name)
+            }
+            Event::Still { step, elapsed } => {
+                format!("{}: Still {}... [{} elapsed]", step.id, step.action.progress().to_lowercase(), secs(elapsed))
+            }
+            Event::Finished { step, elapsed } => {
+                if let Some(p) = &step.removed_with {
+                    format!("{}: removed with {p}", step.id)
+                } else {
+                    let what = match step.action {
+                        Action::Create => "Creation",
+                        Action::Delete => "Destruction",
+                        Action::Replace => "Replacement",
+                        Action::Update | Action::Adopt => "Modifications",
+                    };
+                    format!("{}: {what} complete after {}", step.id, secs(elapsed))
+                }
+            }
+            Event::Failed { step, error, elapsed } => {
+                format!("{}: {} after {}: {error}", step.id, self.style.red("failed"), secs(elapsed))
+            }
+            Event::Skipped { step, because } => format!("{}: skipped ({because})", step.id),
+            Event::Cancelling { in_flight } => format!(
+                "Interrupt received: no new steps will start; waiting for {in_flight} in-flight call(s) to finish..."
+            ),
+            Event::Retrying { id, operation, code, attempt, elapsed } => {
+                format!("{id}: {operation} returned {code} (AWS is still propagating a change); retry {attempt} [{} elapsed]", secs(elapsed))
+            }
+            Event::Info(s) => s.to_string(),
+        };
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
+
+/// Colour on a terminal, none with NO_COLOR or when not a terminal.
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    pub color: bool,
+}
+
+impl Style {
+    pub fn detect(stream_is_tty: bool) -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style { color: stream_is_tty && !no_color }
+    }
+    fn paint(&self, code: &str, s: &str) -> String {
+        if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
+    }
+    pub fn green(&self, s: &str) -> String {
+        self.paint("32", s)
+    }
+    pub fn yellow(&self, s: &str) -> String {
+        self.paint("33", s)
+    }
+    pub fn red(&self, s: &str) -> String {
+        self.paint("31", s)
+    }
+    pub fn bold(&self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    fn action(&self, a: Action) -> String {
+        match a {
+            Action::Create => self.green(a.symbol()),
+            Action::Update | Action::Adopt => self.yellow(a.symbol()),
+            Action::Replace => self.yellow(a.symbol()),
+            Action::Delete => self.red(a.symbol()),
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "(none)".into(),
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}
+
+fn render_change(out: &mut String, c: &Change, style: Style, action: Action) {
+    let sym = match (&c.before, &c.after) {
+        (Value::Null, _) => style.green("+"),
+        (_, Value::Null) => style.red("-"),
+        _ => style.yellow("~"),
+    };
+    let force = if c.forces_replacement { style.red(" # forces replacement") } else { String::new() };
+    let structured = c.before.is_object() || c.after.is_object() || c.before.is_array() || c.after.is_array();
+    if !structured {
+        let text = match (&c.before, &c.after) {
+            (Value::Null, a) => scalar(a),
+            (b, Value::Null) => scalar(b),
+            (b, a) => format!("{} -> {}", scalar(b), scalar(a)),
+        };
+        let _ = writeln!(out, "      {sym} {} = {text}{force}", c.field);
+        return;
+    }
+    let _ = writeln!(out, "      {sym} {}{force}", c.field);
+    let before = (!c.before.is_null()).then_some(&c.before);
+    let after = (!c.after.is_null()).then_some(&c.after);
+    let body = if action == Action::Create || action == Action::Delete {
+        serde_json::to_string_pretty(after.or(before).unwrap()).unwrap_or_default()
+    } else {
+        crate::policy_doc::render_diff(before, after).unwrap_or_default()
+    };
+    for line in body.lines() {
+        let painted = if line.starts_with("+ ") {
+            style.green(line)
+        } else if line.starts_with("- ") {
+            style.red(line)
+        } else {
+            line.to_string()
+        };
+        let _ = writeln!(out, "          {painted}");
+    }
+}
+
+/// The human rendering of a plan: grouped resources with symbols, field-level changes, then a
+/// summary line. Deterministic.
+pub fn render_plan(plan: &Plan, style: Style) -> String {
+    let mut out = String::new();
+    for f in &plan.findings {
+        let tag = match f.level {
+            Level::Info => "note",
+            Level::Warning => &style.yellow("warning"),
+        };
+        let _ = writeln!(out, "{tag}: {}", f.message);
+    }
+    if !plan.findings.is_empty() {
+        out.push('\n');
+    }
+    if plan.steps.is_empty() {
+        if plan.conflicts.is_empty() {
+            let _ = writeln!(out, "No changes. {} resources are in sync.", plan.in_sync.len());
+        }
+    } else {
+        let _ = writeln!(out, "karpctl will perform the following actions:\n");
+        let mut steps: Vec<&Step> = plan.steps.iter().collect();
+        steps.sort_by_key(|s| (s.kind, s.id.clone()));
+        for s in steps {
+            let header = format!("{} {} {} ({})", style.action(s.action), style.bold(&s.id), s.kind.label(), s.name);
+            let _ = writeln!(out, "  {header} will be {}", match s.action {
+                Action::Create => "created",
+                Action::Update => "updated in place",
+                Action::Replace => "replaced",
+                Action::Delete => "destroyed",
+                Action::Adopt => "adopted (karpctl's tags added) and updated",
+            });
+            for n in &s.node.notes {
+                let _ = writeln!(out, "      # {n}");
+            }
+            if let Some(p) = &s.removed_with {
+                let _ = writeln!(out, "      # removed together with {p}");
+            }
+            for c in &s.changes {
+                render_change(&mut out, c, style, s.action);
+            }
+            out.push('\n');
+        }
+        let (a, c, d) = plan.counts();
+        let _ = writeln!(out, "{}", style.bold(&format!("Plan: {a} to add, {c} to change, {d} to destroy.")));
+    }
+    for c in &plan.conflicts {
+        let _ = writeln!(out, "{}: {}", style.red("conflict"), c.message());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Kind, Node};
+    use serde_json::json;
+
+    fn step(id: &str, kind: Kind, action: Action, changes: Vec<Change>) -> Step {
+        let node = Node { id: id.into(), kind, name: format!("Name-{id}"), fields: None, deps: vec![], spec: Default::default(), notes: vec![] };
+        Step { id: id.into(), kind, name: node.name.clone(), action, changes, deps: vec![], node, observed: None, removed_with: None }
+    }
+
+    #[test]
+    fn plain_rendering_has_symbols_fields_and_summary() {
+        let plan = Plan {
+            steps: vec![
+                step("queue", Kind::Queue, Action::Create, vec![Change { field: "MessageRetentionPeriod".into(), before: Value::Null, after: json!("300"), forces_replacement: false }]),
+                step("rule-Rebalance", Kind::EventRule, Action::Update, vec![Change { field: "State".into(), before: json!("DISABLED"), after: json!("ENABLED"), forces_replacement: false }]),
+                step("rule-Old", Kind::EventRule, Action::Delete, vec![]),
+            ],
+            ..Default::default()
+        };
+        let text = render_plan(&plan, Style { color: false });
+        assert!(text.contains("+ queue aws_sqs_queue (Name-queue) will be created"), "{text}");
+        assert!(text.contains("+ MessageRetentionPeriod = \"300\""), "{text}");
+        assert!(text.contains("~ State = \"DISABLED\" -> \"ENABLED\""), "{text}");
+        assert!(text.contains("- rule-Old"), "{text}");
+        assert!(text.contains("Plan: 1 to add, 1 to change, 1 to destroy."), "{text}");
+        assert!(!text.contains('\x1b'));
+    }
+}

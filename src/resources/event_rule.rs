@@ -1,0 +1,271 @@
+//! EventBridge rules on the default bus that feed the interruption queue, one target each.
+//!
+//! Read: DescribeRule, then ListTargetsByRule and ListTagsForResource together. Create: PutRule
+//! with tags in the call (after checking no rule of that name exists, since PutRule is an upsert),
+//! then PutTargets (FailedEntryCount checked). Update: PutRule with the whole rule (omitted fields
+//! would become null), TagResource for tags (AWS ignores tags on PutRule for an existing rule),
+//! PutTargets / RemoveTargets for targets. Delete: RemoveTargets, then DeleteRule, retried while
+//! AWS still sees targets.
+
+use super::{Ctx, changed, want_str, wanted_tags};
+use crate::aws::{self, Retryable, aws_err};
+use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
+use crate::policy_doc;
+use anyhow::{Context, Result, bail};
+use aws_sdk_eventbridge::types::{RuleState, Tag, Target};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
+
+/// The interruption rules of AWS.md section 2: (part, source, detail-type, since minor version).
+pub const RULES: [(&str, &str, &str, u32); 5] = [
+    ("HealthEvent", "aws.health", "AWS Health Event", 0),
+    ("SpotInterrupt", "aws.ec2", "EC2 Spot Instance Interruption Warning", 0),
+    ("Rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation", 0),
+    ("StateChange", "aws.ec2", "EC2 Instance State-change Notification", 0),
+    ("CapacityReservation", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning", 10),
+];
+
+const HAS_TARGETS: [Retryable; 1] = [Retryable { code: "ValidationException", message: "has targets" }];
+
+pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster: &str, tags: &Tags) -> Fields {
+    let mut f = Fields::new();
+    f.insert("EventPattern".into(), json!({"source": [source], "detail-type": [detail_type]}));
+    f.insert("State".into(), json!("ENABLED"));
+    f.insert("Description".into(), json!(format!("Karpenter interruption handling for {cluster}: {detail_type}")));
+    f.insert("Targets".into(), json!([{"Id": TARGET_ID, "Arn": queue_arn}]));
+    f.insert("tags".into(), Ctx::tags_value(tags));
+    f
+}
+
+fn not_found(code: &str) -> bool {
+    code == "ResourceNotFoundException"
+}
+
+async fn rule_tags(ctx: &Ctx, arn: &str) -> Result<Option<Tags>> {
+    match ctx.aws.events.list_tags_for_resource().resource_arn(arn).send().await {
+        Ok(o) => Ok(Some(o.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect())),
+        Err(e) if not_found(aws::code(&e)) => Ok(None),
+        Err(e) => Err(aws_err("events:ListTagsForResource", e)),
+    }
+}
+
+async fn targets(ctx: &Ctx, name: &str) -> Result<Option<Vec<(String, String)>>> {
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        match ctx.aws.events.list_targets_by_rule().rule(name).set_next_token(token).send().await {
+            Ok(o) => {
+                out.extend(o.targets().iter().map(|t| (t.id().to_string(), t.arn().to_string())));
+                token = o.next_token().map(str::to_string);
+                if token.is_none() {
+                    break;
+                }
+            }
+            Err(e) if not_found(aws::code(&e)) => return Ok(None),
+            Err(e) => return Err(aws_err("events:ListTargetsByRule", e)),
+        }
+    }
+    out.sort();
+    Ok(Some(out))
+}
+
+fn rule_arn(ctx: &Ctx, name: &str) -> String {
+    format!("arn:{}:events:{}:{}:rule/{name}", ctx.partition, ctx.region, ctx.account_id)
+}
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let d = match ctx.aws.events.describe_rule().name(&node.name).send().await {
+        Ok(d) => d,
+        Err(e) if not_found(aws::code(&e)) => return Ok(None),
+        Err(e) => return Err(aws_err("events:DescribeRule", e)),
+    };
+    let arn = d.arn().map(str::to_string).unwrap_or_else(|| rule_arn(ctx, &node.name));
+    let (targets, tags) = tokio::try_join!(targets(ctx, &node.name), rule_tags(ctx, &arn))?;
+    let (Some(targets), Some(tags)) = (targets, tags) else { return Ok(None) };
+    let mut fields = Fields::new();
+    let pattern = match d.event_pattern() {
+        Some(p) => policy_doc::parse_event_pattern(p).unwrap_or_else(|_| json!(p)),
+        None => Value::Null,
+    };
+    fields.insert("EventPattern".into(), pattern);
+    fields.insert("State".into(), d.state().map(|s| json!(s.as_str())).unwrap_or(Value::Null));
+    fields.insert("Description".into(), d.description().map(|s| json!(s)).unwrap_or(Value::Null));
+    fields.insert(
+        "Targets".into(),
+        Value::Array(targets.iter().map(|(id, arn)| json!({"Id": id, "Arn": arn})).collect()),
+    );
+    fields.insert("tags".into(), Ctx::tags_value(&tags));
+    let mut ids = BTreeMap::new();
+    ids.insert("arn".to_string(), arn);
+    Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
+}
+
+fn sdk_tags(tags: &Tags) -> Result<Vec<Tag>> {
+    tags.iter()
+        .map(|(k, v)| Tag::builder().key(k).value(v).build().context("building a tag"))
+        .collect()
+}
+
+async fn put_rule(ctx: &Ctx, step: &Step) -> Result<String> {
+    let node = &step.node;
+    let pattern = node.fields.as_ref().and_then(|f| f.get("EventPattern")).context("no event pattern in the plan")?;
+    let o = ctx
+        .aws
+        .events
+        .put_rule()
+        .name(&node.name)
+        .event_pattern(pattern.to_string())
+        .state(RuleState::from(want_str(node, "State")))
+        .description(want_str(node, "Description"))
+        // Ignored by AWS for an existing rule; sent so an emulator that replaces tags keeps them.
+        .set_tags(Some(sdk_tags(&wanted_tags(node))?))
+        .send()
+        .await
+        .map_err(|e| aws_err("events:PutRule", e))?;
+    Ok(o.rule_arn().map(str::to_string).unwrap_or_else(|| rule_arn(ctx, &node.name)))
+}
+
+async fn put_targets(ctx: &Ctx, step: &Step) -> Result<()> {
+    let node = &step.node;
+    let want = node.fields.as_ref().and_then(|f| f.get("Targets")).and_then(|t| t.as_array()).context("no targets in the plan")?;
+    let mut targets = Vec::new();
+    for t in want {
+        targets.push(
+            Target::builder()
+                .id(t["Id"].as_str().unwrap_or_default())
+                .arn(t["Arn"].as_str().unwrap_or_default())
+                .build()
+                .context("building a target")?,
+        );
+    }
+    let o = ctx
+        .aws
+        .events
+        .put_targets()
+        .rule(&node.name)
+        .set_targets(Some(targets))
+        .send()
+        .await
+        .map_err(|e| aws_err("events:PutTargets", e))?;
+    if o.failed_entry_count() > 0 {
+        let why: Vec<String> = o
+            .failed_entries()
+            .iter()
+            .map(|f| format!("{}: {} {}", f.target_id().unwrap_or("?"), f.error_code().unwrap_or(""), f.error_message().unwrap_or("")))
+            .collect();
+        bail!("events:PutTargets failed for rule {}: {}", node.name, why.join("; "));
+    }
+    Ok(())
+}
+
+async fn remove_targets(ctx: &Ctx, name: &str, ids: Vec<String>) -> Result<()> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    match ctx.aws.events.remove_targets().rule(name).set_ids(Some(ids)).force(false).send().await {
+        Ok(o) if o.failed_entry_count() > 0 => bail!("events:RemoveTargets failed for rule {name}"),
+        Ok(_) => Ok(()),
+        Err(e) if not_found(aws::code(&e)) => Ok(()),
+        Err(e) => Err(aws_err("events:RemoveTargets", e)),
+    }
+}
+
+pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+    let name = &step.node.name;
+    match step.action {
+        Action::Create | Action::Replace => {
+            // PutRule upserts: make sure we are not about to overwrite someone else's rule.
+            if let Some(live) = read(ctx, &step.node).await? {
+                if live.owner != Owner::Ours {
+                    bail!("EventBridge rule {name} exists but is not managed by karpctl for cluster {}; it was left untouched", ctx.cluster);
+                }
+            }
+            put_rule(ctx, step).await?;
+            put_targets(ctx, step).await
+        }
+        Action::Update | Action::Adopt => {
+            let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).cloned().unwrap_or_else(|| rule_arn(ctx, name));
+            if step.action == Action::Adopt || changed(step, "tags") {
+                ctx.aws
+                    .events
+                    .tag_resource()
+                    .resource_arn(&arn)
+                    .set_tags(Some(sdk_tags(&wanted_tags(&step.node))?))
+                    .send()
+                    .await
+                    .map_err(|e| aws_err("events:TagResource", e))?;
+            }
+            if ["EventPattern", "State", "Description"].iter().any(|f| changed(step, f)) {
+                put_rule(ctx, step).await?;
+            }
+            if changed(step, "Targets") {
+                put_targets(ctx, step).await?;
+                let keep: BTreeSet<String> = [TARGET_ID.to_string()].into();
+                let live = targets(ctx, name).await?.unwrap_or_default();
+                let extra: Vec<String> = live.into_iter().map(|(id, _)| id).filter(|id| !keep.contains(id)).collect();
+                remove_targets(ctx, name, extra).await?;
+            }
+            Ok(())
+        }
+        Action::Delete => delete(ctx, step).await,
+    }
+}
+
+async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
+    let name = &step.node.name;
+    let Some(live) = read(ctx, &step.node).await? else { return Ok(()) };
+    if live.owner != Owner::Ours {
+        bail!("EventBridge rule {name} is no longer tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
+    }
+    let ids: Vec<String> = live.fields["Targets"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t["Id"].as_str().map(str::to_string)).collect())
+        .unwrap_or_default();
+    remove_targets(ctx, name, ids).await?;
+    let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "events:DeleteRule", &HAS_TARGETS, || {
+        ctx.aws.events.delete_rule().name(name).send()
+    })
+    .await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if not_found(aws::code(&e)) => Ok(()),
+        Err(e) => Err(aws_err("events:DeleteRule", e)),
+    }
+}
+
+/// Rules that target the queue but are not in the desired set (renamed, or from an older plan):
+/// one ListRuleNamesByTarget call. They are read like any node and deleted if ours.
+pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
+    let Some(queue) = nodes.iter().find(|n| n.kind == Kind::Queue) else { return Ok(vec![]) };
+    let queue_arn = queue.spec("arn");
+    let known: BTreeSet<&str> = nodes.iter().filter(|n| n.kind == Kind::EventRule).map(|n| n.name.as_str()).collect();
+    let mut found = Vec::new();
+    let mut token = None;
+    loop {
+        let o = match ctx.aws.events.list_rule_names_by_target().target_arn(queue_arn).set_next_token(token).send().await {
+            Ok(o) => o,
+            Err(e) if not_found(aws::code(&e)) => break,
+            Err(e) => return Err(aws_err("events:ListRuleNamesByTarget", e)),
+        };
+        for r in o.rule_names() {
+            if !known.contains(r.as_str()) {
+                found.push(Node {
+                    id: format!("rule-unlisted-{r}"),
+                    kind: Kind::EventRule,
+                    name: r.clone(),
+                    fields: None,
+                    deps: vec![queue.id.clone()],
+                    spec: BTreeMap::new(),
+                    notes: vec!["targets the interruption queue but is not in the plan".into()],
+                });
+            }
+        }
+        token = o.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    Ok(found)
+}

@@ -1,0 +1,52 @@
+//! The interruption queue's access policy (the queue's `Policy` attribute).
+//!
+//! Read: shares GetQueueUrl / GetQueueAttributes / ListQueueTags with the queue (no extra call);
+//! ownership is the queue's. Write: SetQueueAttributes(Policy), retried while SQS does not yet
+//! accept a principal or the queue ARN (InvalidAttributeValue). Delete: clear the attribute,
+//! unless the queue itself is being deleted.
+
+use super::{Ctx, queue};
+use crate::aws::{self, Retryable, aws_err};
+use crate::model::{Action, Fields, Node, Observed, Owner, Step};
+use crate::policy_doc;
+use anyhow::{Context, Result, bail};
+use aws_sdk_sqs::types::QueueAttributeName;
+use std::collections::BTreeMap;
+
+const PROPAGATING: [Retryable; 1] =
+    [Retryable { code: "InvalidAttributeValue", message: "Invalid value for the parameter Policy" }];
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let Some(url) = queue::url(ctx, &node.name).await? else { return Ok(None) };
+    let (attrs, tags) = tokio::try_join!(queue::attributes(ctx, &url), queue::tags(ctx, &url))?;
+    let (Some(attrs), Some(tags)) = (attrs, tags) else { return Ok(None) };
+    let Some(text) = attrs.get("Policy").filter(|p| !p.trim().is_empty()) else { return Ok(None) };
+    let doc = policy_doc::parse(text).with_context(|| format!("the policy of SQS queue {} is not valid JSON", node.name))?;
+    let mut fields = Fields::new();
+    fields.insert("Policy".into(), doc);
+    let mut ids = BTreeMap::new();
+    ids.insert("url".to_string(), url);
+    Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
+}
+
+pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+    let Some(url) = queue::url_for_write(ctx, step).await? else {
+        if step.action == Action::Delete {
+            return Ok(());
+        }
+        bail!("SQS queue {} does not exist; its policy cannot be set", step.node.name)
+    };
+    let value = match step.action {
+        Action::Delete => String::new(),
+        _ => {
+            let doc = step.node.fields.as_ref().and_then(|f| f.get("Policy")).context("no policy in the plan")?;
+            policy_doc::to_wire(doc)
+        }
+    };
+    aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:SetQueueAttributes", &PROPAGATING, || {
+        ctx.aws.sqs.set_queue_attributes().queue_url(&url).attributes(QueueAttributeName::Policy, value.clone()).send()
+    })
+    .await
+    .map_err(|e| aws_err("sqs:SetQueueAttributes(Policy)", e))?;
+    Ok(())
+}
