@@ -36,6 +36,9 @@ pub fn is_read_operation(op: &str) -> bool {
     ["Get", "List", "Describe", "Receive"].iter().any(|p| op.starts_with(p))
 }
 
+/// The calls of this process, so that an error report can say how many writes happened.
+pub static STATS: std::sync::OnceLock<Arc<CallStats>> = std::sync::OnceLock::new();
+
 #[derive(Debug, Serialize)]
 pub struct StatsReport {
     pub calls: u64,

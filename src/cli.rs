@@ -68,6 +68,8 @@ pub enum Command {
     Diff(DiffArgs),
     /// Remove everything karpctl made for the cluster, and nothing else
     Down(DownArgs),
+    /// Print what to pass on to Karpenter (Helm values, EC2NodeClass), read from live AWS
+    Output(OutputArgs),
     /// Print shell completions
     Completions {
         /// Shell to generate completions for
@@ -80,6 +82,9 @@ pub struct UpArgs {
     /// Take over unowned objects of the expected names (migrating from Terraform or eksctl)
     #[arg(long)]
     pub adopt: bool,
+    /// Apply exactly the steps of a plan saved by `diff --out`; refuse if AWS changed since
+    #[arg(long, value_name = "FILE")]
+    pub plan_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -87,6 +92,23 @@ pub struct DiffArgs {
     /// Show what `up --adopt` would do
     #[arg(long)]
     pub adopt: bool,
+    /// Save the plan to FILE for `up --plan-file`
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// What to print: Helm values, an EC2NodeClass snippet, or everything as JSON
+    #[arg(long, value_enum, default_value_t = OutputFormat::Json)]
+    pub format: OutputFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Helm,
+    Nodeclass,
+    Json,
 }
 
 #[derive(Debug, Args)]

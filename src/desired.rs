@@ -16,6 +16,34 @@ pub struct Facts {
     pub region: String,
     pub partition: String,
     pub cluster: ClusterFacts,
+    /// Subnets and the security group chosen for discovery tags (filled by `discovery::select`).
+    #[serde(default)]
+    pub discovery: DiscoveryFacts,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct DiscoveryFacts {
+    pub vpc_id: String,
+    /// The subnets to carry `karpenter.sh/discovery=<cluster>`.
+    pub subnets: Vec<SubnetFact>,
+    /// The one security group to carry it.
+    pub security_group: Option<SecurityGroupFact>,
+    /// Warnings and notes to show with the plan (capacity per AZ, foreign tagged objects).
+    pub findings: Vec<crate::model::Finding>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct SubnetFact {
+    pub id: String,
+    pub availability_zone: String,
+    pub available_ips: i64,
+    pub vpc_id: String,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct SecurityGroupFact {
+    pub id: String,
+    pub name: String,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
@@ -51,7 +79,242 @@ pub fn rule_name(cluster: &str, part: &str) -> (String, bool) {
 pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let mut nodes = Vec::new();
     interruption(spec, facts, &mut nodes);
+    identity(spec, facts, &mut nodes);
+    nodes.extend(crate::discovery::nodes(spec, facts));
     nodes
+}
+
+pub fn role_arn(facts: &Facts, path: &str, name: &str) -> String {
+    format!("arn:{}:iam::{}:role{path}{name}", facts.partition, facts.account_id)
+}
+
+pub fn policy_arn(facts: &Facts, path: &str, name: &str) -> String {
+    format!("arn:{}:iam::{}:policy{path}{name}", facts.partition, facts.account_id)
+}
+
+/// The node role's ARN: the one karpctl creates, or the existing one the plan names.
+pub fn node_role_arn(spec: &Spec, facts: &Facts) -> String {
+    let id = &spec.identity;
+    match (&id.node_role, &id.existing_node_role) {
+        (Some(n), _) => role_arn(facts, &id.path, &n.name),
+        (None, Some(e)) if e.starts_with("arn:") => e.clone(),
+        (None, Some(e)) => role_arn(facts, "/", e),
+        (None, None) => String::new(),
+    }
+}
+
+fn str_map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+fn fields(pairs: Vec<(&str, serde_json::Value)>) -> crate::model::Fields {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// The last segment of a policy ARN, used in ids and names of attachments.
+fn policy_short_name(arn: &str) -> &str {
+    arn.rsplit('/').next().unwrap_or(arn)
+}
+
+/// Identity nodes. Field contracts (what each kind's read must return to compare):
+/// - IamRole: `path`, `AssumeRolePolicyDocument` (canonical), `tags`; spec `arn`.
+/// - IamPolicy: `path`, `PolicyDocument` (canonical), `tags`; spec `arn`.
+/// - RolePolicyAttachment: `PolicyArn`; spec `role` (role name), `policy_arn`; owner = the role's.
+/// - InstanceProfile: `path`, `Role` (role name), `tags`; spec `arn`.
+/// - AccessEntry: `type`, `tags`; name and spec `principal_arn` = node role ARN.
+/// - PodIdentity: `namespace`, `service_account`, `role_arn`, `tags`; name `<ns>/<sa>`.
+fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
+    use serde_json::json;
+    let id = &spec.identity;
+    let path = id.path.as_str();
+    let node_role_name = id.node_role_name();
+    let node_role_arn = node_role_arn(spec, facts);
+
+    // Node role and its managed policies (only when karpctl creates the role).
+    let default_node_role = crate::plan_file::Named {
+        name: names::fit(&format!("KarpenterNodeRole-{}", spec.cluster), 64).0,
+        note: None,
+    };
+    let created = id.node_role.as_ref();
+    let role_node = created.unwrap_or(&default_node_role);
+    if created.is_some() || id.existing_node_role.as_deref().map(|e| e.rsplit('/').next().unwrap_or(e)) != Some(role_node.name.as_str()) {
+        nodes.push(Node {
+            id: "node-role".into(),
+            kind: Kind::IamRole,
+            name: role_node.name.clone(),
+            fields: created.map(|_| {
+                fields(vec![
+                    ("path", json!(path)),
+                    ("AssumeRolePolicyDocument", karpenter_iam::node_role_trust()),
+                    ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "node-role"))),
+                ])
+            }),
+            deps: vec![],
+            spec: str_map(&[("arn", &role_arn(facts, path, &role_node.name))]),
+            notes: role_node.note.iter().cloned().collect(),
+        });
+    }
+    if created.is_some() {
+        let ipv6 = facts.cluster.ip_family.eq_ignore_ascii_case("ipv6");
+        let mut arns = karpenter_iam::node_managed_policy_arns(&facts.partition, &facts.account_id, ipv6, id.karpenter_version);
+        arns.extend(id.extra_node_policy_arns.iter().cloned());
+        arns.dedup();
+        // Node policies an older plan (another Karpenter version, IPv4/IPv6) may have attached:
+        // listed without desired fields so that they are detached when no longer wanted.
+        let mut previous: Vec<String> = Vec::new();
+        for v in [karpenter_iam::KarpenterVersion { minor: 0 }, karpenter_iam::KarpenterVersion::LATEST] {
+            for six in [false, true] {
+                previous.extend(karpenter_iam::node_managed_policy_arns(&facts.partition, &facts.account_id, six, v));
+            }
+        }
+        previous.sort();
+        previous.dedup();
+        previous.retain(|a| !arns.contains(a));
+        let wanted = arns.iter().map(|a| (a, true));
+        let unwanted = previous.iter().map(|a| (a, false));
+        for (arn, want) in wanted.chain(unwanted) {
+            let short = policy_short_name(arn);
+            nodes.push(Node {
+                id: format!("node-role-policy-{short}"),
+                kind: Kind::RolePolicyAttachment,
+                name: format!("{node_role_name}/{short}"),
+                fields: want.then(|| fields(vec![("PolicyArn", json!(arn))])),
+                deps: vec!["node-role".into()],
+                spec: str_map(&[
+                    ("role", &node_role_name),
+                    ("policy_arn", arn),
+                    ("owner_from", "node-role"),
+                    ("contained_in", "node-role"),
+                ]),
+                notes: vec![],
+            });
+        }
+    }
+
+    // Instance profile (opt-in), holding the node role.
+    let ip = &id.instance_profile_name;
+    nodes.push(Node {
+        id: "node-instance-profile".into(),
+        kind: Kind::InstanceProfile,
+        name: ip.name.clone(),
+        fields: id.instance_profile.as_ref().map(|_| {
+            fields(vec![
+                ("path", json!(path)),
+                ("Role", json!(node_role_name)),
+                ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "node-instance-profile"))),
+            ])
+        }),
+        deps: if created.is_some() { vec!["node-role".into()] } else { vec![] },
+        spec: str_map(&[("arn", &format!("arn:{}:iam::{}:instance-profile{path}{}", facts.partition, facts.account_id, ip.name))]),
+        notes: ip.note.iter().cloned().collect(),
+    });
+
+    // Access entry for the node role.
+    nodes.push(Node {
+        id: "node-access-entry".into(),
+        kind: Kind::AccessEntry,
+        name: node_role_arn.clone(),
+        fields: Some(fields(vec![
+            ("type", json!(id.access_entry_type)),
+            ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "node-access-entry"))),
+        ])),
+        deps: if created.is_some() { vec!["node-role".into()] } else { vec![] },
+        spec: str_map(&[("principal_arn", &node_role_arn), ("cluster", &spec.cluster)]),
+        notes: vec![],
+    });
+
+    // Controller role.
+    let ctrl = &id.controller_role;
+    let ctrl_arn = role_arn(facts, path, &ctrl.name);
+    let trust = match id.mode {
+        crate::plan_file::IdentityMode::PodIdentity => karpenter_iam::controller_trust_pod_identity(),
+        crate::plan_file::IdentityMode::Irsa => {
+            let issuer = facts.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
+            let provider = format!("arn:{}:iam::{}:oidc-provider/{issuer}", facts.partition, facts.account_id);
+            karpenter_iam::controller_trust_irsa(&provider, issuer, &id.namespace, &id.service_account)
+        }
+    };
+    nodes.push(Node {
+        id: "controller-role".into(),
+        kind: Kind::IamRole,
+        name: ctrl.name.clone(),
+        fields: Some(fields(vec![
+            ("path", json!(path)),
+            ("AssumeRolePolicyDocument", trust),
+            ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "controller-role"))),
+        ])),
+        deps: vec![],
+        spec: str_map(&[("arn", &ctrl_arn)]),
+        notes: ctrl.note.iter().cloned().collect(),
+    });
+
+    // Controller policies, split as upstream does, each attached to the controller role.
+    let qarn = queue_arn(facts, &spec.interruption.queue_name);
+    let inputs = karpenter_iam::ControllerPolicyInputs {
+        partition: &facts.partition,
+        region: &facts.region,
+        account_id: &facts.account_id,
+        cluster: &spec.cluster,
+        node_role_arn: &node_role_arn,
+        queue_arn: spec.interruption.enabled.then_some(qarn.as_str()),
+        zonal_shift: id.zonal_shift,
+        version: id.karpenter_version,
+    };
+    let docs: BTreeMap<karpenter_iam::PolicyPart, serde_json::Value> = karpenter_iam::controller_policies(&inputs).into_iter().collect();
+    for part in karpenter_iam::PolicyPart::ALL {
+        let (pname, short) = names::fit(&format!("KarpenterController{}Policy-{}", part.name(), spec.cluster), 128);
+        let parn = policy_arn(facts, path, &pname);
+        let pid = format!("controller-policy-{}", part.name());
+        let doc = docs.get(&part).cloned();
+        let want = doc.is_some();
+        nodes.push(Node {
+            id: pid.clone(),
+            kind: Kind::IamPolicy,
+            name: pname.clone(),
+            fields: doc.map(|d| {
+                fields(vec![
+                    ("path", json!(path)),
+                    ("PolicyDocument", d),
+                    ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, &pid))),
+                ])
+            }),
+            deps: vec![],
+            spec: str_map(&[("arn", &parn)]),
+            notes: if short { vec![format!("policy name shortened to fit IAM's 128 characters: {pname}")] } else { vec![] },
+        });
+        nodes.push(Node {
+            id: format!("controller-policy-attachment-{}", part.name()),
+            kind: Kind::RolePolicyAttachment,
+            name: format!("{}/{pname}", ctrl.name),
+            fields: want.then(|| fields(vec![("PolicyArn", json!(parn))])),
+            deps: vec!["controller-role".into(), pid.clone()],
+            spec: str_map(&[
+                ("role", &ctrl.name),
+                ("policy_arn", &parn),
+                ("owner_from", "controller-role"),
+                ("contained_in", "controller-role"),
+            ]),
+            notes: vec![],
+        });
+    }
+
+    // Pod Identity association (Pod Identity mode only).
+    nodes.push(Node {
+        id: "pod-identity".into(),
+        kind: Kind::PodIdentity,
+        name: format!("{}/{}", id.namespace, id.service_account),
+        fields: (id.mode == crate::plan_file::IdentityMode::PodIdentity).then(|| {
+            fields(vec![
+                ("namespace", json!(id.namespace)),
+                ("service_account", json!(id.service_account)),
+                ("role_arn", json!(ctrl_arn)),
+                ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "pod-identity"))),
+            ])
+        }),
+        deps: vec!["controller-role".into()],
+        spec: str_map(&[("cluster", &spec.cluster), ("namespace", &id.namespace), ("service_account", &id.service_account)]),
+        notes: vec![],
+    });
 }
 
 fn interruption(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
@@ -110,13 +373,14 @@ mod tests {
             region: "us-east-1".into(),
             partition: "aws".into(),
             cluster: ClusterFacts { name: "say-when-east".into(), status: "ACTIVE".into(), ..Default::default() },
+            discovery: Default::default(),
         }
     }
 
     #[test]
     fn interruption_nodes() {
         let spec = plan_file::defaults("say-when-east").unwrap();
-        let nodes = build(&spec, &facts());
+        let nodes: Vec<Node> = build(&spec, &facts()).into_iter().filter(|n| matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule)).collect();
         let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
         assert_eq!(
             ids,
@@ -141,7 +405,7 @@ mod tests {
     fn interruption_off_keeps_nodes_without_desired_fields() {
         let mut spec = plan_file::defaults("c").unwrap();
         spec.interruption.enabled = false;
-        let nodes = build(&spec, &facts());
+        let nodes: Vec<Node> = build(&spec, &facts()).into_iter().filter(|n| matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule)).collect();
         assert_eq!(nodes.len(), 7);
         assert!(nodes.iter().all(|n| n.fields.is_none()));
     }

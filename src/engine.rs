@@ -7,6 +7,7 @@ use crate::executor::{self, Outcome};
 use crate::model::{Node, Observed, Plan};
 use crate::plan_file::{self, Spec, UserError};
 use crate::planner::{self, PlanOptions};
+use crate::preflight::Command;
 use crate::report::{Event, Progress, Reporter, Silent, Style};
 use crate::resources::{self, Ctx};
 use anyhow::{Context, Result};
@@ -78,11 +79,11 @@ async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserErro
 }
 
 /// Load the plan, connect, and run preflight checks. Makes only read calls.
-pub async fn prepare(global: &Global) -> Result<Prepared> {
+pub async fn prepare(global: &Global, cmd: crate::preflight::Command) -> Result<Prepared> {
     let started = Instant::now();
     let spec = plan_file::load(global.plan.as_deref(), global.cluster.as_deref(), Path::new("plans"))?;
     let region = resolve_region(global, &spec).await?;
-    let stats = Arc::new(CallStats::default());
+    let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
     let endpoint = global.endpoint_url.clone();
     let clients = aws::connect(
         &ConnectOptions { region: region.clone(), profile: global.profile.clone(), endpoint_url: endpoint, max_attempts: 8 },
@@ -113,7 +114,7 @@ pub async fn prepare(global: &Global) -> Result<Prepared> {
             .hint("wait until the cluster is ACTIVE, then run karpctl again")
             .into());
     }
-    let facts = Facts { account_id: account_id.clone(), region: region.clone(), partition: partition.clone(), cluster };
+    let facts = Facts { account_id: account_id.clone(), region: region.clone(), partition: partition.clone(), cluster, discovery: Default::default() };
     let ctx = Arc::new(Ctx {
         aws: clients,
         cluster: spec.cluster.clone(),
@@ -125,7 +126,11 @@ pub async fn prepare(global: &Global) -> Result<Prepared> {
         queue_urls: Default::default(),
         queue_attrs: Default::default(),
         queue_tags: Default::default(),
+        any: Default::default(),
     });
+    let mut facts = facts;
+    crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
+    facts.discovery = crate::discovery::select(&ctx, &spec, &facts, cmd).await?;
     Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), started })
 }
 
@@ -193,6 +198,11 @@ async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result
 pub async fn observe(ctx: &Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
     let discovered = resources::discover(ctx, &nodes).await?;
     let all: Vec<Node> = nodes.into_iter().chain(discovered).collect();
+    observe_nodes(ctx, all, concurrency).await
+}
+
+/// Read exactly these nodes, in order.
+pub async fn observe_nodes(ctx: &Arc<Ctx>, all: Vec<Node>, concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
     let results: Vec<Result<(Node, Option<Observed>)>> = futures::stream::iter(all)
         .map(|n| {
             let ctx = ctx.clone();
@@ -226,39 +236,7 @@ fn print_stats(p: &Prepared) {
 }
 
 fn plan_json(command: &str, p: &Prepared, plan: &Plan, results: Option<&BTreeMap<String, Outcome>>) -> Value {
-    let (add, change, destroy) = plan.counts();
-    let steps: Vec<Value> = plan
-        .steps
-        .iter()
-        .map(|s| {
-            json!({
-                "id": s.id,
-                "kind": s.kind,
-                "type": s.kind.label(),
-                "name": s.name,
-                "action": s.action,
-                "changes": s.changes,
-                "ids": s.observed.as_ref().map(|o| o.ids.clone()).unwrap_or_default(),
-                "notes": s.node.notes,
-                "removed_with": s.removed_with,
-            })
-        })
-        .collect();
-    json!({
-        "format_version": 1,
-        "command": command,
-        "cluster": p.spec.cluster,
-        "account_id": p.facts.account_id,
-        "region": p.facts.region,
-        "in_sync": plan.steps.is_empty() && plan.conflicts.is_empty(),
-        "summary": {"add": add, "change": change, "destroy": destroy},
-        "steps": steps,
-        "conflicts": plan.conflicts.iter().map(|c| json!({"id": c.id, "type": c.kind.label(), "name": c.name, "owner": c.owner, "message": c.message()})).collect::<Vec<_>>(),
-        "findings": plan.findings,
-        "unchanged": plan.in_sync,
-        "results": results,
-        "stats": stats_json(p),
-    })
+    crate::report::plan_json(command, &p.spec.cluster, &p.facts.account_id, &p.facts.region, plan, results, stats_json(p))
 }
 
 fn print_plan(p: &Prepared, plan: &Plan) {
@@ -269,37 +247,127 @@ fn print_plan(p: &Prepared, plan: &Plan) {
 
 fn conflicts_error(plan: &Plan) -> anyhow::Error {
     let list: Vec<String> = plan.conflicts.iter().map(|c| format!("  - {}", c.message())).collect();
+    let data = json!({
+        "conflicts": plan.conflicts.iter().map(|c| json!({"id": c.id, "type": c.kind.label(), "name": c.name, "owner": c.owner, "message": c.message()})).collect::<Vec<_>>(),
+    });
     UserError::new(format!(
         "{} object(s) karpctl would manage already exist and are not karpctl's for this cluster:\n{}",
         plan.conflicts.len(),
         list.join("\n")
     ))
     .hint("rename them in the plan, delete them, or run `karpctl up --adopt` to take over unowned ones (never another cluster's)")
+    .data(data)
     .into()
 }
 
-pub async fn diff(global: &Global, adopt: bool) -> Result<i32> {
-    let p = prepare(global).await?;
+/// A plan saved by `diff --out`: the steps, and every observation they were computed from.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct SavedPlan {
+    pub format_version: u32,
+    pub cluster: String,
+    pub account_id: String,
+    pub region: String,
+    pub observations: Vec<(Node, Option<Observed>)>,
+    pub plan: Plan,
+}
+
+const SAVED_PLAN_VERSION: u32 = 1;
+
+pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i32> {
+    let p = prepare(global, Command::Diff).await?;
     let nodes = desired::build(&p.spec, &p.facts);
     let observed = observe(&p.ctx, nodes, global.concurrency as usize).await?;
-    let plan = planner::plan(observed, PlanOptions { adopt });
-    print_plan(&p, &plan);
-    if global.output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&plan_json("diff", &p, &plan, None))?);
+    let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
+    plan.findings.extend(p.facts.discovery.findings.iter().cloned());
+    if let Some(path) = out {
+        let saved = SavedPlan {
+            format_version: SAVED_PLAN_VERSION,
+            cluster: p.spec.cluster.clone(),
+            account_id: p.facts.account_id.clone(),
+            region: p.facts.region.clone(),
+            observations: observed,
+            plan: plan.clone(),
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&saved)?)
+            .with_context(|| format!("writing the plan to {}", path.display()))?;
+        p.info(&format!("Saved the plan to {}; apply exactly it with `karpctl up --plan-file {}`", path.display(), path.display()));
     }
+    print_plan(&p, &plan);
     print_stats(&p);
     if !plan.conflicts.is_empty() {
         return Err(conflicts_error(&plan));
+    }
+    if global.output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&plan_json("diff", &p, &plan, None))?);
     }
     Ok(if plan.steps.is_empty() { EXIT_OK } else { EXIT_CHANGES })
 }
 
 pub async fn up(global: &Global, adopt: bool) -> Result<i32> {
-    let p = prepare(global).await?;
+    let p = prepare(global, Command::Up).await?;
     let nodes = desired::build(&p.spec, &p.facts);
     let observed = observe(&p.ctx, nodes, global.concurrency as usize).await?;
-    let plan = planner::plan(observed, PlanOptions { adopt });
+    let mut plan = planner::plan(observed, PlanOptions { adopt });
+    plan.findings.extend(p.facts.discovery.findings.iter().cloned());
     apply_plan("up", &p, plan).await
+}
+
+/// Apply a saved plan: only if it is for this cluster, account and region, and every object it
+/// was computed from still reads the same.
+pub async fn up_saved(global: &Global, file: &Path) -> Result<i32> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| UserError::new(format!("cannot read saved plan {}: {e}", file.display())).hint("check the --plan-file path"))?;
+    let saved: SavedPlan = serde_json::from_str(&text).map_err(|e| {
+        UserError::new(format!("{} is not a karpctl saved plan: {e}", file.display())).hint("save one with `karpctl diff --out FILE`")
+    })?;
+    if saved.format_version != SAVED_PLAN_VERSION {
+        return Err(UserError::new(format!("saved plan format {} is not supported (expected {SAVED_PLAN_VERSION})", saved.format_version))
+            .hint("save the plan again with this karpctl version")
+            .into());
+    }
+    if let Some(c) = &global.cluster {
+        if c != &saved.cluster {
+            return Err(UserError::new(format!("the saved plan is for cluster {}, not {c}", saved.cluster))
+                .hint("use the plan saved for this cluster")
+                .into());
+        }
+    }
+    let mut g = global.clone();
+    g.cluster = Some(saved.cluster.clone());
+    let p = prepare(&g, Command::Up).await?;
+    if p.facts.account_id != saved.account_id || p.facts.region != saved.region {
+        return Err(UserError::new(format!(
+            "the saved plan is for account {} in {}, but these credentials are for account {} in {}",
+            saved.account_id, saved.region, p.facts.account_id, p.facts.region
+        ))
+        .hint("use the credentials and region the plan was made with, or save a new plan")
+        .into());
+    }
+    let nodes: Vec<Node> = saved.observations.iter().map(|(n, _)| n.clone()).collect();
+    let (now, extra) = tokio::try_join!(
+        observe_nodes(&p.ctx, nodes.clone(), g.concurrency as usize),
+        resources::discover(&p.ctx, &nodes)
+    )?;
+    let changed: Vec<String> = saved
+        .observations
+        .iter()
+        .zip(now.iter())
+        .filter(|((_, before), (_, after))| before != after)
+        .map(|((n, _), _)| n.id.clone())
+        .collect();
+    let before_ids: std::collections::BTreeSet<&str> = saved.observations.iter().map(|(n, _)| n.id.as_str()).collect();
+    // Objects that appeared since (found by discovery, not in the saved observations).
+    let discovered: Vec<String> = extra.into_iter().map(|n| n.id).filter(|id| !before_ids.contains(id.as_str())).collect();
+    if !changed.is_empty() || !discovered.is_empty() {
+        let all: Vec<String> = changed.into_iter().chain(discovered).collect();
+        return Err(UserError::new(format!(
+            "AWS changed since the plan was saved ({}); nothing was applied",
+            all.join(", ")
+        ))
+        .hint("run `karpctl diff --out FILE` again and review the new plan")
+        .into());
+    }
+    apply_plan("up", &p, saved.plan).await
 }
 
 pub async fn down(global: &Global, yes: bool) -> Result<i32> {
@@ -308,7 +376,7 @@ pub async fn down(global: &Global, yes: bool) -> Result<i32> {
             .hint("pass --yes to confirm")
             .into());
     }
-    let p = prepare(global).await?;
+    let p = prepare(global, Command::Down).await?;
     let mut nodes = desired::build(&p.spec, &p.facts);
     for n in &mut nodes {
         n.fields = None;
@@ -330,9 +398,6 @@ pub async fn down(global: &Global, yes: bool) -> Result<i32> {
 async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
     if !plan.conflicts.is_empty() {
         print_plan(p, &plan);
-        if p.global.output == Output::Json {
-            println!("{}", serde_json::to_string_pretty(&plan_json(command, p, &plan, None))?);
-        }
         return Err(conflicts_error(&plan));
     }
     if plan.steps.is_empty() {
@@ -417,14 +482,22 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
 
 /// Render an error for the terminal or as JSON.
 pub fn report_error(err: &anyhow::Error, output: Output, command: &str) {
-    let hint = err.chain().find_map(|e| e.downcast_ref::<UserError>()).and_then(|u| u.hint.clone());
+    let user = err.chain().find_map(|e| e.downcast_ref::<UserError>());
+    let hint = user.and_then(|u| u.hint.clone());
     let causes: Vec<String> = err.chain().skip(1).map(|e| e.to_string()).collect();
     if output == Output::Json {
-        let doc = json!({
+        let stats = aws::STATS.get().map(|s| serde_json::to_value(s.report()).unwrap_or(Value::Null));
+        let mut doc = json!({
             "format_version": 1,
             "command": command,
             "error": {"message": err.to_string(), "causes": causes, "hint": hint},
+            "stats": stats,
         });
+        if let Some(Value::Object(extra)) = user.and_then(|u| u.data.clone()) {
+            for (k, v) in extra {
+                doc["error"][k] = v;
+            }
+        }
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return;
     }

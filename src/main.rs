@@ -3,14 +3,17 @@
 mod aws;
 mod cli;
 mod desired;
+mod discovery;
 mod engine;
 mod executor;
 mod karpenter_iam;
 mod model;
 mod names;
+mod outputs;
 mod plan_file;
 mod planner;
 mod policy_doc;
+mod preflight;
 mod report;
 mod resources;
 
@@ -39,7 +42,14 @@ fn init_tracing(verbose: u8, quiet: bool) {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    // Usage errors exit 1 (not clap's 2, which means "diff found changes" here).
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { engine::EXIT_ERROR } else { engine::EXIT_OK });
+        }
+    };
     init_tracing(cli.global.verbose, cli.global.quiet);
     if let Command::Completions { shell } = cli.command {
         clap_complete::generate(shell, &mut Cli::command(), "karpctl", &mut std::io::stdout());
@@ -48,8 +58,12 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let (name, result) = rt.block_on(async {
         match &cli.command {
-            Command::Up(a) => ("up", engine::up(&cli.global, a.adopt).await),
-            Command::Diff(a) => ("diff", engine::diff(&cli.global, a.adopt).await),
+            Command::Up(a) => match &a.plan_file {
+                Some(f) => ("up", engine::up_saved(&cli.global, f).await),
+                None => ("up", engine::up(&cli.global, a.adopt).await),
+            },
+            Command::Diff(a) => ("diff", engine::diff(&cli.global, a.adopt, a.out.as_deref()).await),
+            Command::Output(a) => ("output", crate::outputs::run(&cli.global, a.format).await),
             Command::Down(a) => ("down", engine::down(&cli.global, a.yes).await),
             Command::Completions { .. } => unreachable!("handled above"),
         }

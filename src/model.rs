@@ -178,10 +178,21 @@ pub struct Conflict {
     pub kind: Kind,
     pub name: String,
     pub owner: Owner,
+    /// Why it cannot be resolved, beyond ownership (for example adoption would replace it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 impl Conflict {
     pub fn message(&self) -> String {
+        let base = self.base_message();
+        match &self.detail {
+            Some(d) => format!("{base}; {d}"),
+            None => base,
+        }
+    }
+
+    fn base_message(&self) -> String {
         match &self.owner {
             Owner::OtherCluster(c) => format!(
                 "{} {} exists but is managed by karpctl for cluster {c}",

@@ -11,11 +11,17 @@ use std::path::{Path, PathBuf};
 pub struct UserError {
     pub message: String,
     pub hint: Option<String>,
+    /// Structured detail for `--output json` (merged into the error document).
+    pub data: Option<serde_json::Value>,
 }
 
 impl UserError {
     pub fn new(message: impl Into<String>) -> Self {
-        UserError { message: message.into(), hint: None }
+        UserError { message: message.into(), hint: None, data: None }
+    }
+    pub fn data(mut self, data: serde_json::Value) -> Self {
+        self.data = Some(data);
+        self
     }
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
@@ -33,6 +39,41 @@ pub struct RawPlan {
     pub tags: Tags,
     #[serde(default)]
     pub interruption: RawInterruption,
+    #[serde(default)]
+    pub identity: RawIdentity,
+    #[serde(default)]
+    pub discovery: RawDiscovery,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawIdentity {
+    /// "pod_identity" (default) or "irsa".
+    pub mode: Option<String>,
+    pub karpenter_version: Option<String>,
+    pub path: Option<String>,
+    pub node_role_name: Option<String>,
+    /// Use this existing role (name or ARN) instead of creating one.
+    pub existing_node_role: Option<String>,
+    pub controller_role_name: Option<String>,
+    #[serde(default)]
+    pub extra_node_policy_arns: Vec<String>,
+    pub instance_profile: Option<bool>,
+    pub instance_profile_name: Option<String>,
+    pub access_entry_type: Option<String>,
+    pub namespace: Option<String>,
+    pub service_account: Option<String>,
+    pub create_pod_identity_agent: Option<bool>,
+    pub zonal_shift: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDiscovery {
+    pub subnet_ids: Option<Vec<String>>,
+    pub subnet_tags: Option<Tags>,
+    pub security_group_id: Option<String>,
+    pub security_group_name: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -54,6 +95,8 @@ pub struct Spec {
     /// The user's tags for every object karpctl creates.
     pub tags: Tags,
     pub interruption: Interruption,
+    pub identity: Identity,
+    pub discovery: Discovery,
     /// Where the plan came from (None: defaults).
     pub source: Option<PathBuf>,
 }
@@ -66,6 +109,71 @@ pub struct Interruption {
     pub queue_name_note: Option<String>,
     /// SSE-KMS key; None means SSE-SQS.
     pub kms_key_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdentityMode {
+    PodIdentity,
+    Irsa,
+}
+
+/// A name karpctl derived, and a note when it had to be shortened to fit an AWS limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    pub name: String,
+    pub note: Option<String>,
+}
+
+fn named(wanted: Option<&str>, default: String, limit: usize, what: &str) -> Named {
+    match wanted {
+        Some(n) => Named { name: n.to_string(), note: None },
+        None => {
+            let (name, short) = names::fit(&default, limit);
+            let note = short.then(|| format!("{what} name shortened to fit AWS's {limit} characters: {name}"));
+            Named { name, note }
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub mode: IdentityMode,
+    pub karpenter_version: crate::karpenter_iam::KarpenterVersion,
+    /// IAM path for every IAM object karpctl creates; names the cluster so one scoped list finds them.
+    pub path: String,
+    /// The node role karpctl creates (None when `existing_node_role` is used).
+    pub node_role: Option<Named>,
+    /// An existing node role (name or ARN) karpctl uses but never creates or deletes.
+    pub existing_node_role: Option<String>,
+    pub controller_role: Named,
+    pub extra_node_policy_arns: Vec<String>,
+    pub instance_profile: Option<Named>,
+    /// The name the instance profile would have (also when switched off, to find and remove it).
+    pub instance_profile_name: Named,
+    pub access_entry_type: String,
+    pub namespace: String,
+    pub service_account: String,
+    pub create_pod_identity_agent: bool,
+    pub zonal_shift: bool,
+}
+
+impl Identity {
+    /// The node role's name, whether karpctl creates it or it exists already.
+    pub fn node_role_name(&self) -> String {
+        match (&self.node_role, &self.existing_node_role) {
+            (Some(n), _) => n.name.clone(),
+            (None, Some(e)) => e.rsplit('/').next().unwrap_or(e).to_string(),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Discovery {
+    pub subnet_ids: Option<Vec<String>>,
+    pub subnet_tags: Option<Tags>,
+    pub security_group_id: Option<String>,
+    pub security_group_name: Option<String>,
 }
 
 /// The line where `key` is set in `table` ("" for the top level), for error messages.
@@ -124,7 +232,30 @@ pub fn validate_cluster_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Regions karpctl knows. A region outside this list is refused (a typo would otherwise only
+/// fail at the first AWS call) unless KARPCTL_ALLOW_UNKNOWN_REGION=1, for regions newer than
+/// this list.
+pub const KNOWN_REGIONS: &[&str] = &[
+    "af-south-1", "ap-east-1", "ap-east-2", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
+    "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4", "ap-southeast-5",
+    "ap-southeast-6", "ap-southeast-7", "ca-central-1", "ca-west-1", "cn-north-1", "cn-northwest-1", "eu-central-1",
+    "eu-central-2", "eu-north-1", "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2", "eu-west-3", "il-central-1",
+    "me-central-1", "me-south-1", "mx-central-1", "sa-east-1", "us-east-1", "us-east-2", "us-gov-east-1",
+    "us-gov-west-1", "us-west-1", "us-west-2",
+];
+
 pub fn validate_region(region: &str) -> Result<(), String> {
+    validate_region_format(region)?;
+    let allow = std::env::var("KARPCTL_ALLOW_UNKNOWN_REGION").is_ok_and(|v| v == "1");
+    if !allow && !KNOWN_REGIONS.contains(&region) {
+        return Err(format!(
+            "{region:?} is not a known AWS region (if it is a region newer than this karpctl, set KARPCTL_ALLOW_UNKNOWN_REGION=1)"
+        ));
+    }
+    Ok(())
+}
+
+fn validate_region_format(region: &str) -> Result<(), String> {
     // <area>-<direction>-<n>, optionally with a gov/iso segment: us-east-1, us-gov-west-1, cn-north-1.
     let parts: Vec<&str> = region.split('-').collect();
     let ok = parts.len() >= 3
@@ -161,7 +292,7 @@ fn validate_tags(ctx: &Ctx, tags: &Tags) -> Result<(), UserError> {
 /// Parse and validate a plan. `cluster_flag` is the `--cluster` value, if given.
 pub fn parse(text: &str, file: &str, cluster_flag: Option<&str>) -> Result<Spec, UserError> {
     let raw: RawPlan = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+        let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         let at = match line {
             Some(l) => format!("{file}:{l}"),
             None => file.to_string(),
@@ -199,7 +330,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         return Err(e.hint("EKS cluster names are 1-100 letters, digits, '-' and '_', starting with a letter or digit"));
     }
     if let Some(r) = &raw.region {
-        validate_region(r).map_err(|e| ctx.err("", "region", &e))?;
+        validate_region(r).map_err(|e| ctx.err("", "region", &e).hint("use an AWS region name such as us-east-1"))?;
     }
     if let Some(a) = &raw.account_id {
         if a.len() != 12 || !a.chars().all(|c| c.is_ascii_digit()) {
@@ -238,7 +369,11 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             .err("interruption", "sqs_managed_sse", "is false but no `interruption.kms_key_id` is set; the queue must be encrypted")
             .hint("remove `sqs_managed_sse` (SSE-SQS is the default) or set `kms_key_id`"));
     }
+    let identity = resolve_identity(&raw.identity, ctx, &cluster)?;
+    let discovery = resolve_discovery(raw.discovery, ctx)?;
     Ok(Spec {
+        identity,
+        discovery,
         cluster,
         region: raw.region,
         account_id: raw.account_id,
@@ -250,6 +385,129 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             kms_key_id: i.kms_key_id,
         },
         source,
+    })
+}
+
+fn valid_iam_name(n: &str, limit: usize) -> bool {
+    !n.is_empty() && n.len() <= limit && n.chars().all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c))
+}
+
+fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identity, UserError> {
+    let mode = match i.mode.as_deref() {
+        None | Some("pod_identity") => IdentityMode::PodIdentity,
+        Some("irsa") => IdentityMode::Irsa,
+        Some(other) => {
+            return Err(ctx.err("identity", "mode", &format!("is {other:?}; use \"pod_identity\" or \"irsa\"")));
+        }
+    };
+    let karpenter_version = match &i.karpenter_version {
+        Some(v) => crate::karpenter_iam::KarpenterVersion::parse(v)
+            .map_err(|e| ctx.err("identity", "karpenter_version", &e).hint("use a version from 1.0 to 1.14, such as \"1.14\""))?,
+        None => crate::karpenter_iam::KarpenterVersion::LATEST,
+    };
+    let path = match &i.path {
+        Some(p) => {
+            if !(p.starts_with('/') && p.ends_with('/') && p.len() <= 512 && p.chars().all(|c| c.is_ascii_graphic())) {
+                return Err(ctx.err("identity", "path", &format!("{p:?} is not an IAM path")).hint("an IAM path starts and ends with '/' and is at most 512 characters, e.g. \"/karpctl/my-cluster/\""));
+            }
+            p.clone()
+        }
+        None => format!("/karpctl/{cluster}/"),
+    };
+    for (key, val, limit) in [
+        ("node_role_name", &i.node_role_name, 64),
+        ("controller_role_name", &i.controller_role_name, 64),
+        ("instance_profile_name", &i.instance_profile_name, 128),
+    ] {
+        if let Some(v) = val {
+            if !valid_iam_name(v, limit) {
+                return Err(ctx.err("identity", key, &format!("{v:?} is not a valid IAM name")).hint(format!("use 1 to {limit} letters, digits and +=,.@_-")));
+            }
+        }
+    }
+    if i.existing_node_role.is_some() && i.node_role_name.is_some() {
+        return Err(ctx
+            .err("identity", "existing_node_role", "and `identity.node_role_name` are both set")
+            .hint("set `existing_node_role` to use a role you already have, or `node_role_name` to have karpctl create one, not both"));
+    }
+    if let Some(e) = &i.existing_node_role {
+        let name = e.rsplit('/').next().unwrap_or(e);
+        if !(valid_iam_name(name, 64) && (!e.contains(':') || e.starts_with("arn:"))) {
+            return Err(ctx.err("identity", "existing_node_role", &format!("{e:?} is neither an IAM role name nor a role ARN")));
+        }
+    }
+    for a in &i.extra_node_policy_arns {
+        if !(a.starts_with("arn:") && a.contains(":iam::") && a.contains(":policy/")) {
+            return Err(ctx.err("identity", "extra_node_policy_arns", &format!("{a:?} is not an IAM policy ARN")).hint("use ARNs like arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"));
+        }
+    }
+    let access_entry_type = match i.access_entry_type.as_deref() {
+        None => "EC2_LINUX".to_string(),
+        Some(t @ ("EC2_LINUX" | "EC2_WINDOWS")) => t.to_string(),
+        Some(t) => return Err(ctx.err("identity", "access_entry_type", &format!("is {t:?}; use \"EC2_LINUX\" or \"EC2_WINDOWS\""))),
+    };
+    let k8s_name = |key: &str, v: &str| -> Result<(), UserError> {
+        let ok = !v.is_empty() && v.len() <= 63 && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !v.starts_with('-') && !v.ends_with('-');
+        if ok { Ok(()) } else { Err(ctx.err("identity", key, &format!("{v:?} is not a valid Kubernetes name (lower-case letters, digits, '-')"))) }
+    };
+    let namespace = i.namespace.clone().unwrap_or_else(|| "kube-system".into());
+    k8s_name("namespace", &namespace)?;
+    let service_account = i.service_account.clone().unwrap_or_else(|| "karpenter".into());
+    k8s_name("service_account", &service_account)?;
+    let instance_profile_name = named(i.instance_profile_name.as_deref(), format!("KarpenterNodeInstanceProfile-{cluster}"), 128, "instance profile");
+    Ok(Identity {
+        mode,
+        karpenter_version,
+        path,
+        node_role: i.existing_node_role.is_none().then(|| named(i.node_role_name.as_deref(), format!("KarpenterNodeRole-{cluster}"), 64, "node role")),
+        existing_node_role: i.existing_node_role.clone(),
+        controller_role: named(i.controller_role_name.as_deref(), format!("KarpenterController-{cluster}"), 64, "controller role"),
+        extra_node_policy_arns: i.extra_node_policy_arns.clone(),
+        instance_profile: i.instance_profile.unwrap_or(false).then(|| instance_profile_name.clone()),
+        instance_profile_name,
+        access_entry_type,
+        namespace,
+        service_account,
+        create_pod_identity_agent: i.create_pod_identity_agent.unwrap_or(false),
+        zonal_shift: i.zonal_shift.unwrap_or(false),
+    })
+}
+
+fn resolve_discovery(d: RawDiscovery, ctx: &Ctx) -> Result<Discovery, UserError> {
+    if d.subnet_ids.is_some() && d.subnet_tags.is_some() {
+        return Err(ctx
+            .err("discovery", "subnet_tags", "and `discovery.subnet_ids` are both set")
+            .hint("choose subnets either by id or by tag filter"));
+    }
+    if let Some(ids) = &d.subnet_ids {
+        if ids.is_empty() {
+            return Err(ctx.err("discovery", "subnet_ids", "is empty").hint("remove it to use the cluster's subnets"));
+        }
+        if let Some(bad) = ids.iter().find(|s| !s.starts_with("subnet-")) {
+            return Err(ctx.err("discovery", "subnet_ids", &format!("{bad:?} is not a subnet id (subnet-...)")));
+        }
+    }
+    if let Some(t) = &d.subnet_tags {
+        if t.is_empty() {
+            return Err(ctx.err("discovery", "subnet_tags", "is empty").hint("remove it to use the cluster's subnets"));
+        }
+    }
+    if d.security_group_id.is_some() && d.security_group_name.is_some() {
+        return Err(ctx
+            .err("discovery", "security_group_name", "and `discovery.security_group_id` are both set")
+            .hint("name the security group either by id or by name"));
+    }
+    if let Some(id) = &d.security_group_id {
+        if !id.starts_with("sg-") {
+            return Err(ctx.err("discovery", "security_group_id", &format!("{id:?} is not a security group id (sg-...)")));
+        }
+    }
+    Ok(Discovery {
+        subnet_ids: d.subnet_ids,
+        subnet_tags: d.subnet_tags,
+        security_group_id: d.security_group_id,
+        security_group_name: d.security_group_name,
     })
 }
 
@@ -376,7 +634,7 @@ mod tests {
         for r in ["us-east-1", "us-gov-west-1", "cn-north-1", "ap-northeast-1", "eu-central-2"] {
             assert!(validate_region(r).is_ok(), "{r}");
         }
-        for r in ["useast1", "us-east", "US-EAST-1", "moon-1"] {
+        for r in ["useast1", "us-east", "US-EAST-1", "moon-1", "us-moon-1"] {
             assert!(validate_region(r).is_err(), "{r}");
         }
     }

@@ -104,13 +104,17 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                 }
                 Owner::Unowned if opts.adopt => {
                     let ch = changes(node.kind, want, obs);
-                    if ch.iter().any(|c| c.forces_replacement) {
+                    if let Some(c) = ch.iter().find(|c| c.forces_replacement) {
                         // Adopting must not destroy the object: stop instead.
                         p.conflicts.push(Conflict {
                             id: node.id.clone(),
                             kind: node.kind,
                             name: node.name.clone(),
                             owner: obs.owner.clone(),
+                            detail: Some(format!(
+                                "adopting it would replace it because its {} is {} (the plan wants {}); make the plan match it (for IAM objects, set identity.path)",
+                                c.field, c.before, c.after
+                            )),
                         });
                     } else {
                         p.steps.push(step(Action::Adopt, ch));
@@ -121,6 +125,7 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                     kind: node.kind,
                     name: node.name.clone(),
                     owner: obs.owner.clone(),
+                    detail: None,
                 }),
                 Owner::External => {
                     p.in_sync.push(node.id.clone());
@@ -140,6 +145,9 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                     let ch = all_fields_as_changes(&node, Some(obs), false);
                     p.steps.push(step(Action::Delete, ch));
                 }
+                // Objects found by a scoped list (another cluster's under a shared IAM path, for
+                // example) are not worth a note.
+                _ if node.id.contains("unlisted-") => {}
                 Owner::Unowned | Owner::External | Owner::OtherCluster(_) => {
                     p.findings.push(Finding {
                         id: node.id.clone(),

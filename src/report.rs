@@ -213,6 +213,52 @@ pub fn render_plan(plan: &Plan, style: Style) -> String {
     out
 }
 
+/// The versioned JSON document for `--output json` (stable key order: serde_json sorts keys).
+pub fn plan_json(
+    command: &str,
+    cluster: &str,
+    account_id: &str,
+    region: &str,
+    plan: &Plan,
+    results: Option<&std::collections::BTreeMap<String, crate::executor::Outcome>>,
+    stats: Value,
+) -> Value {
+    use serde_json::json;
+    let (add, change, destroy) = plan.counts();
+    let steps: Vec<Value> = plan
+        .steps
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.id,
+                "kind": s.kind,
+                "type": s.kind.label(),
+                "name": s.name,
+                "action": s.action,
+                "changes": s.changes,
+                "ids": s.observed.as_ref().map(|o| o.ids.clone()).unwrap_or_default(),
+                "notes": s.node.notes,
+                "removed_with": s.removed_with,
+            })
+        })
+        .collect();
+    json!({
+        "format_version": 1,
+        "command": command,
+        "cluster": cluster,
+        "account_id": account_id,
+        "region": region,
+        "in_sync": plan.steps.is_empty() && plan.conflicts.is_empty(),
+        "summary": {"add": add, "change": change, "destroy": destroy},
+        "steps": steps,
+        "conflicts": plan.conflicts.iter().map(|c| json!({"id": c.id, "type": c.kind.label(), "name": c.name, "owner": c.owner, "message": c.message()})).collect::<Vec<_>>(),
+        "findings": plan.findings,
+        "unchanged": plan.in_sync,
+        "results": results,
+        "stats": stats,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,5 +287,52 @@ mod tests {
         assert!(text.contains("- rule-Old"), "{text}");
         assert!(text.contains("Plan: 1 to add, 1 to change, 1 to destroy."), "{text}");
         assert!(!text.contains('\x1b'));
+    }
+
+    /// A plan with creates, an update of a policy statement, a replace and deletes.
+    fn mixed_plan() -> Plan {
+        use crate::model::{Finding, Level, Observed, Owner};
+        let before_policy = json!({"Version": "2012-10-17", "Statement": [
+            {"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Action": ["iam:PassRole"], "Resource": ["arn:aws:iam::123456789012:role/KarpenterNodeRole-c"]},
+            {"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Action": ["iam:ListInstanceProfiles"], "Resource": ["*"]}
+        ]});
+        let mut after_policy = before_policy.clone();
+        after_policy["Statement"][0]["Condition"] = json!({"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}});
+        let mut update = step("controller-policy-IAMIntegration", Kind::IamPolicy, Action::Update, vec![Change {
+            field: "PolicyDocument".into(), before: before_policy, after: after_policy, forces_replacement: false,
+        }]);
+        update.observed = Some(Observed { fields: Default::default(), owner: Owner::Ours, ids: [("arn".to_string(), "arn:aws:iam::123456789012:policy/karpctl/c/KarpenterControllerIAMIntegrationPolicy-c".to_string())].into() });
+        Plan {
+            steps: vec![
+                step("queue", Kind::Queue, Action::Create, vec![
+                    Change { field: "MessageRetentionPeriod".into(), before: Value::Null, after: json!("300"), forces_replacement: false },
+                    Change { field: "tags".into(), before: Value::Null, after: json!({"karpctl.io/cluster": "c", "karpctl.io/resource": "queue"}), forces_replacement: false },
+                ]),
+                update,
+                step("node-access-entry", Kind::AccessEntry, Action::Replace, vec![Change { field: "type".into(), before: json!("STANDARD"), after: json!("EC2_LINUX"), forces_replacement: true }]),
+                step("rule-Old", Kind::EventRule, Action::Delete, vec![Change { field: "State".into(), before: json!("ENABLED"), after: Value::Null, forces_replacement: false }]),
+                step("node-instance-profile", Kind::InstanceProfile, Action::Delete, vec![]),
+            ],
+            conflicts: vec![],
+            findings: vec![Finding { id: "discovery".into(), level: Level::Warning, message: "us-east-1c: subnet-0c has 12 free addresses (fewer than 256)".into() }],
+            in_sync: vec!["controller-role".into()],
+        }
+    }
+
+    #[test]
+    fn snapshot_human_plan() {
+        insta::assert_snapshot!(render_plan(&mixed_plan(), Style { color: false }));
+    }
+
+    #[test]
+    fn snapshot_json_plan() {
+        let doc = plan_json("diff", "c", "123456789012", "us-east-1", &mixed_plan(), None, json!({"calls": 0}));
+        insta::assert_json_snapshot!(doc);
+    }
+
+    #[test]
+    fn colour_only_when_asked() {
+        let text = render_plan(&mixed_plan(), Style { color: true });
+        assert!(text.contains("\x1b[32m+\x1b[0m"));
     }
 }

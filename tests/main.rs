@@ -1,1 +1,8 @@
-#[test] fn smoke() { assert_eq!(1 + 1, 2); }
+//! The one integration-test binary (one binary keeps builds fast): the real karpctl against the
+//! emulator started by `scripts/test`.
+
+mod bad_input;
+mod cli;
+mod common;
+mod interruption;
+mod ownership;

@@ -1,9 +1,16 @@
 //! One module per resource kind; each owns read / create / update / delete for its kind.
 //! The set of kinds is closed, so dispatch is a `match`.
 
+pub mod access_entry;
+pub mod discovery_tags;
 pub mod event_rule;
+pub mod iam_policy;
+pub mod iam_role;
+pub mod instance_profile;
+pub mod pod_identity;
 pub mod queue;
 pub mod queue_policy;
+pub mod role_policy_attachment;
 
 use crate::aws::{Clients, ConsistencyPolicy};
 use crate::model::{Action, Kind, Node, Observed, Step, Tags};
@@ -59,9 +66,29 @@ pub struct Ctx {
     pub queue_attrs: Memo<HashMap<String, String>>,
     /// Tags of a queue, by URL.
     pub queue_tags: Memo<Tags>,
+    /// Any other memoised read, by a key the kind chooses (see `Ctx::cached`).
+    pub any: Memo<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Ctx {
+    /// Memoise a read for the rest of this observation (for example GetRole, shared by a role
+    /// and its attachments). Keys must name the operation and the object: "iam:GetRole:<name>".
+    pub async fn cached<T, F, Fut>(&self, key: &str, f: F) -> Result<T>
+    where
+        T: Clone + Send + Sync + 'static,
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        let v = self
+            .any
+            .get(key, || async { f().await.map(|t| Arc::new(t) as Arc<dyn std::any::Any + Send + Sync>) })
+            .await?;
+        Ok(v.downcast_ref::<T>().cloned().expect("one type per memo key"))
+    }
+    pub fn forget_cached(&self, key: &str) {
+        self.any.forget(key);
+    }
+
     pub fn tags_value(tags: &Tags) -> Value {
         Value::Object(tags.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
     }
@@ -91,7 +118,13 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
         Kind::Queue => queue::read(ctx, node).await,
         Kind::QueuePolicy => queue_policy::read(ctx, node).await,
         Kind::EventRule => event_rule::read(ctx, node).await,
-        k => anyhow::bail!("reading {} is not supported in this build", k.label()),
+        Kind::IamRole => iam_role::read(ctx, node).await,
+        Kind::IamPolicy => iam_policy::read(ctx, node).await,
+        Kind::RolePolicyAttachment => role_policy_attachment::read(ctx, node).await,
+        Kind::InstanceProfile => instance_profile::read(ctx, node).await,
+        Kind::AccessEntry => access_entry::read(ctx, node).await,
+        Kind::PodIdentity => pod_identity::read(ctx, node).await,
+        Kind::DiscoveryTags => discovery_tags::read(ctx, node).await,
     }
 }
 
@@ -103,12 +136,19 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
         Kind::Queue => queue::apply(ctx, step).await,
         Kind::QueuePolicy => queue_policy::apply(ctx, step).await,
         Kind::EventRule => event_rule::apply(ctx, step).await,
-        k => anyhow::bail!("applying {} is not supported in this build", k.label()),
+        Kind::IamRole => iam_role::apply(ctx, step).await,
+        Kind::IamPolicy => iam_policy::apply(ctx, step).await,
+        Kind::RolePolicyAttachment => role_policy_attachment::apply(ctx, step).await,
+        Kind::InstanceProfile => instance_profile::apply(ctx, step).await,
+        Kind::AccessEntry => access_entry::apply(ctx, step).await,
+        Kind::PodIdentity => pod_identity::apply(ctx, step).await,
+        Kind::DiscoveryTags => discovery_tags::apply(ctx, step).await,
     }
 }
 
 /// Find objects this cluster owns that the desired set does not name (renamed, or switched off),
 /// as extra nodes with no desired fields, so that the planner deletes them.
 pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
-    event_rule::discover(ctx, nodes).await
+    let (rules, iam) = tokio::try_join!(event_rule::discover(ctx, nodes), iam_role::discover(ctx, nodes))?;
+    Ok(rules.into_iter().chain(iam).collect())
 }

@@ -1,0 +1,135 @@
+//! `karpctl output`: what a user passes on to Karpenter (AWS.md section 4), read from live AWS.
+
+use crate::cli::{Global, OutputFormat};
+use crate::desired;
+use crate::engine::{self, EXIT_OK};
+use crate::model::{Kind, Owner};
+use crate::plan_file::{IdentityMode, UserError};
+use anyhow::Result;
+use serde_json::{Value, json};
+
+pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
+    let p = engine::prepare(global, crate::preflight::Command::Diff).await?;
+    let spec = &p.spec;
+    let nodes = desired::build(spec, &p.facts);
+    // Read only what the outputs name.
+    let wanted: Vec<_> = nodes
+        .into_iter()
+        .filter(|n| n.fields.is_some() && matches!(n.kind, Kind::Queue | Kind::IamRole | Kind::InstanceProfile | Kind::PodIdentity))
+        .collect();
+    let observed = engine::observe_nodes(&p.ctx, wanted, global.concurrency as usize).await?;
+    let missing: Vec<String> = observed
+        .iter()
+        .filter(|(_, o)| !matches!(o.as_ref().map(|o| &o.owner), Some(Owner::Ours | Owner::External)))
+        .map(|(n, o)| match o {
+            None => format!("{} {} does not exist", n.kind.label(), n.name),
+            Some(_) => format!("{} {} is not karpctl's for this cluster", n.kind.label(), n.name),
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(UserError::new(format!("the cluster's Karpenter resources are not in place:\n  - {}", missing.join("\n  - ")))
+            .hint(format!("run `karpctl up --cluster {}` first", spec.cluster))
+            .into());
+    }
+    let id = &spec.identity;
+    let controller_arn = desired::role_arn(&p.facts, &id.path, &id.controller_role.name);
+    let node_role_name = id.node_role_name();
+    let node_role_arn = desired::node_role_arn(spec, &p.facts);
+    let queue = spec.interruption.enabled.then(|| spec.interruption.queue_name.clone());
+    let profile = id.instance_profile.as_ref().map(|n| n.name.clone());
+    let selector = json!([{"tags": {"karpenter.sh/discovery": spec.cluster}}]);
+    let doc = json!({
+        "format_version": 1,
+        "cluster_name": spec.cluster,
+        "account_id": p.facts.account_id,
+        "region": p.facts.region,
+        "interruption_queue": queue,
+        "identity_mode": match id.mode { IdentityMode::PodIdentity => "pod_identity", IdentityMode::Irsa => "irsa" },
+        "controller_role_arn": controller_arn,
+        "service_account": {"namespace": id.namespace, "name": id.service_account},
+        "node_role_name": node_role_name,
+        "node_role_arn": node_role_arn,
+        "instance_profile": profile,
+        "subnet_selector_terms": selector,
+        "security_group_selector_terms": selector,
+        "subnets": p.facts.discovery.subnets.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
+        "security_group": p.facts.discovery.security_group.as_ref().map(|g| g.id.clone()),
+    });
+    let text = match format {
+        OutputFormat::Json => serde_json::to_string_pretty(&doc)?,
+        OutputFormat::Helm => helm(&doc, id.mode == IdentityMode::Irsa),
+        OutputFormat::Nodeclass => nodeclass(&doc),
+    };
+    println!("{text}");
+    Ok(EXIT_OK)
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
+
+/// Helm values for the karpenter chart; install the release into the association's namespace.
+pub fn helm(doc: &Value, irsa: bool) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "# helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter --namespace {} -f values.yaml\n",
+        s(&doc["service_account"]["namespace"])
+    ));
+    out.push_str("settings:\n");
+    out.push_str(&format!("  clusterName: {}\n", s(&doc["cluster_name"])));
+    if let Some(q) = doc["interruption_queue"].as_str() {
+        out.push_str(&format!("  interruptionQueue: {q}\n"));
+    }
+    out.push_str("serviceAccount:\n");
+    out.push_str(&format!("  name: {}\n", s(&doc["service_account"]["name"])));
+    if irsa {
+        out.push_str("  annotations:\n");
+        out.push_str(&format!("    eks.amazonaws.com/role-arn: {}\n", s(&doc["controller_role_arn"])));
+    }
+    out.trim_end().to_string()
+}
+
+/// An EC2NodeClass that uses the node role (or the instance profile) and the discovery tags.
+pub fn nodeclass(doc: &Value) -> String {
+    let c = s(&doc["cluster_name"]);
+    let who = match doc["instance_profile"].as_str() {
+        Some(p) => format!("  instanceProfile: {p}\n"),
+        None => format!("  role: {}\n", s(&doc["node_role_name"])),
+    };
+    format!(
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: default\nspec:\n{who}  amiSelectorTerms:\n    - alias: al2023@latest\n  subnetSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: {c}\n  securityGroupSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: {c}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(profile: Option<&str>) -> Value {
+        json!({
+            "cluster_name": "say-when-east", "interruption_queue": "Karpenter-say-when-east",
+            "service_account": {"namespace": "kube-system", "name": "karpenter"},
+            "controller_role_arn": "arn:aws:iam::1:role/karpctl/say-when-east/KarpenterController-say-when-east",
+            "node_role_name": "KarpenterNodeRole-say-when-east", "instance_profile": profile,
+        })
+    }
+
+    #[test]
+    fn helm_values() {
+        let h = helm(&doc(None), false);
+        assert!(h.contains("clusterName: say-when-east"));
+        assert!(h.contains("interruptionQueue: Karpenter-say-when-east"));
+        assert!(h.contains("name: karpenter"));
+        assert!(!h.contains("role-arn"));
+        assert!(helm(&doc(None), true).contains("eks.amazonaws.com/role-arn: arn:aws:iam::1:role/"));
+    }
+
+    #[test]
+    fn nodeclass_uses_role_or_profile() {
+        assert!(nodeclass(&doc(None)).contains("role: KarpenterNodeRole-say-when-east"));
+        let n = nodeclass(&doc(Some("KarpenterNodeInstanceProfile-say-when-east")));
+        assert!(n.contains("instanceProfile: KarpenterNodeInstanceProfile-say-when-east"));
+        assert!(!n.contains("  role:"));
+        assert!(n.contains("karpenter.sh/discovery: say-when-east"));
+    }
+}

@@ -1,0 +1,287 @@
+//! Preflight checks that need AWS, run before any write. Each failure is a `UserError` that says
+//! what is wrong and what to do. Independent checks run concurrently and every failure is
+//! reported at once, so one run shows everything to fix.
+//!
+//! - The cluster's authentication mode must allow access entries (never changed by karpctl).
+//! - Pod Identity mode: the `eks-pod-identity-agent` add-on must be installed (DescribeAddon);
+//!   with `identity.create_pod_identity_agent = true`, `up` installs it (CreateAddon) once every
+//!   other check has passed, and `diff` only says that it would.
+//! - IRSA mode: the cluster's OIDC provider must exist in IAM (GetOpenIDConnectProvider).
+//! - `identity.existing_node_role` must exist (GetRole).
+//!
+//! `down` skips them all: removing what karpctl made must work on a half-configured cluster.
+
+use crate::aws::{self, aws_err};
+use crate::desired::Facts;
+use crate::plan_file::{IdentityMode, Spec, UserError};
+use crate::report::Event;
+use crate::resources::Ctx;
+use anyhow::Result;
+
+pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
+
+/// What the run will do, as far as preflight cares: `diff` (and `output`) never write, `down`
+/// skips the checks that only matter for creating things.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Up,
+    Diff,
+    Down,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Agent {
+    NotNeeded,
+    Present,
+    Missing,
+}
+
+pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<()> {
+    if cmd == Command::Down {
+        return Ok(());
+    }
+    // Discovery's choice of subnets and security group is checked here too (memoised: the
+    // engine's own call afterwards reuses it), so every problem is reported in one run and
+    // nothing is written unless all of it passes.
+    let (auth, agent, oidc, role, discovery) = tokio::join!(
+        async { authentication_mode(spec, facts) },
+        pod_identity_agent(ctx, spec),
+        oidc_provider(ctx, spec, facts),
+        existing_node_role(ctx, spec),
+        crate::discovery::select(ctx, spec, facts, cmd),
+    );
+    let mut errors: Vec<anyhow::Error> = Vec::new();
+    let agent_missing = match agent {
+        Ok(a) => a == Agent::Missing,
+        Err(e) => {
+            errors.push(e);
+            false
+        }
+    };
+    errors.extend([auth.err(), oidc.err(), role.err(), discovery.err()].into_iter().flatten());
+    let c = &spec.cluster;
+    if agent_missing && !spec.identity.create_pod_identity_agent {
+        errors.push(
+            UserError::new(format!(
+                "the {POD_IDENTITY_AGENT} add-on is not installed on EKS cluster {c}; Karpenter's controller gets its AWS credentials through EKS Pod Identity, which needs it"
+            ))
+            .hint(format!(
+                "install it (aws eks create-addon --cluster-name {c} --addon-name {POD_IDENTITY_AGENT} --region {}), or set `create_pod_identity_agent = true` under [identity] in the plan to have `karpctl up` install it, or use `mode = \"irsa\"`",
+                facts.region
+            ))
+            .into(),
+        );
+    }
+    combine_errors(errors)?;
+    if agent_missing {
+        // Every other check passed and the plan asked for the add-on.
+        match cmd {
+            Command::Up => create_agent(ctx, spec).await?,
+            _ => ctx.reporter.event(Event::Info(&format!(
+                "note: the {POD_IDENTITY_AGENT} add-on is not installed; `karpctl up` will install it (create_pod_identity_agent = true)"
+            ))),
+        }
+    }
+    Ok(())
+}
+
+const COMBINED: &str = " preflight checks failed:\n";
+const HINT_SEP: &str = "\n      ";
+
+/// The messages and hints of a user error, split again if it combines several.
+fn parts(u: UserError) -> (Vec<String>, Vec<String>) {
+    let hints: Vec<String> = u.hint.map(|h| h.split(HINT_SEP).map(str::to_string).collect()).unwrap_or_default();
+    match u.message.split_once(COMBINED) {
+        Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => {
+            (rest.lines().map(|l| l.trim_start_matches("  - ").to_string()).collect(), hints)
+        }
+        _ => (vec![u.message], hints),
+    }
+}
+
+/// Several independent checks' errors as one: an AWS failure (credentials, throttling beyond
+/// retries) is returned as it is; user errors are listed together with all their hints.
+pub fn combine_errors(errors: Vec<anyhow::Error>) -> Result<()> {
+    let mut messages: Vec<String> = Vec::new();
+    let mut hints: Vec<String> = Vec::new();
+    for e in errors {
+        match e.downcast::<UserError>() {
+            Ok(u) => {
+                let (m, h) = parts(u);
+                messages.extend(m);
+                hints.extend(h);
+            }
+            Err(other) => return Err(other.context("preflight check failed")),
+        }
+    }
+    hints.dedup();
+    let hint = (!hints.is_empty()).then(|| hints.join(HINT_SEP));
+    let message = match messages.len() {
+        0 => return Ok(()),
+        1 => messages.remove(0),
+        n => format!("{n}{COMBINED}{}", messages.iter().map(|m| format!("  - {m}")).collect::<Vec<_>>().join("\n")),
+    };
+    Err(UserError { message, hint, data: None }.into())
+}
+
+fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
+    if facts.cluster.authentication_mode == "CONFIG_MAP" {
+        let c = &spec.cluster;
+        return Err(UserError::new(format!(
+            "EKS cluster {c} uses authentication mode CONFIG_MAP; Karpenter's nodes join through an EKS access entry, which needs API_AND_CONFIG_MAP or API"
+        ))
+        .hint(format!(
+            "switch the cluster (karpctl never changes it; aws-auth mappings keep working): aws eks update-cluster-config --name {c} --access-config authenticationMode=API_AND_CONFIG_MAP --region {}",
+            facts.region
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+async fn pod_identity_agent(ctx: &Ctx, spec: &Spec) -> Result<Agent> {
+    if spec.identity.mode != IdentityMode::PodIdentity {
+        return Ok(Agent::NotNeeded);
+    }
+    match ctx.aws.eks.describe_addon().cluster_name(&spec.cluster).addon_name(POD_IDENTITY_AGENT).send().await {
+        Ok(o) => {
+            let status = o.addon().and_then(|a| a.status()).map(|s| s.as_str().to_string()).unwrap_or_default();
+            match status.as_str() {
+                "DELETING" => Ok(Agent::Missing),
+                "" | "ACTIVE" | "CREATING" | "UPDATING" => Ok(Agent::Present),
+                other => {
+                    ctx.reporter.event(Event::Info(&format!(
+                        "warning: the {POD_IDENTITY_AGENT} add-on is {other}; Karpenter needs it working to get AWS credentials"
+                    )));
+                    Ok(Agent::Present)
+                }
+            }
+        }
+        Err(e) if aws::code(&e) == "ResourceNotFoundException" => Ok(Agent::Missing),
+        Err(e) => Err(aws_err("eks:DescribeAddon", e)),
+    }
+}
+
+async fn create_agent(ctx: &Ctx, spec: &Spec) -> Result<()> {
+    let r = ctx
+        .aws
+        .eks
+        .create_addon()
+        .cluster_name(&spec.cluster)
+        .addon_name(POD_IDENTITY_AGENT)
+        .set_tags((!spec.tags.is_empty()).then(|| spec.tags.clone().into_iter().collect()))
+        .send()
+        .await;
+    match r {
+        Ok(_) => {}
+        // Installed meanwhile by someone else: that is all we wanted.
+        Err(e) if aws::code(&e) == "ResourceInUseException" => {}
+        Err(e) => return Err(aws_err("eks:CreateAddon", e).context(format!("installing the {POD_IDENTITY_AGENT} add-on"))),
+    }
+    ctx.reporter.event(Event::Info(&format!(
+        "Installed the {POD_IDENTITY_AGENT} add-on on cluster {} (create_pod_identity_agent = true); karpctl down leaves it installed",
+        spec.cluster
+    )));
+    Ok(())
+}
+
+/// The IAM OIDC provider ARN for a cluster's issuer URL.
+pub fn oidc_provider_arn(partition: &str, account_id: &str, issuer: &str) -> String {
+    let host_path = issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
+    format!("arn:{partition}:iam::{account_id}:oidc-provider/{host_path}")
+}
+
+async fn oidc_provider(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<()> {
+    if spec.identity.mode != IdentityMode::Irsa {
+        return Ok(());
+    }
+    let c = &spec.cluster;
+    let issuer = &facts.cluster.oidc_issuer;
+    if issuer.is_empty() {
+        return Err(UserError::new(format!("`identity.mode = \"irsa\"` but EKS cluster {c} reports no OIDC issuer"))
+            .hint("use the default Pod Identity mode")
+            .into());
+    }
+    let arn = oidc_provider_arn(&facts.partition, &facts.account_id, issuer);
+    match ctx.aws.iam.get_open_id_connect_provider().open_id_connect_provider_arn(&arn).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if aws::code(&e) == "NoSuchEntity" => Err(UserError::new(format!(
+            "`identity.mode = \"irsa\"` needs the cluster's IAM OIDC provider, and {arn} does not exist"
+        ))
+        .hint(format!(
+            "create it (eksctl utils associate-iam-oidc-provider --cluster {c} --region {} --approve), or use the default Pod Identity mode",
+            facts.region
+        ))
+        .into()),
+        Err(e) => Err(aws_err("iam:GetOpenIDConnectProvider", e)),
+    }
+}
+
+async fn existing_node_role(ctx: &Ctx, spec: &Spec) -> Result<()> {
+    let Some(given) = &spec.identity.existing_node_role else { return Ok(()) };
+    let name = given.rsplit('/').next().unwrap_or(given);
+    match ctx.aws.iam.get_role().role_name(name).send().await {
+        Ok(o) => {
+            let live = o.role().map(|r| r.arn()).unwrap_or_default();
+            if given.starts_with("arn:") && !live.is_empty() && live != given {
+                return Err(UserError::new(format!(
+                    "`identity.existing_node_role` is {given}, but the role named {name} in this account is {live}"
+                ))
+                .hint("use the role's exact ARN (path and account included), or just its name")
+                .into());
+            }
+            Ok(())
+        }
+        Err(e) if aws::code(&e) == "NoSuchEntity" => Err(UserError::new(format!(
+            "`identity.existing_node_role` names IAM role {name}, which does not exist in account {}",
+            ctx.account_id
+        ))
+        .hint("fix the name, create the role first, or remove `existing_node_role` to have karpctl create the node role")
+        .into()),
+        Err(e) => Err(aws_err("iam:GetRole", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn combined_errors_are_flat_and_keep_every_hint() {
+        let a = || anyhow::Error::from(UserError::new("a").hint("ha"));
+        let b = || anyhow::Error::from(UserError::new("b").hint("hb"));
+        let inner = combine_errors(vec![a(), b()]).unwrap_err();
+        let e = combine_errors(vec![anyhow::Error::from(UserError::new("c")), inner]).unwrap_err().downcast::<UserError>().unwrap();
+        assert_eq!(e.message, "3 preflight checks failed:\n  - c\n  - a\n  - b");
+        assert_eq!(e.hint.as_deref(), Some("ha\n      hb"));
+        let one = combine_errors(vec![a()]).unwrap_err().downcast::<UserError>().unwrap();
+        assert_eq!((one.message.as_str(), one.hint.as_deref()), ("a", Some("ha")));
+        assert!(combine_errors(vec![]).is_ok());
+    }
+
+    #[test]
+    fn oidc_provider_arns_drop_the_scheme_and_trailing_slash() {
+        assert_eq!(
+            oidc_provider_arn("aws", "123456789012", "https://oidc.eks.us-east-1.amazonaws.com/id/ABC/"),
+            "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/ABC"
+        );
+    }
+
+    #[test]
+    fn config_map_mode_fails_with_the_remedy() {
+        let spec = crate::plan_file::defaults("c1").unwrap();
+        let mut facts = Facts {
+            account_id: "123456789012".into(),
+            region: "us-east-1".into(),
+            partition: "aws".into(),
+            cluster: Default::default(),
+            discovery: Default::default(),
+        };
+        facts.cluster.authentication_mode = "CONFIG_MAP".into();
+        let e = authentication_mode(&spec, &facts).unwrap_err().downcast::<UserError>().unwrap();
+        assert!(e.message.contains("CONFIG_MAP"));
+        assert!(e.hint.unwrap().contains("aws eks update-cluster-config --name c1 --access-config authenticationMode=API_AND_CONFIG_MAP"));
+        facts.cluster.authentication_mode = "API_AND_CONFIG_MAP".into();
+        assert!(authentication_mode(&spec, &facts).is_ok());
+    }
+}

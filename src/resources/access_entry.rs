@@ -1,0 +1,225 @@
+//! The EKS access entry that lets Karpenter's nodes join the cluster (principal = node role).
+//!
+//! Read: DescribeAccessEntry(cluster, principal) -> fields `type` and `tags`. An entry for the
+//! same principal without karpctl's ownership tag (EKS makes one for a managed node group using
+//! the same role) is `Owner::External`: it satisfies the plan and is never changed or deleted.
+//! Username and groups are not compared: AWS fills them for EC2_LINUX
+//! (`system:node:{{EC2PrivateDNSName}}`, `system:nodes`), an emulator may leave them empty, and
+//! karpctl never sets them.
+//!
+//! Create: CreateAccessEntry with the type and tags in the call, retried while IAM has not yet
+//! propagated a new role ("invalid principal"); on 409 ResourceInUseException the entry is read
+//! again: ours or someone else's, it satisfies the plan. Replace (type change): delete, then
+//! create. Tags: TagResource on the entry ARN. Delete: ownership checked again, DeleteAccessEntry;
+//! not found is success.
+
+use super::{Ctx, changed, want_str, wanted_tags};
+use crate::aws::{self, Retryable, aws_err};
+use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
+use crate::report::Event;
+use anyhow::{Result, bail};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// CreateAccessEntry right after CreateRole: EKS does not see the role yet (AWS.md section 5).
+const PRINCIPAL_NOT_PROPAGATED: [Retryable; 1] =
+    [Retryable { code: "InvalidParameterException", message: "The specified principalArn is invalid: invalid principal" }];
+
+fn not_found(code: &str) -> bool {
+    code == "ResourceNotFoundException"
+}
+
+/// A CONFIG_MAP cluster has no access entries at all (and cannot get any until its mode changes).
+fn config_map_mode(code: &str, msg: &str) -> bool {
+    code == "InvalidRequestException" && msg.contains("authentication mode")
+}
+
+fn cluster_of<'a>(ctx: &'a Ctx, node: &'a Node) -> &'a str {
+    match node.spec("cluster") {
+        "" => &ctx.cluster,
+        c => c,
+    }
+}
+
+fn principal_of(node: &Node) -> &str {
+    match node.spec("principal_arn") {
+        "" => &node.name,
+        p => p,
+    }
+}
+
+/// Who owns an entry, from its tags: without karpctl's ownership tag it belongs to someone else
+/// (EKS, a person, Terraform) and only satisfies the plan.
+pub fn owner(tags: &Tags, cluster: &str) -> Owner {
+    match Owner::from_tags(tags, cluster) {
+        Owner::Unowned => Owner::External,
+        o => o,
+    }
+}
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let principal = principal_of(node);
+    if principal.is_empty() {
+        return Ok(None);
+    }
+    let cluster = cluster_of(ctx, node);
+    let o = match ctx.aws.eks.describe_access_entry().cluster_name(cluster).principal_arn(principal).send().await {
+        Ok(o) => o,
+        Err(e) if not_found(aws::code(&e)) => return Ok(None),
+        Err(e) if config_map_mode(aws::code(&e), aws::message(&e)) => return Ok(None),
+        Err(e) => return Err(aws_err("eks:DescribeAccessEntry", e)),
+    };
+    let Some(entry) = o.access_entry() else { return Ok(None) };
+    let tags: Tags = entry.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+    let mut fields = Fields::new();
+    fields.insert("type".into(), entry.r#type().map(|t| json!(t)).unwrap_or(serde_json::Value::Null));
+    fields.insert("tags".into(), Ctx::tags_value(&tags));
+    let mut ids = BTreeMap::new();
+    if let Some(arn) = entry.access_entry_arn() {
+        ids.insert("arn".to_string(), arn.to_string());
+    }
+    Ok(Some(Observed { fields, owner: owner(&tags, &ctx.cluster), ids }))
+}
+
+pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+    match step.action {
+        Action::Create => create(ctx, step).await,
+        Action::Replace => {
+            delete(ctx, step).await?;
+            create(ctx, step).await
+        }
+        Action::Update | Action::Adopt => {
+            if step.action == Action::Adopt || changed(step, "tags") {
+                tag(ctx, step).await?;
+            }
+            Ok(())
+        }
+        Action::Delete => delete(ctx, step).await,
+    }
+}
+
+async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
+    let node = &step.node;
+    let cluster = cluster_of(ctx, node);
+    let principal = principal_of(node);
+    if principal.is_empty() {
+        bail!("no principal ARN for the access entry (no node role in the plan)");
+    }
+    let tags = wanted_tags(node);
+    let r = aws::with_consistency(
+        &ctx.consistency,
+        ctx.reporter.as_ref(),
+        &step.id,
+        "eks:CreateAccessEntry",
+        &PRINCIPAL_NOT_PROPAGATED,
+        || {
+            ctx.aws
+                .eks
+                .create_access_entry()
+                .cluster_name(cluster)
+                .principal_arn(principal)
+                .r#type(want_str(node, "type"))
+                .set_tags(Some(tags.clone().into_iter().collect()))
+                .send()
+        },
+    )
+    .await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if aws::code(&e) == "ResourceInUseException" => {
+            // Someone (EKS for a managed node group, a concurrent karpctl) made it meanwhile.
+            match read(ctx, node).await?.map(|o| o.owner) {
+                Some(Owner::Ours) => {
+                    // A concurrent run of ours: make sure the tags are complete.
+                    tag(ctx, step).await
+                }
+                Some(Owner::External) => {
+                    ctx.reporter.event(Event::Info(&format!(
+                        "{}: an access entry for {principal} already exists and is not karpctl's; it satisfies the plan and is left alone",
+                        step.id
+                    )));
+                    Ok(())
+                }
+                Some(Owner::OtherCluster(c)) => bail!(
+                    "EKS access entry {principal} exists but is managed by karpctl for cluster {c}; it was left untouched"
+                ),
+                Some(Owner::Unowned) | None => bail!(
+                    "eks:CreateAccessEntry said the entry for {principal} exists, but it cannot be read; run karpctl up again"
+                ),
+            }
+        }
+        Err(e) if config_map_mode(aws::code(&e), aws::message(&e)) => Err(crate::plan_file::UserError::new(format!(
+            "EKS cluster {cluster} is in CONFIG_MAP authentication mode, so it cannot hold access entries"
+        ))
+        .hint(format!(
+            "switch it (karpctl never does): aws eks update-cluster-config --name {cluster} --access-config authenticationMode=API_AND_CONFIG_MAP"
+        ))
+        .into()),
+        Err(e) => Err(aws_err("eks:CreateAccessEntry", e)),
+    }
+}
+
+async fn entry_arn(ctx: &Ctx, step: &Step) -> Result<Option<String>> {
+    if let Some(arn) = step.observed.as_ref().and_then(|o| o.ids.get("arn")) {
+        return Ok(Some(arn.clone()));
+    }
+    Ok(read(ctx, &step.node).await?.and_then(|o| o.ids.get("arn").cloned()))
+}
+
+async fn tag(ctx: &Ctx, step: &Step) -> Result<()> {
+    let Some(arn) = entry_arn(ctx, step).await? else {
+        bail!("EKS access entry {} disappeared since it was read; run karpctl up again", step.node.name)
+    };
+    ctx.aws
+        .eks
+        .tag_resource()
+        .resource_arn(&arn)
+        .set_tags(Some(wanted_tags(&step.node).into_iter().collect()))
+        .send()
+        .await
+        .map_err(|e| aws_err("eks:TagResource", e))?;
+    Ok(())
+}
+
+async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
+    let node = &step.node;
+    let principal = principal_of(node);
+    // Never delete what is not ours, even if the plan is stale.
+    let Some(live) = read(ctx, node).await? else { return Ok(()) };
+    if live.owner != Owner::Ours {
+        bail!(
+            "EKS access entry {principal} is not tagged as karpctl's for cluster {}; not deleting it",
+            ctx.cluster
+        );
+    }
+    match ctx.aws.eks.delete_access_entry().cluster_name(cluster_of(ctx, node)).principal_arn(principal).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if not_found(aws::code(&e)) => Ok(()),
+        Err(e) => Err(aws_err("eks:DeleteAccessEntry", e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::OWNER_TAG;
+
+    #[test]
+    fn entries_without_our_tag_are_external() {
+        let mut t = Tags::new();
+        assert_eq!(owner(&t, "c"), Owner::External);
+        t.insert(OWNER_TAG.into(), "c".into());
+        assert_eq!(owner(&t, "c"), Owner::Ours);
+        t.insert(OWNER_TAG.into(), "d".into());
+        assert_eq!(owner(&t, "c"), Owner::OtherCluster("d".into()));
+    }
+
+    #[test]
+    fn config_map_errors_are_recognised() {
+        assert!(config_map_mode(
+            "InvalidRequestException",
+            "The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP]"
+        ));
+        assert!(!config_map_mode("InvalidRequestException", "something else"));
+    }
+}

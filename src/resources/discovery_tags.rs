@@ -1,0 +1,254 @@
+//! Discovery tags on shared subnets and security groups. The objects are never karpctl's: it only
+//! adds and removes its own two tags, `karpenter.sh/discovery=<c>` and the marker
+//! `karpctl.io/discovery=<c>` that records karpctl added the first.
+//!
+//! Read: one DescribeTags for every discovery node of the run (filtered by resource id and the
+//! two keys, memoised) -> fields {"tags": the two keys as live}. Neither tag: `None` (the tag
+//! pair does not exist). Marker for this cluster: `Ours`. The discovery tag for this cluster
+//! without the marker: pre-existing (Terraform, eksctl, a person), `External` - it satisfies the
+//! plan, never gets the marker and is never removed. The discovery tag for another cluster, or
+//! the marker of another cluster: `OtherCluster` - never overwritten.
+//!
+//! Apply re-reads the object's tags first (one DescribeTags). Create/update: one CreateTags with
+//! the missing tags (both together, so no crash leaves an unmarked tag of ours). Delete: only when
+//! the marker names this cluster, one DeleteTags naming key and value of exactly those of the two
+//! tags that carry this cluster's value - never a key alone, never all tags.
+
+use super::Ctx;
+use crate::aws::{self, aws_err};
+use crate::discovery::{DISCOVERY_TAG, MARKER_TAG};
+use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
+use crate::report::Event;
+use anyhow::{Result, bail};
+use aws_sdk_ec2::types::{Filter, Tag};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Resource ids per DescribeTags call (the filter takes a list of values; keep it modest).
+const IDS_PER_CALL: usize = 100;
+
+fn not_found(code: &str) -> bool {
+    matches!(code, "InvalidSubnetID.NotFound" | "InvalidGroup.NotFound" | "InvalidSecurityGroupID.NotFound" | "InvalidID")
+}
+
+/// The two tags of every id, one call per `IDS_PER_CALL` ids (paginated).
+async fn describe(ctx: &Ctx, ids: &[String]) -> Result<BTreeMap<String, Tags>> {
+    let mut out: BTreeMap<String, Tags> = BTreeMap::new();
+    for chunk in ids.chunks(IDS_PER_CALL) {
+        let mut token = None;
+        loop {
+            let o = ctx
+                .aws
+                .ec2
+                .describe_tags()
+                .filters(Filter::builder().name("resource-id").set_values(Some(chunk.to_vec())).build())
+                .filters(Filter::builder().name("key").set_values(Some(vec![DISCOVERY_TAG.into(), MARKER_TAG.into()])).build())
+                .set_next_token(token)
+                .send()
+                .await
+                .map_err(|e| aws_err("ec2:DescribeTags", e))?;
+            for t in o.tags() {
+                let (Some(id), Some(k)) = (t.resource_id(), t.key()) else { continue };
+                // Checked again here: not every implementation applies every filter.
+                if chunk.iter().any(|c| c == id) && (k == DISCOVERY_TAG || k == MARKER_TAG) {
+                    out.entry(id.to_string()).or_default().insert(k.to_string(), t.value().unwrap_or_default().to_string());
+                }
+            }
+            token = o.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn batch_of(node: &Node) -> Vec<String> {
+    let mut ids: Vec<String> = node.spec("batch").split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
+    if !ids.contains(&node.name) {
+        ids.push(node.name.clone());
+    }
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+/// What the two live tags mean for this cluster (pure).
+pub fn observe(id: &str, live: &Tags, cluster: &str) -> Option<Observed> {
+    let d = live.get(DISCOVERY_TAG);
+    let m = live.get(MARKER_TAG);
+    if d.is_none() && m.is_none() {
+        return None;
+    }
+    let owner = match (d.map(String::as_str), m.map(String::as_str)) {
+        // Tagged for another cluster: never overwrite that tag.
+        (Some(v), _) if v != cluster => Owner::OtherCluster(v.to_string()),
+        (_, Some(v)) if v != cluster => Owner::OtherCluster(v.to_string()),
+        (_, Some(_)) => Owner::Ours,
+        // The discovery tag for this cluster, put there by someone else.
+        (Some(_), None) => Owner::External,
+        (None, None) => unreachable!(),
+    };
+    let shown: Tags = live.iter().filter(|(k, _)| *k == DISCOVERY_TAG || *k == MARKER_TAG).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut fields = Fields::new();
+    fields.insert("tags".into(), Ctx::tags_value(&shown));
+    let mut ids = BTreeMap::new();
+    ids.insert("resource_id".to_string(), id.to_string());
+    Some(Observed { fields, owner, ids })
+}
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let ids = batch_of(node);
+    let key = format!("ec2:DescribeTags:discovery:{}", ids.join(","));
+    let all: Arc<BTreeMap<String, Tags>> = ctx.cached(&key, || async { describe(ctx, &ids).await.map(Arc::new) }).await?;
+    let live = all.get(&node.name).cloned().unwrap_or_default();
+    Ok(observe(&node.name, &live, &ctx.cluster))
+}
+
+/// The two tags of one object, fresh (not memoised): every write decides on what is live now.
+async fn live_tags(ctx: &Ctx, id: &str) -> Result<Tags> {
+    Ok(describe(ctx, &[id.to_string()]).await?.remove(id).unwrap_or_default())
+}
+
+fn tag(k: &str, v: &str) -> Tag {
+    Tag::builder().key(k).value(v).build()
+}
+
+/// The tags CreateTags must add so that the object carries both, or None when it must be left
+/// alone (pre-existing discovery tag, or tags of another cluster). Pure.
+pub fn tags_to_add(live: &Tags, cluster: &str) -> Result<Option<Vec<(&'static str, String)>>, String> {
+    let d = live.get(DISCOVERY_TAG).map(String::as_str);
+    let m = live.get(MARKER_TAG).map(String::as_str);
+    if let Some(v) = d.filter(|v| *v != cluster) {
+        return Err(format!("it carries {DISCOVERY_TAG}={v} (another cluster's); karpctl does not overwrite it"));
+    }
+    if let Some(v) = m.filter(|v| *v != cluster) {
+        return Err(format!("it carries {MARKER_TAG}={v} (karpctl's for another cluster); karpctl does not overwrite it"));
+    }
+    if d.is_some() && m.is_none() {
+        // Pre-existing: it already satisfies the plan, and never gets the marker.
+        return Ok(None);
+    }
+    let mut add = Vec::new();
+    if d.is_none() {
+        add.push((DISCOVERY_TAG, cluster.to_string()));
+    }
+    if m.is_none() {
+        add.push((MARKER_TAG, cluster.to_string()));
+    }
+    Ok(Some(add))
+}
+
+/// The tags DeleteTags must remove, each with its value: nothing unless the marker names this
+/// cluster; the discovery tag only while it still holds this cluster's value. Pure.
+pub fn tags_to_remove(live: &Tags, cluster: &str) -> Vec<(&'static str, String)> {
+    if live.get(MARKER_TAG).map(String::as_str) != Some(cluster) {
+        return vec![];
+    }
+    let mut out = Vec::new();
+    if live.get(DISCOVERY_TAG).map(String::as_str) == Some(cluster) {
+        out.push((DISCOVERY_TAG, cluster.to_string()));
+    }
+    out.push((MARKER_TAG, cluster.to_string()));
+    out
+}
+
+pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+    let id = &step.node.name;
+    let what = step.node.spec("resource_type").replace('-', " ");
+    match step.action {
+        Action::Create | Action::Update | Action::Replace => {
+            let live = live_tags(ctx, id).await?;
+            let add = match tags_to_add(&live, &ctx.cluster) {
+                Err(why) => bail!("{what} {id}: {why}"),
+                Ok(None) => {
+                    ctx.reporter.event(Event::Info(&format!(
+                        "{}: {what} {id} already carries {DISCOVERY_TAG}={} (not added by karpctl); left alone",
+                        step.id, ctx.cluster
+                    )));
+                    return Ok(());
+                }
+                Ok(Some(add)) if add.is_empty() => return Ok(()),
+                Ok(Some(add)) => add,
+            };
+            ctx.aws
+                .ec2
+                .create_tags()
+                .resources(id)
+                .set_tags(Some(add.iter().map(|(k, v)| tag(k, v)).collect()))
+                .send()
+                .await
+                .map_err(|e| aws_err("ec2:CreateTags", e))?;
+            Ok(())
+        }
+        // Shared objects are never adopted; the planner cannot ask for it (no read is Unowned).
+        Action::Adopt => bail!("{what} {id} is shared and is never adopted; karpctl only manages its own tags on it"),
+        Action::Delete => {
+            let live = live_tags(ctx, id).await?;
+            let remove = tags_to_remove(&live, &ctx.cluster);
+            if remove.is_empty() {
+                return Ok(());
+            }
+            match ctx
+                .aws
+                .ec2
+                .delete_tags()
+                .resources(id)
+                .set_tags(Some(remove.iter().map(|(k, v)| tag(k, v)).collect()))
+                .send()
+                .await
+            {
+                Ok(_) => Ok(()),
+                Err(e) if not_found(aws::code(&e)) => Ok(()),
+                Err(e) => Err(aws_err("ec2:DeleteTags", e)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> Tags {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn ownership_follows_the_marker() {
+        assert_eq!(observe("s", &tags(&[]), "c"), None);
+        let both = tags(&[(DISCOVERY_TAG, "c"), (MARKER_TAG, "c")]);
+        assert_eq!(observe("s", &both, "c").unwrap().owner, Owner::Ours);
+        assert_eq!(observe("s", &tags(&[(MARKER_TAG, "c")]), "c").unwrap().owner, Owner::Ours, "discovery tag removed out of band");
+        assert_eq!(observe("s", &tags(&[(DISCOVERY_TAG, "c")]), "c").unwrap().owner, Owner::External, "pre-existing");
+        assert_eq!(observe("s", &tags(&[(DISCOVERY_TAG, "d")]), "c").unwrap().owner, Owner::OtherCluster("d".into()));
+        assert_eq!(
+            observe("s", &tags(&[(DISCOVERY_TAG, "d"), (MARKER_TAG, "c")]), "c").unwrap().owner,
+            Owner::OtherCluster("d".into()),
+            "re-pointed to another cluster: not overwritten"
+        );
+        assert_eq!(observe("s", &tags(&[(MARKER_TAG, "d")]), "c").unwrap().owner, Owner::OtherCluster("d".into()));
+    }
+
+    #[test]
+    fn adding_puts_both_tags_in_one_call_and_never_marks_a_pre_existing_tag() {
+        let add = tags_to_add(&tags(&[("Name", "x")]), "c").unwrap().unwrap();
+        assert_eq!(add, vec![(DISCOVERY_TAG, "c".to_string()), (MARKER_TAG, "c".to_string())]);
+        assert_eq!(tags_to_add(&tags(&[(DISCOVERY_TAG, "c")]), "c").unwrap(), None);
+        assert_eq!(tags_to_add(&tags(&[(MARKER_TAG, "c")]), "c").unwrap().unwrap(), vec![(DISCOVERY_TAG, "c".to_string())]);
+        assert!(tags_to_add(&tags(&[(DISCOVERY_TAG, "d")]), "c").is_err());
+        assert!(tags_to_add(&tags(&[(DISCOVERY_TAG, "c"), (MARKER_TAG, "c")]), "c").unwrap().unwrap().is_empty());
+    }
+
+    #[test]
+    fn removal_names_key_and_value_and_only_with_our_marker() {
+        assert!(tags_to_remove(&tags(&[(DISCOVERY_TAG, "c")]), "c").is_empty(), "pre-existing tag survives");
+        assert!(tags_to_remove(&tags(&[(DISCOVERY_TAG, "c"), (MARKER_TAG, "d")]), "c").is_empty());
+        assert_eq!(
+            tags_to_remove(&tags(&[(DISCOVERY_TAG, "c"), (MARKER_TAG, "c"), ("karpenter.sh/discovery-x", "c")]), "c"),
+            vec![(DISCOVERY_TAG, "c".to_string()), (MARKER_TAG, "c".to_string())]
+        );
+        // Re-pointed to another cluster: only the marker goes, the other cluster's tag stays.
+        assert_eq!(tags_to_remove(&tags(&[(DISCOVERY_TAG, "d"), (MARKER_TAG, "c")]), "c"), vec![(MARKER_TAG, "c".to_string())]);
+    }
+}

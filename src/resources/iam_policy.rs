@@ -1,0 +1,446 @@
+//! Customer managed IAM policies (the controller's policies).
+//!
+//! Read: GetPolicy by ARN (tags are in its output), then GetPolicyVersion for the default version
+//! -> `path`, `PolicyDocument` (percent-decoded, canonical), `tags`. Converged cost: 2 calls.
+//!
+//! Create: CreatePolicy with Path, PolicyDocument and Tags in the one call. On
+//! EntityAlreadyExists: GetPolicy; adopted and converged if ours (as Update), otherwise the step
+//! stops. Policy names are unique in an account whatever the path, so after a change of the IAM
+//! path CreatePolicy fails on AWS while the planned ARN does not exist: ListPolicies(Local) finds
+//! the policy by name, and if it is this node's own (ownership and `karpctl.io/resource` tags) it
+//! is deleted as below and created again under the new path; anything else stops the step.
+//! (ministack and moto both accept the same name under two paths, so they never take this way.)
+//!
+//! Update / Adopt: for a new document, ListPolicyVersions; at IAM's limit of 5 versions,
+//! DeletePolicyVersion for the oldest non-default one; then CreatePolicyVersion with
+//! SetAsDefault (a LimitExceeded from a concurrent run prunes again and retries). TagPolicy when
+//! tags differ (Adopt always tags). Replace (path changed): delete, then create.
+//!
+//! Delete (only when ours): GetPolicy again (ownership re-checked right before deleting; missing
+//! is success), ListEntitiesForPolicy + DetachRolePolicy / DetachUserPolicy / DetachGroupPolicy,
+//! ListPolicyVersions + DeletePolicyVersion for every non-default version, then DeletePolicy, in
+//! that order: AWS refuses DeletePolicy while the policy is attached or has other versions
+//! (DeleteConflict; a concurrent change is cleaned up again, a few times).
+
+use super::iam_role::{ALREADY_EXISTS, detach, is_missing, not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::{Ctx, changed, want_str, wanted_tags};
+use crate::aws::{self, aws_err};
+use crate::model::{Action, Fields, Kind, Node, Observed, Owner, RESOURCE_TAG, Step, Tags};
+use crate::policy_doc;
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// IAM keeps at most this many versions of a managed policy.
+pub const MAX_VERSIONS: usize = 5;
+
+/// One version of a policy, as ListPolicyVersions reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Version {
+    pub id: String,
+    pub is_default: bool,
+    /// Seconds since the epoch (0 when unknown).
+    pub created: i64,
+}
+
+/// The number in a version id ("v12" -> 12), to order versions created in the same second.
+fn version_number(id: &str) -> u64 {
+    id.trim_start_matches(['v', 'V']).parse().unwrap_or(0)
+}
+
+/// The version to delete before creating a new one: the oldest non-default version, and only
+/// when the policy is at IAM's limit.
+pub fn version_to_prune(versions: &[Version]) -> Option<String> {
+    if versions.len() < MAX_VERSIONS {
+        return None;
+    }
+    versions
+        .iter()
+        .filter(|v| !v.is_default)
+        .min_by_key(|v| (v.created, version_number(&v.id)))
+        .map(|v| v.id.clone())
+}
+
+/// What GetPolicy says.
+struct LivePolicy {
+    arn: String,
+    path: String,
+    default_version: String,
+    tags: Tags,
+}
+
+async fn get_policy(ctx: &Ctx, arn: &str) -> Result<Option<LivePolicy>> {
+    match ctx.aws.iam.get_policy().policy_arn(arn).send().await {
+        Ok(o) => Ok(o.policy().map(|p| LivePolicy {
+            arn: p.arn().unwrap_or(arn).to_string(),
+            path: p.path().unwrap_or("/").to_string(),
+            default_version: p.default_version_id().unwrap_or_default().to_string(),
+            tags: tags_from(p.tags()),
+        })),
+        Err(e) if is_missing(aws::code(&e)) => Ok(None),
+        Err(e) => Err(aws_err("iam:GetPolicy", e)),
+    }
+}
+
+fn policy_arn<'a>(node: &'a Node) -> Result<&'a str> {
+    let arn = node.spec("arn");
+    if arn.is_empty() {
+        bail!("IAM policy {} has no ARN in the plan", node.name);
+    }
+    Ok(arn)
+}
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let arn = policy_arn(node)?;
+    let Some(live) = get_policy(ctx, arn).await? else { return Ok(None) };
+    let doc = match ctx.aws.iam.get_policy_version().policy_arn(&live.arn).version_id(&live.default_version).send().await {
+        Ok(o) => match o.policy_version().and_then(|v| v.document()) {
+            Some(text) => policy_doc::parse(text)
+                .with_context(|| format!("the document of IAM policy {} is not a valid policy document", node.name))?,
+            None => Value::Null,
+        },
+        // Deleted between the two calls.
+        Err(e) if is_missing(aws::code(&e)) => return Ok(None),
+        Err(e) => return Err(aws_err("iam:GetPolicyVersion", e)),
+    };
+    let mut fields = Fields::new();
+    fields.insert("path".into(), json!(live.path));
+    fields.insert("PolicyDocument".into(), doc);
+    fields.insert("tags".into(), Ctx::tags_value(&live.tags));
+    let mut ids = BTreeMap::new();
+    ids.insert("arn".to_string(), live.arn.clone());
+    ids.insert("default_version".to_string(), live.default_version.clone());
+    Ok(Some(Observed { fields, owner: Owner::from_tags(&live.tags, &ctx.cluster), ids }))
+}
+
+pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+    match step.action {
+        Action::Create => create(ctx, step).await,
+        Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
+        Action::Replace => {
+            delete(ctx, step).await?;
+            create(ctx, step).await
+        }
+        Action::Delete => delete(ctx, step).await,
+    }
+}
+
+fn wanted_document(node: &Node) -> Result<String> {
+    let doc = node
+        .fields
+        .as_ref()
+        .and_then(|f| f.get("PolicyDocument"))
+        .filter(|v| !v.is_null())
+        .context("the plan has no document for this policy")?;
+    Ok(policy_doc::to_wire(doc))
+}
+
+type CreateError = aws_smithy_runtime_api::client::result::SdkError<
+    aws_sdk_iam::operation::create_policy::CreatePolicyError,
+    aws_smithy_runtime_api::http::Response,
+>;
+
+/// CreatePolicy with path, document and tags in the one call.
+async fn send_create(ctx: &Ctx, node: &Node, document: &str, tags: &Tags) -> Result<Result<(), CreateError>> {
+    let tags = sdk_tags(tags)?;
+    Ok(ctx
+        .aws
+        .iam
+        .create_policy()
+        .policy_name(&node.name)
+        .path(want_str(node, "path"))
+        .policy_document(document)
+        .set_tags(Some(tags))
+        .send()
+        .await
+        .map(|_| ()))
+}
+
+async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
+    let node = &step.node;
+    match send_create(ctx, node, &wanted_document(node)?, &wanted_tags(node)).await? {
+        Ok(()) => Ok(()),
+        Err(e) if aws::code(&e) == ALREADY_EXISTS => {
+            let arn = policy_arn(node)?;
+            match get_policy(ctx, arn).await? {
+                Some(live) => converge(ctx, step, arn, &live).await,
+                None => replace_elsewhere(ctx, step).await,
+            }
+        }
+        Err(e) => Err(aws_err("iam:CreatePolicy", e)),
+    }
+}
+
+/// The policy exists at the planned ARN (a concurrent run made it): adopt it only if it is ours,
+/// then converge tags and document.
+async fn converge(ctx: &Ctx, step: &Step, arn: &str, live: &LivePolicy) -> Result<()> {
+    let node = &step.node;
+    let owner = Owner::from_tags(&live.tags, &ctx.cluster);
+    if owner != Owner::Ours {
+        bail!(not_managed(Kind::IamPolicy, &node.name, &ctx.cluster, &owner));
+    }
+    if !tags_satisfied(&live.tags, &wanted_tags(node)) {
+        tag(ctx, arn, &wanted_tags(node)).await?;
+    }
+    let live_doc = ctx
+        .aws
+        .iam
+        .get_policy_version()
+        .policy_arn(arn)
+        .version_id(&live.default_version)
+        .send()
+        .await
+        .map_err(|e| aws_err("iam:GetPolicyVersion", e))?;
+    let same = live_doc
+        .policy_version()
+        .and_then(|v| v.document())
+        .and_then(|t| policy_doc::parse(t).ok())
+        .zip(node.fields.as_ref().and_then(|f| f.get("PolicyDocument")))
+        .is_some_and(|(a, b)| policy_doc::equivalent(&a, b));
+    if !same {
+        new_version(ctx, arn, &wanted_document(node)?).await?;
+    }
+    Ok(())
+}
+
+/// IAM policy names are unique in an account whatever their path: CreatePolicy failed because a
+/// policy of this name lives under another path. If it is this very node's policy from before
+/// a path change (ours, same `karpctl.io/resource`), delete it and create the policy again;
+/// otherwise stop.
+async fn replace_elsewhere(ctx: &Ctx, step: &Step) -> Result<()> {
+    let name = &step.node.name;
+    let Some(other) = find_by_name(ctx, name).await? else {
+        bail!("iam:CreatePolicy said a policy named {name} already exists, but it cannot be found; run karpctl up again")
+    };
+    let live = get_policy(ctx, &other).await?;
+    let ours = live.as_ref().is_some_and(|l| {
+        Owner::from_tags(&l.tags, &ctx.cluster) == Owner::Ours && l.tags.get(RESOURCE_TAG) == Some(&step.id)
+    });
+    if !ours {
+        bail!(
+            "a customer managed policy named {name} already exists at {other} and is not karpctl's {} for cluster {}; \
+             IAM policy names are unique in an account: rename or delete it",
+            step.id,
+            ctx.cluster
+        );
+    }
+    delete_arn(ctx, step, &other).await?;
+    let node = &step.node;
+    send_create(ctx, node, &wanted_document(node)?, &wanted_tags(node)).await?.map_err(|e| aws_err("iam:CreatePolicy", e))
+}
+
+/// The ARN of the customer managed policy named `name` (case-insensitively), at any path.
+async fn find_by_name(ctx: &Ctx, name: &str) -> Result<Option<String>> {
+    let mut marker: Option<String> = None;
+    loop {
+        let o = ctx
+            .aws
+            .iam
+            .list_policies()
+            .scope(aws_sdk_iam::types::PolicyScopeType::Local)
+            .set_marker(marker)
+            .send()
+            .await
+            .map_err(|e| aws_err("iam:ListPolicies", e))?;
+        if let Some(p) = o.policies().iter().find(|p| p.policy_name().is_some_and(|n| n.eq_ignore_ascii_case(name))) {
+            return Ok(p.arn().map(str::to_string));
+        }
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            return Ok(None);
+        }
+    }
+}
+
+async fn tag(ctx: &Ctx, arn: &str, tags: &Tags) -> Result<()> {
+    if tags.is_empty() {
+        return Ok(());
+    }
+    ctx.aws
+        .iam
+        .tag_policy()
+        .policy_arn(arn)
+        .set_tags(Some(sdk_tags(tags)?))
+        .send()
+        .await
+        .map_err(|e| aws_err("iam:TagPolicy", e))?;
+    Ok(())
+}
+
+async fn versions(ctx: &Ctx, arn: &str) -> Result<Vec<Version>> {
+    let mut out = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let o = match ctx.aws.iam.list_policy_versions().policy_arn(arn).set_marker(marker).send().await {
+            Ok(o) => o,
+            Err(e) if is_missing(aws::code(&e)) => break,
+            Err(e) => return Err(aws_err("iam:ListPolicyVersions", e)),
+        };
+        out.extend(o.versions().iter().map(|v| Version {
+            id: v.version_id().unwrap_or_default().to_string(),
+            is_default: v.is_default_version(),
+            created: v.create_date().map(|d| d.secs()).unwrap_or(0),
+        }));
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+async fn delete_version(ctx: &Ctx, arn: &str, id: &str) -> Result<()> {
+    match ctx.aws.iam.delete_policy_version().policy_arn(arn).version_id(id).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) => Err(aws_err("iam:DeletePolicyVersion", e)).with_context(|| format!("deleting version {id} of {arn}")),
+    }
+}
+
+/// Make `document` the default version, pruning the oldest non-default version at the limit.
+async fn new_version(ctx: &Ctx, arn: &str, document: &str) -> Result<()> {
+    for attempt in 1..=3 {
+        if let Some(old) = version_to_prune(&versions(ctx, arn).await?) {
+            delete_version(ctx, arn, &old).await?;
+        }
+        match ctx.aws.iam.create_policy_version().policy_arn(arn).policy_document(document).set_as_default(true).send().await {
+            Ok(_) => return Ok(()),
+            // Another run added a version between our prune and our create: prune again.
+            Err(e) if aws::code(&e) == "LimitExceeded" && attempt < 3 => continue,
+            Err(e) => return Err(aws_err("iam:CreatePolicyVersion", e)),
+        }
+    }
+    unreachable!("the last attempt returns")
+}
+
+async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
+    let node = &step.node;
+    let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).map(String::as_str).unwrap_or(policy_arn(node)?).to_string();
+    if adopt {
+        let Some(live) = get_policy(ctx, &arn).await? else {
+            bail!("IAM policy {} disappeared since it was read; run karpctl up again", node.name)
+        };
+        let owner = Owner::from_tags(&live.tags, &ctx.cluster);
+        if matches!(owner, Owner::OtherCluster(_)) {
+            bail!(not_managed(Kind::IamPolicy, &node.name, &ctx.cluster, &owner));
+        }
+        tag(ctx, &arn, &wanted_tags(node)).await?;
+    } else if changed(step, "tags") {
+        tag(ctx, &arn, &wanted_tags(node)).await?;
+    }
+    if changed(step, "PolicyDocument") {
+        new_version(ctx, &arn, &wanted_document(node)?).await?;
+    }
+    Ok(())
+}
+
+/// Every role, user and group the policy is attached to (ListEntitiesForPolicy, paginated).
+async fn entities(ctx: &Ctx, arn: &str) -> Result<(Vec<String>, Vec<String>, Vec<String>)> {
+    let (mut roles, mut users, mut groups) = (Vec::new(), Vec::new(), Vec::new());
+    let mut marker: Option<String> = None;
+    loop {
+        let o = match ctx.aws.iam.list_entities_for_policy().policy_arn(arn).set_marker(marker).send().await {
+            Ok(o) => o,
+            Err(e) if is_missing(aws::code(&e)) => break,
+            Err(e) => return Err(aws_err("iam:ListEntitiesForPolicy", e)),
+        };
+        roles.extend(o.policy_roles().iter().filter_map(|r| r.role_name().map(str::to_string)));
+        users.extend(o.policy_users().iter().filter_map(|u| u.user_name().map(str::to_string)));
+        groups.extend(o.policy_groups().iter().filter_map(|g| g.group_name().map(str::to_string)));
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            break;
+        }
+    }
+    Ok((roles, users, groups))
+}
+
+async fn detach_everywhere(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
+    let (roles, users, groups) = entities(ctx, arn).await?;
+    for r in roles {
+        detach(ctx, &step.id, &r, arn).await?;
+    }
+    for u in users {
+        match ctx.aws.iam.detach_user_policy().user_name(&u).policy_arn(arn).send().await {
+            Ok(_) => {}
+            Err(e) if is_missing(aws::code(&e)) => {}
+            Err(e) => return Err(aws_err("iam:DetachUserPolicy", e)).with_context(|| format!("detaching {arn} from IAM user {u}")),
+        }
+    }
+    for g in groups {
+        match ctx.aws.iam.detach_group_policy().group_name(&g).policy_arn(arn).send().await {
+            Ok(_) => {}
+            Err(e) if is_missing(aws::code(&e)) => {}
+            Err(e) => return Err(aws_err("iam:DetachGroupPolicy", e)).with_context(|| format!("detaching {arn} from IAM group {g}")),
+        }
+    }
+    Ok(())
+}
+
+async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
+    delete_arn(ctx, step, policy_arn(&step.node)?).await
+}
+
+async fn delete_arn(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
+    let node = &step.node;
+    let Some(live) = get_policy(ctx, arn).await? else { return Ok(()) };
+    if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours {
+        bail!("IAM policy {} is no longer tagged as karpctl's for cluster {}; not deleting it", node.name, ctx.cluster);
+    }
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        // AWS order: detach everywhere, delete non-default versions, then the policy.
+        detach_everywhere(ctx, step, arn).await?;
+        for v in versions(ctx, arn).await? {
+            if !v.is_default {
+                delete_version(ctx, arn, &v.id).await?;
+            }
+        }
+        match ctx.aws.iam.delete_policy().policy_arn(arn).send().await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_missing(aws::code(&e)) => return Ok(()),
+            // Attached or versioned again meanwhile (a concurrent run), or not yet consistent.
+            Err(e) if aws::code(&e) == "DeleteConflict" && attempt < 4 => {
+                ctx.reporter.event(crate::report::Event::Retrying {
+                    id: &step.id,
+                    operation: "iam:DeletePolicy",
+                    code: "DeleteConflict",
+                    attempt,
+                    elapsed: std::time::Duration::ZERO,
+                });
+                tokio::time::sleep(std::time::Duration::from_secs(2 * attempt as u64)).await;
+            }
+            Err(e) => return Err(aws_err("iam:DeletePolicy", e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(id: &str, is_default: bool, created: i64) -> Version {
+        Version { id: id.into(), is_default, created }
+    }
+
+    #[test]
+    fn nothing_is_pruned_below_the_limit() {
+        assert_eq!(version_to_prune(&[]), None);
+        assert_eq!(version_to_prune(&[v("v1", false, 1), v("v2", false, 2), v("v3", false, 3), v("v4", true, 4)]), None);
+    }
+
+    #[test]
+    fn the_oldest_non_default_version_is_pruned_at_the_limit() {
+        let vs = [v("v1", true, 1), v("v2", false, 2), v("v3", false, 3), v("v4", false, 4), v("v5", false, 5)];
+        assert_eq!(version_to_prune(&vs).as_deref(), Some("v2"), "the default is never pruned, even when oldest");
+        let vs = [v("v9", false, 9), v("v7", false, 7), v("v8", true, 8), v("v6", false, 6), v("v10", false, 10)];
+        assert_eq!(version_to_prune(&vs).as_deref(), Some("v6"), "order of the list does not matter");
+    }
+
+    #[test]
+    fn versions_made_in_the_same_second_are_ordered_by_number() {
+        let vs = [v("v10", false, 5), v("v9", false, 5), v("v11", true, 5), v("v12", false, 5), v("v13", false, 5)];
+        assert_eq!(version_to_prune(&vs).as_deref(), Some("v9"));
+    }
+}

@@ -1,0 +1,602 @@
+//! IAM roles (the node role and the controller role), the IAM discovery of objects the plan no
+//! longer names, and small helpers the other IAM kinds share.
+//!
+//! Read: GetRole (tags are in its output; ListRoles never is used for tags, AWS does not return
+//! them there), memoised per observation under `iam:GetRole:<name>` because the role's policy
+//! attachments take their ownership from it. Converged cost: 1 call per role.
+//!
+//! Create: CreateRole with Path, AssumeRolePolicyDocument and Tags in the one call
+//! (MaxSessionDuration left at its default). On EntityAlreadyExists: GetRole; if it carries this
+//! cluster's ownership tag it is adopted and converged (UpdateAssumeRolePolicy, TagRole),
+//! otherwise the step stops with "exists but is not managed by karpctl for cluster X".
+//!
+//! Update / Adopt: UpdateAssumeRolePolicy when the trust policy differs; TagRole when tags differ
+//! (Adopt always tags: that is what makes the role karpctl's). The path cannot change in place:
+//! the planner makes that a replace.
+//!
+//! Replace (path changed): the delete below, CreateRole, then AttachRolePolicy again for every
+//! managed policy the old role had that is not karpctl's own under the old path (those are
+//! re-attached by their attachment steps under their new ARNs).
+//!
+//! Delete (only when ours): GetRole again (ownership re-checked right before deleting; missing is
+//! success), ListRolePolicies + DeleteRolePolicy for inline policies, ListAttachedRolePolicies +
+//! DetachRolePolicy (ConcurrentModification retried), ListInstanceProfilesForRole and, per
+//! profile, GetInstanceProfile (for its tags) + RemoveRoleFromInstanceProfile, then
+//! DeleteInstanceProfile when Karpenter made the profile for this cluster or karpctl did (never
+//! another profile), and finally DeleteRole (DeleteConflict retried; NoSuchEntity is success).
+//!
+//! Discover: ListRoles, ListPolicies(Scope=Local) and ListInstanceProfiles with the plan's IAM
+//! path as PathPrefix, paginated (3 calls when each fits one page). Objects there that the plan
+//! does not name become nodes with no desired fields; their normal read decides ownership.
+
+use super::{Ctx, changed, want_str, wanted_tags};
+use crate::aws::{self, Retryable, aws_err};
+use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
+use crate::policy_doc;
+use anyhow::{Context, Result, bail};
+use aws_sdk_iam::types::{PolicyScopeType, Tag};
+use serde_json::json;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// IAM's not-found error code.
+pub const NO_SUCH_ENTITY: &str = "NoSuchEntity";
+pub const ALREADY_EXISTS: &str = "EntityAlreadyExists";
+
+/// Attach/DetachRolePolicy while another change to the role is in flight.
+pub const CONCURRENT: [Retryable; 1] = [Retryable { code: "ConcurrentModification", message: "" }];
+/// DeleteRole while IAM still sees something attached (eventual consistency).
+const DELETE_CONFLICT: [Retryable; 2] = [
+    Retryable { code: "DeleteConflict", message: "" },
+    Retryable { code: "ConcurrentModification", message: "" },
+];
+
+pub fn is_missing(code: &str) -> bool {
+    code == NO_SUCH_ENTITY
+}
+
+/// IAM tags as a map.
+pub fn tags_from(tags: &[Tag]) -> Tags {
+    tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()
+}
+
+/// A tag map for an IAM call.
+pub fn sdk_tags(tags: &Tags) -> Result<Vec<Tag>> {
+    tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build().context("building an IAM tag")).collect()
+}
+
+/// Whether every tag the plan wants is set with the wanted value.
+pub fn tags_satisfied(live: &Tags, want: &Tags) -> bool {
+    want.iter().all(|(k, v)| live.get(k) == Some(v))
+}
+
+/// The IAM path inside an IAM ARN (`arn:aws:iam::1:role/a/b/Name` -> `/a/b/`), for any resource
+/// type (role, policy, instance-profile). None when the text is not an IAM ARN.
+pub fn path_from_arn(arn: &str) -> Option<String> {
+    let (_, rest) = arn.split_once(":iam::")?;
+    let (_account, rest) = rest.split_once(':')?;
+    let slash = rest.find('/')?;
+    let resource = &rest[slash..];
+    let last = resource.rfind('/')?;
+    Some(resource[..=last].to_string())
+}
+
+/// The message for an object of the expected name that karpctl does not own.
+pub fn not_managed(kind: Kind, name: &str, cluster: &str, owner: &Owner) -> String {
+    match owner {
+        Owner::OtherCluster(c) => format!(
+            "{} {name} exists but is managed by karpctl for cluster {c}, not for cluster {cluster}; it was left untouched",
+            kind.label()
+        ),
+        _ => format!("{} {name} exists but is not managed by karpctl for cluster {cluster}; it was left untouched", kind.label()),
+    }
+}
+
+/// What GetRole says about a role.
+#[derive(Clone, Debug)]
+pub struct LiveRole {
+    pub name: String,
+    pub arn: String,
+    pub path: String,
+    /// The trust policy as IAM returns it (percent-encoded).
+    pub trust: Option<String>,
+    pub tags: Tags,
+}
+
+pub fn role_key(name: &str) -> String {
+    format!("iam:GetRole:{name}")
+}
+
+/// GetRole without the memo (for writes: ownership must be current). None when missing.
+pub async fn get_role_fresh(ctx: &Ctx, name: &str) -> Result<Option<LiveRole>> {
+    match ctx.aws.iam.get_role().role_name(name).send().await {
+        Ok(o) => Ok(o.role().map(|r| LiveRole {
+            name: r.role_name().to_string(),
+            arn: r.arn().to_string(),
+            path: r.path().to_string(),
+            trust: r.assume_role_policy_document().map(str::to_string),
+            tags: tags_from(r.tags()),
+        })),
+        Err(e) if is_missing(aws::code(&e)) => Ok(None),
+        Err(e) => Err(aws_err("iam:GetRole", e)),
+    }
+}
+
+/// GetRole, memoised for the rest of the observation (shared by a role and its attachments).
+pub async fn get_role(ctx: &Ctx, name: &str) -> Result<Option<LiveRole>> {
+    ctx.cached(&role_key(name), || get_role_fresh(ctx, name)).await
+}
+
+/// The managed policies attached to a role (ListAttachedRolePolicies, paginated), without the
+/// memo. None when the role does not exist.
+pub async fn attached_policies(ctx: &Ctx, role: &str) -> Result<Option<Vec<String>>> {
+    let mut out = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let o = match ctx.aws.iam.list_attached_role_policies().role_name(role).set_marker(marker).send().await {
+            Ok(o) => o,
+            Err(e) if is_missing(aws::code(&e)) => return Ok(None),
+            Err(e) => return Err(aws_err("iam:ListAttachedRolePolicies", e)),
+        };
+        out.extend(o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)));
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            break;
+        }
+    }
+    Ok(Some(out))
+}
+
+/// DetachRolePolicy, retried on ConcurrentModification; already detached (or no such role) is
+/// success.
+pub async fn detach(ctx: &Ctx, step_id: &str, role: &str, policy_arn: &str) -> Result<()> {
+    let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), step_id, "iam:DetachRolePolicy", &CONCURRENT, || {
+        ctx.aws.iam.detach_role_policy().role_name(role).policy_arn(policy_arn).send()
+    })
+    .await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) => Err(aws_err("iam:DetachRolePolicy", e)).with_context(|| format!("detaching {policy_arn} from IAM role {role}")),
+    }
+}
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let Some(live) = get_role(ctx, &node.name).await? else { return Ok(None) };
+    Ok(Some(observed(ctx, &live)?))
+}
+
+fn observed(ctx: &Ctx, live: &LiveRole) -> Result<Observed> {
+    let trust = match live.trust.as_deref() {
+        Some(t) if !t.trim().is_empty() => policy_doc::parse(t)
+            .with_context(|| format!("the trust policy of IAM role {} is not a valid policy document", live.name))?,
+        _ => serde_json::Value::Null,
+    };
+    let mut fields = Fields::new();
+    fields.insert("path".into(), json!(live.path));
+    fields.insert("AssumeRolePolicyDocument".into(), trust);
+    fields.insert("tags".into(), Ctx::tags_value(&live.tags));
+    let mut ids = BTreeMap::new();
+    ids.insert("arn".to_string(), live.arn.clone());
+    Ok(Observed { fields, owner: Owner::from_tags(&live.tags, &ctx.cluster), ids })
+}
+
+pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+    let r = match step.action {
+        Action::Create => create(ctx, step).await,
+        Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
+        Action::Replace => replace(ctx, step).await,
+        Action::Delete => delete(ctx, step).await.map(|_| ()),
+    };
+    ctx.forget_cached(&role_key(&step.node.name));
+    r
+}
+
+fn trust_doc(node: &Node) -> Result<&serde_json::Value> {
+    node.fields
+        .as_ref()
+        .and_then(|f| f.get("AssumeRolePolicyDocument"))
+        .filter(|v| !v.is_null())
+        .context("the plan has no trust policy for this role")
+}
+
+async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
+    let node = &step.node;
+    let name = &node.name;
+    let trust = policy_doc::to_wire(trust_doc(node)?);
+    let r = ctx
+        .aws
+        .iam
+        .create_role()
+        .role_name(name)
+        .path(want_str(node, "path"))
+        .assume_role_policy_document(&trust)
+        .set_tags(Some(sdk_tags(&wanted_tags(node))?))
+        .send()
+        .await;
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if aws::code(&e) == ALREADY_EXISTS => {
+            // Made since we read it (a concurrent run, or a name differing only in case).
+            let Some(live) = get_role_fresh(ctx, name).await? else {
+                bail!("iam:CreateRole said IAM role {name} already exists, but iam:GetRole cannot find it; run karpctl up again")
+            };
+            let owner = Owner::from_tags(&live.tags, &ctx.cluster);
+            if owner != Owner::Ours {
+                bail!(not_managed(Kind::IamRole, name, &ctx.cluster, &owner));
+            }
+            converge(ctx, step, &live).await
+        }
+        Err(e) => Err(aws_err("iam:CreateRole", e)),
+    }
+}
+
+/// Bring a role of ours that a concurrent run created into line with the plan.
+async fn converge(ctx: &Ctx, step: &Step, live: &LiveRole) -> Result<()> {
+    let node = &step.node;
+    let want_path = want_str(node, "path");
+    if live.path != want_path {
+        bail!(
+            "IAM role {} is karpctl's but lives under path {}, not {want_path}; run karpctl up again to replace it",
+            node.name,
+            live.path
+        );
+    }
+    let want = trust_doc(node)?;
+    let same = live.trust.as_deref().and_then(|t| policy_doc::parse(t).ok()).is_some_and(|d| policy_doc::equivalent(&d, want));
+    if !same {
+        update_trust(ctx, node).await?;
+    }
+    let tags = wanted_tags(node);
+    if !tags_satisfied(&live.tags, &tags) {
+        tag_role(ctx, &node.name, &tags).await?;
+    }
+    Ok(())
+}
+
+async fn update_trust(ctx: &Ctx, node: &Node) -> Result<()> {
+    ctx.aws
+        .iam
+        .update_assume_role_policy()
+        .role_name(&node.name)
+        .policy_document(policy_doc::to_wire(trust_doc(node)?))
+        .send()
+        .await
+        .map_err(|e| aws_err("iam:UpdateAssumeRolePolicy", e))?;
+    Ok(())
+}
+
+async fn tag_role(ctx: &Ctx, name: &str, tags: &Tags) -> Result<()> {
+    if tags.is_empty() {
+        return Ok(());
+    }
+    ctx.aws
+        .iam
+        .tag_role()
+        .role_name(name)
+        .set_tags(Some(sdk_tags(tags)?))
+        .send()
+        .await
+        .map_err(|e| aws_err("iam:TagRole", e))?;
+    Ok(())
+}
+
+async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
+    let node = &step.node;
+    if adopt {
+        // Re-check right before taking it over: it must still be nobody's.
+        let Some(live) = get_role_fresh(ctx, &node.name).await? else {
+            bail!("IAM role {} disappeared since it was read; run karpctl up again", node.name)
+        };
+        let owner = Owner::from_tags(&live.tags, &ctx.cluster);
+        if matches!(owner, Owner::OtherCluster(_)) {
+            bail!(not_managed(Kind::IamRole, &node.name, &ctx.cluster, &owner));
+        }
+        // Tag first: from here on the role is ours, whatever else fails.
+        tag_role(ctx, &node.name, &wanted_tags(node)).await?;
+    } else if changed(step, "tags") {
+        tag_role(ctx, &node.name, &wanted_tags(node)).await?;
+    }
+    if changed(step, "AssumeRolePolicyDocument") {
+        update_trust(ctx, node).await?;
+    }
+    Ok(())
+}
+
+/// The path changed: delete the old role (which also detaches its policies), create it under the
+/// new path, and attach again what it had, except karpctl's own policies under the old path.
+async fn replace(ctx: &Ctx, step: &Step) -> Result<()> {
+    let old_path = step
+        .observed
+        .as_ref()
+        .and_then(|o| o.fields.get("path"))
+        .and_then(|p| p.as_str())
+        .unwrap_or("/")
+        .to_string();
+    let detached = delete(ctx, step).await?;
+    create(ctx, step).await?;
+    let own_prefix = format!("arn:{}:iam::{}:policy{old_path}", ctx.partition, ctx.account_id);
+    for arn in detached {
+        if old_path != "/" && arn.starts_with(&own_prefix) {
+            continue;
+        }
+        let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "iam:AttachRolePolicy", &ATTACH_FRESH_ROLE, || {
+            ctx.aws.iam.attach_role_policy().role_name(&step.node.name).policy_arn(&arn).send()
+        })
+        .await;
+        r.map_err(|e| aws_err("iam:AttachRolePolicy", e)).with_context(|| format!("re-attaching {arn} to the replaced IAM role {}", step.node.name))?;
+    }
+    Ok(())
+}
+
+/// AttachRolePolicy right after CreateRole: a role IAM does not see yet, or a concurrent change.
+pub const ATTACH_FRESH_ROLE: [Retryable; 2] = [
+    Retryable { code: "ConcurrentModification", message: "" },
+    Retryable { code: NO_SUCH_ENTITY, message: "The role with name" },
+];
+
+async fn inline_policies(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let o = match ctx.aws.iam.list_role_policies().role_name(role).set_marker(marker).send().await {
+            Ok(o) => o,
+            Err(e) if is_missing(aws::code(&e)) => break,
+            Err(e) => return Err(aws_err("iam:ListRolePolicies", e)),
+        };
+        out.extend(o.policy_names().iter().cloned());
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+async fn profiles_for_role(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let o = match ctx.aws.iam.list_instance_profiles_for_role().role_name(role).set_marker(marker).send().await {
+            Ok(o) => o,
+            Err(e) if is_missing(aws::code(&e)) => break,
+            Err(e) => return Err(aws_err("iam:ListInstanceProfilesForRole", e)),
+        };
+        out.extend(o.instance_profiles().iter().map(|p| p.instance_profile_name().to_string()));
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Delete the role if it is still ours. Returns the managed policies that were detached.
+async fn delete(ctx: &Ctx, step: &Step) -> Result<Vec<String>> {
+    let name = &step.node.name;
+    let Some(live) = get_role_fresh(ctx, name).await? else { return Ok(vec![]) };
+    if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours {
+        bail!("IAM role {name} is no longer tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
+    }
+    for p in inline_policies(ctx, name).await? {
+        match ctx.aws.iam.delete_role_policy().role_name(name).policy_name(&p).send().await {
+            Ok(_) => {}
+            Err(e) if is_missing(aws::code(&e)) => {}
+            Err(e) => return Err(aws_err("iam:DeleteRolePolicy", e)).with_context(|| format!("deleting inline policy {p} of IAM role {name}")),
+        }
+    }
+    let attached = attached_policies(ctx, name).await?.unwrap_or_default();
+    for arn in &attached {
+        detach(ctx, &step.id, name, arn).await?;
+    }
+    for profile in profiles_for_role(ctx, name).await? {
+        super::instance_profile::release_role(ctx, &profile, name).await?;
+    }
+    let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "iam:DeleteRole", &DELETE_CONFLICT, || {
+        ctx.aws.iam.delete_role().role_name(name).send()
+    })
+    .await;
+    match r {
+        Ok(_) => Ok(attached),
+        Err(e) if is_missing(aws::code(&e)) => Ok(attached),
+        Err(e) => Err(aws_err("iam:DeleteRole", e)),
+    }
+}
+
+/// The IAM path the plan puts its objects under: from an IamRole node's desired `path`, else
+/// parsed from the spec ARN of any IAM node.
+pub fn plan_iam_path(nodes: &[Node]) -> Option<String> {
+    let from_fields = nodes
+        .iter()
+        .filter(|n| matches!(n.kind, Kind::IamRole | Kind::IamPolicy | Kind::InstanceProfile))
+        .find_map(|n| n.fields.as_ref()?.get("path")?.as_str().map(str::to_string));
+    from_fields.or_else(|| {
+        nodes
+            .iter()
+            .filter(|n| matches!(n.kind, Kind::IamRole | Kind::IamPolicy | Kind::InstanceProfile))
+            .find_map(|n| path_from_arn(n.spec("arn")))
+    })
+}
+
+/// Names of `kind` the plan already has, case-folded (IAM names are unique case-insensitively,
+/// and a discovered object must never shadow a planned one).
+fn known(nodes: &[Node], kind: Kind) -> BTreeSet<String> {
+    nodes.iter().filter(|n| n.kind == kind).map(|n| n.name.to_lowercase()).collect()
+}
+
+fn orphan(kind: Kind, prefix: &str, name: &str, arn: &str, path: &str, deps: Vec<String>) -> Node {
+    let mut spec = BTreeMap::new();
+    spec.insert("arn".to_string(), arn.to_string());
+    Node {
+        id: format!("unlisted-{prefix}-{name}"),
+        kind,
+        name: name.to_string(),
+        fields: None,
+        deps,
+        spec,
+        notes: vec![format!("under karpctl's IAM path {path} but not in the plan")],
+    }
+}
+
+/// IAM objects under the plan's path that the plan does not name (renamed, or switched off):
+/// roles, customer managed policies and instance profiles. Their reads decide ownership by tags;
+/// only karpctl's for this cluster are then deleted. Orphan policies and instance profiles list
+/// every role node as a dependency, so a role being deleted goes after them.
+pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
+    let Some(path) = plan_iam_path(nodes) else { return Ok(vec![]) };
+    if path == "/" {
+        // Not scoped to karpctl: listing would read every role, policy and profile in the account.
+        return Ok(vec![]);
+    }
+    let (roles, policies, profiles) = tokio::try_join!(list_roles(ctx, &path), list_policies(ctx, &path), list_profiles(ctx, &path))?;
+
+    let mut out = Vec::new();
+    let known_roles = known(nodes, Kind::IamRole);
+    for (name, arn) in roles {
+        if !known_roles.contains(&name.to_lowercase()) {
+            out.push(orphan(Kind::IamRole, "role", &name, &arn, &path, vec![]));
+        }
+    }
+    let role_ids: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.kind == Kind::IamRole)
+        .map(|n| n.id.clone())
+        .chain(out.iter().map(|n| n.id.clone()))
+        .collect();
+    let known_policies = known(nodes, Kind::IamPolicy);
+    for (name, arn) in policies {
+        if !known_policies.contains(&name.to_lowercase()) {
+            out.push(orphan(Kind::IamPolicy, "policy", &name, &arn, &path, role_ids.clone()));
+        }
+    }
+    let known_profiles = known(nodes, Kind::InstanceProfile);
+    for (name, arn) in profiles {
+        if !known_profiles.contains(&name.to_lowercase()) {
+            out.push(orphan(Kind::InstanceProfile, "instance-profile", &name, &arn, &path, role_ids.clone()));
+        }
+    }
+    Ok(out)
+}
+
+async fn list_roles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let o = ctx
+            .aws
+            .iam
+            .list_roles()
+            .path_prefix(path)
+            .set_marker(marker)
+            .send()
+            .await
+            .map_err(|e| aws_err("iam:ListRoles", e))?;
+        out.extend(o.roles().iter().map(|r| (r.role_name().to_string(), r.arn().to_string())));
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+async fn list_policies(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let o = ctx
+            .aws
+            .iam
+            .list_policies()
+            .scope(PolicyScopeType::Local)
+            .path_prefix(path)
+            .set_marker(marker)
+            .send()
+            .await
+            .map_err(|e| aws_err("iam:ListPolicies", e))?;
+        out.extend(
+            o.policies()
+                .iter()
+                .filter_map(|p| Some((p.policy_name()?.to_string(), p.arn()?.to_string()))),
+        );
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+async fn list_profiles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut marker: Option<String> = None;
+    loop {
+        let o = ctx
+            .aws
+            .iam
+            .list_instance_profiles()
+            .path_prefix(path)
+            .set_marker(marker)
+            .send()
+            .await
+            .map_err(|e| aws_err("iam:ListInstanceProfiles", e))?;
+        out.extend(o.instance_profiles().iter().map(|p| (p.instance_profile_name().to_string(), p.arn().to_string())));
+        marker = o.marker().map(str::to_string);
+        if !o.is_truncated() || marker.is_none() {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, kind: Kind, name: &str, arn: &str, path: Option<&str>) -> Node {
+        let mut spec = BTreeMap::new();
+        spec.insert("arn".to_string(), arn.to_string());
+        Node {
+            id: id.into(),
+            kind,
+            name: name.into(),
+            fields: path.map(|p| {
+                let mut f = Fields::new();
+                f.insert("path".into(), json!(p));
+                f
+            }),
+            deps: vec![],
+            spec,
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn paths_come_out_of_iam_arns() {
+        assert_eq!(path_from_arn("arn:aws:iam::123456789012:role/karpctl/c/KarpenterNodeRole-c").as_deref(), Some("/karpctl/c/"));
+        assert_eq!(path_from_arn("arn:aws:iam::123456789012:role/Name").as_deref(), Some("/"));
+        assert_eq!(path_from_arn("arn:aws-cn:iam::1:policy/a/b/c/P").as_deref(), Some("/a/b/c/"));
+        assert_eq!(path_from_arn("arn:aws:iam::1:instance-profile/karpctl/x/IP").as_deref(), Some("/karpctl/x/"));
+        assert_eq!(path_from_arn("arn:aws:sqs:us-east-1:1:q"), None);
+        assert_eq!(path_from_arn(""), None);
+    }
+
+    #[test]
+    fn the_plan_path_prefers_desired_fields_then_arns() {
+        let down = vec![node("node-role", Kind::IamRole, "R", "arn:aws:iam::1:role/karpctl/c/R", None)];
+        assert_eq!(plan_iam_path(&down).as_deref(), Some("/karpctl/c/"));
+        let up = vec![
+            node("q", Kind::Queue, "Q", "arn:aws:sqs:us-east-1:1:Q", None),
+            node("controller-role", Kind::IamRole, "C", "arn:aws:iam::1:role/old/C", Some("/new/")),
+        ];
+        assert_eq!(plan_iam_path(&up).as_deref(), Some("/new/"));
+        assert_eq!(plan_iam_path(&[]), None);
+    }
+
+    #[test]
+    fn wanted_tags_must_all_match() {
+        let live: Tags = [("a".to_string(), "1".to_string()), ("b".to_string(), "2".to_string())].into();
+        assert!(tags_satisfied(&live, &[("a".to_string(), "1".to_string())].into()));
+        assert!(!tags_satisfied(&live, &[("a".to_string(), "2".to_string())].into()));
+        assert!(!tags_satisfied(&live, &[("c".to_string(), "1".to_string())].into()));
+    }
+}

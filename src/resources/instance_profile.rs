@@ -1,0 +1,264 @@
+//! The node instance profile (opt-in), holding the node role.
+//!
+//! Read: GetInstanceProfile (tags are in its output) -> `path`, `Role` (the role it holds, or
+//! null), `tags`. Converged cost: 1 call.
+//!
+//! Create: CreateInstanceProfile with Path and Tags in the one call, then AddRoleToInstanceProfile,
+//! retried while IAM does not yet see the new profile ("Invalid IAM Instance Profile name") or the
+//! new role ("The role with name"). On EntityAlreadyExists: GetInstanceProfile; adopted and
+//! converged if ours, otherwise the step stops.
+//!
+//! Update / Adopt: when `Role` differs, RemoveRoleFromInstanceProfile for the role it holds and
+//! AddRoleToInstanceProfile for the planned one; TagInstanceProfile when tags differ (Adopt
+//! always tags). Replace (path changed): delete, then create.
+//!
+//! Delete (only when ours): GetInstanceProfile again (ownership re-checked right before deleting;
+//! missing is success), RemoveRoleFromInstanceProfile for its role, DeleteInstanceProfile.
+//!
+//! The role's own delete also uses [`release_role`] here to empty (and, for Karpenter's profiles
+//! for this cluster and karpctl's, delete) every profile that still holds the role.
+
+use super::iam_role::{ALREADY_EXISTS, is_missing, not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::{Ctx, changed, want_str, wanted_tags};
+use crate::aws::{self, Retryable, aws_err};
+use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// AddRoleToInstanceProfile just after either was created (AWS.md section 5).
+const ADD_ROLE_RETRY: [Retryable; 3] = [
+    Retryable { code: "InvalidParameterValue", message: "Invalid IAM Instance Profile name" },
+    Retryable { code: "NoSuchEntity", message: "The role with name" },
+    Retryable { code: "NoSuchEntity", message: "Instance Profile" },
+];
+
+/// What GetInstanceProfile says about a profile.
+#[derive(Clone, Debug)]
+pub struct LiveProfile {
+    pub arn: String,
+    pub path: String,
+    pub roles: Vec<String>,
+    pub tags: Tags,
+}
+
+/// GetInstanceProfile; None when missing.
+pub async fn get(ctx: &Ctx, name: &str) -> Result<Option<LiveProfile>> {
+    match ctx.aws.iam.get_instance_profile().instance_profile_name(name).send().await {
+        Ok(o) => Ok(o.instance_profile().map(|p| LiveProfile {
+            arn: p.arn().to_string(),
+            path: p.path().to_string(),
+            roles: p.roles().iter().map(|r| r.role_name().to_string()).collect(),
+            tags: tags_from(p.tags()),
+        })),
+        Err(e) if is_missing(aws::code(&e)) => Ok(None),
+        Err(e) => Err(aws_err("iam:GetInstanceProfile", e)),
+    }
+}
+
+/// Whether Karpenter made this instance profile for `cluster` (its instance-profile provider
+/// tags what it creates with `kubernetes.io/cluster/<c>=owned`, `eks:eks-cluster-name=<c>`,
+/// `karpenter.k8s.aws/ec2nodeclass=<nodeclass>` and the region).
+pub fn karpenter_made_for(tags: &Tags, cluster: &str) -> bool {
+    let owned = tags.get(&format!("kubernetes.io/cluster/{cluster}")).is_some_and(|v| v == "owned");
+    let nodeclass = tags.contains_key("karpenter.k8s.aws/ec2nodeclass")
+        && tags.get("eks:eks-cluster-name").is_some_and(|v| v == cluster);
+    owned || nodeclass
+}
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let Some(live) = get(ctx, &node.name).await? else { return Ok(None) };
+    let mut fields = Fields::new();
+    fields.insert("path".into(), json!(live.path));
+    fields.insert("Role".into(), live.roles.first().map(|r| json!(r)).unwrap_or(Value::Null));
+    fields.insert("tags".into(), Ctx::tags_value(&live.tags));
+    let mut ids = BTreeMap::new();
+    ids.insert("arn".to_string(), live.arn.clone());
+    Ok(Some(Observed { fields, owner: Owner::from_tags(&live.tags, &ctx.cluster), ids }))
+}
+
+pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+    match step.action {
+        Action::Create => create(ctx, step).await,
+        Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
+        Action::Replace => {
+            delete(ctx, step).await?;
+            create(ctx, step).await
+        }
+        Action::Delete => delete(ctx, step).await,
+    }
+}
+
+async fn add_role(ctx: &Ctx, step_id: &str, profile: &str, role: &str) -> Result<()> {
+    let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), step_id, "iam:AddRoleToInstanceProfile", &ADD_ROLE_RETRY, || {
+        ctx.aws.iam.add_role_to_instance_profile().instance_profile_name(profile).role_name(role).send()
+    })
+    .await;
+    r.map_err(|e| aws_err("iam:AddRoleToInstanceProfile", e))
+        .with_context(|| format!("adding IAM role {role} to instance profile {profile}"))?;
+    Ok(())
+}
+
+/// RemoveRoleFromInstanceProfile; already removed (or no such profile) is success.
+async fn remove_role(ctx: &Ctx, profile: &str, role: &str) -> Result<()> {
+    match ctx.aws.iam.remove_role_from_instance_profile().instance_profile_name(profile).role_name(role).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) => Err(aws_err("iam:RemoveRoleFromInstanceProfile", e))
+            .with_context(|| format!("removing IAM role {role} from instance profile {profile}")),
+    }
+}
+
+async fn tag(ctx: &Ctx, name: &str, tags: &Tags) -> Result<()> {
+    if tags.is_empty() {
+        return Ok(());
+    }
+    ctx.aws
+        .iam
+        .tag_instance_profile()
+        .instance_profile_name(name)
+        .set_tags(Some(sdk_tags(tags)?))
+        .send()
+        .await
+        .map_err(|e| aws_err("iam:TagInstanceProfile", e))?;
+    Ok(())
+}
+
+async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
+    let node = &step.node;
+    let name = &node.name;
+    let r = ctx
+        .aws
+        .iam
+        .create_instance_profile()
+        .instance_profile_name(name)
+        .path(want_str(node, "path"))
+        .set_tags(Some(sdk_tags(&wanted_tags(node))?))
+        .send()
+        .await;
+    match r {
+        Ok(_) => add_role(ctx, &step.id, name, want_str(node, "Role")).await,
+        Err(e) if aws::code(&e) == ALREADY_EXISTS => {
+            let Some(live) = get(ctx, name).await? else {
+                bail!("iam:CreateInstanceProfile said instance profile {name} already exists, but iam:GetInstanceProfile cannot find it; run karpctl up again")
+            };
+            let owner = Owner::from_tags(&live.tags, &ctx.cluster);
+            if owner != Owner::Ours {
+                bail!(not_managed(Kind::InstanceProfile, name, &ctx.cluster, &owner));
+            }
+            let want_path = want_str(node, "path");
+            if live.path != want_path {
+                bail!("instance profile {name} is karpctl's but lives under path {}, not {want_path}; run karpctl up again to replace it", live.path);
+            }
+            let tags = wanted_tags(node);
+            if !tags_satisfied(&live.tags, &tags) {
+                tag(ctx, name, &tags).await?;
+            }
+            set_role(ctx, &step.id, name, &live.roles, want_str(node, "Role")).await
+        }
+        Err(e) => Err(aws_err("iam:CreateInstanceProfile", e)),
+    }
+}
+
+/// Make the profile hold exactly `want`: remove any other role, then add `want` if missing.
+async fn set_role(ctx: &Ctx, step_id: &str, profile: &str, live_roles: &[String], want: &str) -> Result<()> {
+    for r in live_roles {
+        if !r.eq_ignore_ascii_case(want) {
+            remove_role(ctx, profile, r).await?;
+        }
+    }
+    if !live_roles.iter().any(|r| r.eq_ignore_ascii_case(want)) && !want.is_empty() {
+        add_role(ctx, step_id, profile, want).await?;
+    }
+    Ok(())
+}
+
+async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
+    let node = &step.node;
+    let name = &node.name;
+    if adopt {
+        let Some(live) = get(ctx, name).await? else {
+            bail!("instance profile {name} disappeared since it was read; run karpctl up again")
+        };
+        let owner = Owner::from_tags(&live.tags, &ctx.cluster);
+        if matches!(owner, Owner::OtherCluster(_)) {
+            bail!(not_managed(Kind::InstanceProfile, name, &ctx.cluster, &owner));
+        }
+        tag(ctx, name, &wanted_tags(node)).await?;
+    } else if changed(step, "tags") {
+        tag(ctx, name, &wanted_tags(node)).await?;
+    }
+    if changed(step, "Role") {
+        // Fresh: the profile may have changed since the plan was made.
+        let Some(live) = get(ctx, name).await? else {
+            bail!("instance profile {name} disappeared since it was read; run karpctl up again")
+        };
+        set_role(ctx, &step.id, name, &live.roles, want_str(node, "Role")).await?;
+    }
+    Ok(())
+}
+
+async fn delete_profile(ctx: &Ctx, name: &str) -> Result<()> {
+    match ctx.aws.iam.delete_instance_profile().instance_profile_name(name).send().await {
+        Ok(_) => Ok(()),
+        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) => Err(aws_err("iam:DeleteInstanceProfile", e)).with_context(|| format!("deleting instance profile {name}")),
+    }
+}
+
+async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
+    let name = &step.node.name;
+    let Some(live) = get(ctx, name).await? else { return Ok(()) };
+    if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours {
+        bail!("instance profile {name} is no longer tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
+    }
+    for r in &live.roles {
+        remove_role(ctx, name, r).await?;
+    }
+    delete_profile(ctx, name).await
+}
+
+/// For a role being deleted: take it out of `profile`, and delete the profile when Karpenter made
+/// it for this cluster or karpctl did (checked on fresh tags). Any other profile is only emptied
+/// of the role, never deleted.
+pub async fn release_role(ctx: &Ctx, profile: &str, role: &str) -> Result<()> {
+    let Some(live) = get(ctx, profile).await? else { return Ok(()) };
+    remove_role(ctx, profile, role).await?;
+    let ours = Owner::from_tags(&live.tags, &ctx.cluster) == Owner::Ours;
+    let others = live.roles.iter().any(|r| !r.eq_ignore_ascii_case(role));
+    if (ours || karpenter_made_for(&live.tags, &ctx.cluster)) && !others {
+        delete_profile(ctx, profile).await?;
+        ctx.reporter.event(crate::report::Event::Info(&format!(
+            "deleted instance profile {profile}, which held IAM role {role} ({})",
+            if ours { "karpctl's" } else { "made by Karpenter for this cluster" }
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(pairs: &[(&str, &str)]) -> Tags {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn karpenter_profiles_are_recognised_per_cluster() {
+        let karpenter = tags(&[
+            ("kubernetes.io/cluster/c1", "owned"),
+            ("karpenter.k8s.aws/ec2nodeclass", "default"),
+            ("eks:eks-cluster-name", "c1"),
+            ("topology.kubernetes.io/region", "us-east-1"),
+        ]);
+        assert!(karpenter_made_for(&karpenter, "c1"));
+        assert!(!karpenter_made_for(&karpenter, "c2"), "another cluster's profile");
+        assert!(!karpenter_made_for(&karpenter, "c"), "a prefix of the cluster name is not the cluster");
+        assert!(karpenter_made_for(&tags(&[("kubernetes.io/cluster/c1", "owned")]), "c1"));
+        assert!(!karpenter_made_for(&tags(&[("kubernetes.io/cluster/c1", "shared")]), "c1"));
+        assert!(karpenter_made_for(&tags(&[("karpenter.k8s.aws/ec2nodeclass", "x"), ("eks:eks-cluster-name", "c1")]), "c1"));
+        assert!(!karpenter_made_for(&tags(&[("eks:eks-cluster-name", "c1")]), "c1"), "EKS's tag alone is not Karpenter's");
+        assert!(!karpenter_made_for(&tags(&[("Name", "whatever")]), "c1"));
+    }
+}

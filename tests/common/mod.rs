@@ -1,0 +1,196 @@
+//! Shared harness for the integration tests: the real karpctl binary against the emulator that
+//! `scripts/test` started (KARPCTL_TEST_ENDPOINT). Results are checked through the AWS SDK
+//! directly, never through karpctl's own code.
+
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub fn repo() -> PathBuf {
+    std::env::var("KARPCTL_REPO").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+pub fn endpoint() -> String {
+    std::env::var("KARPCTL_TEST_ENDPOINT").expect(
+        "KARPCTL_TEST_ENDPOINT is not set: run the integration tests with scripts/test, which starts the emulator",
+    )
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A cluster name unique to this test run and test.
+pub fn cluster_name(prefix: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros() % 1_000_000_000;
+    format!("{prefix}-{}-{t}-{n}", std::process::id() % 10000)
+}
+
+/// Seed a realistic cluster in the emulator; returns the seed's JSON (subnet and SG ids...).
+pub fn seed(cluster: &str, extra: &[&str]) -> Value {
+    seed_at(&endpoint(), cluster, extra)
+}
+
+pub fn seed_at(endpoint: &str, cluster: &str, extra: &[&str]) -> Value {
+    let out = Command::new(repo().join(".venv/bin/python"))
+        .arg(repo().join("scripts/seed.py"))
+        .args(["--endpoint", endpoint, "--cluster", cluster])
+        .args(extra)
+        .output()
+        .expect("run scripts/seed.py");
+    assert!(out.status.success(), "seed failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or("{}")).expect("seed JSON")
+}
+
+/// A scratch working directory for one test (karpctl looks for plans/ in its working directory).
+pub struct Workdir {
+    pub dir: tempfile::TempDir,
+}
+
+impl Workdir {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("plans")).unwrap();
+        Workdir { dir }
+    }
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    /// Write plans/<cluster>.toml.
+    pub fn plan(&self, cluster: &str, body: &str) -> PathBuf {
+        let p = self.dir.path().join("plans").join(format!("{cluster}.toml"));
+        std::fs::write(&p, body).unwrap();
+        p
+    }
+}
+
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+    /// Write calls counted by karpctl's interceptor (from `--output json`).
+    pub fn writes(&self) -> u64 {
+        self.json()["stats"]["writes"].as_u64().expect("stats.writes")
+    }
+    pub fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+pub fn karpctl_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_karpctl"))
+}
+
+/// Run karpctl in `wd` against the test emulator.
+pub fn karpctl(wd: &Workdir, args: &[&str]) -> Run {
+    karpctl_env(wd, args, &[])
+}
+
+pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(karpctl_bin());
+    cmd.current_dir(wd.path())
+        .args(args)
+        .env_remove("AWS_PROFILE")
+        .env_remove("KARPCTL_CLUSTER")
+        .env("AWS_ENDPOINT_URL", endpoint())
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("NO_COLOR", "1")
+        .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
+        .stdin(std::process::Stdio::null());
+    for (k, v) in env {
+        // An empty value removes the variable.
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let out: Output = cmd.output().expect("run karpctl");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// AWS SDK clients pointed at the emulator, for checking results independently of karpctl.
+pub struct Sdk {
+    pub sqs: aws_sdk_sqs::Client,
+    pub events: aws_sdk_eventbridge::Client,
+    pub iam: aws_sdk_iam::Client,
+    pub eks: aws_sdk_eks::Client,
+    pub ec2: aws_sdk_ec2::Client,
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+pub fn sdk() -> Sdk {
+    sdk_at(&endpoint())
+}
+
+pub fn sdk_at(endpoint: &str) -> Sdk {
+    let creds = aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests");
+    let conf = aws_types::SdkConfig::builder()
+        .endpoint_url(endpoint)
+        .region(aws_types::region::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(creds))
+        .behavior_version(aws_config::BehaviorVersion::v2026_01_12())
+        .build();
+    Sdk {
+        sqs: aws_sdk_sqs::Client::new(&conf),
+        events: aws_sdk_eventbridge::Client::new(&conf),
+        iam: aws_sdk_iam::Client::new(&conf),
+        eks: aws_sdk_eks::Client::new(&conf),
+        ec2: aws_sdk_ec2::Client::new(&conf),
+    }
+}
+
+/// Parse a policy document the way a user would check it: percent-decoded JSON.
+pub fn policy_json(text: &str) -> Value {
+    let decoded = percent_encoding::percent_decode_str(text).decode_utf8_lossy().to_string();
+    let t = if text.trim_start().starts_with('{') { text.to_string() } else { decoded };
+    serde_json::from_str(&t).expect("policy JSON")
+}
+
+/// Statements of a document as a list, whether the document holds one or many.
+pub fn statements(doc: &Value) -> Vec<Value> {
+    match &doc["Statement"] {
+        Value::Array(a) => a.clone(),
+        Value::Null => vec![],
+        one => vec![one.clone()],
+    }
+}
+
+/// A statement field as a sorted list of strings (string or array alike).
+pub fn strings(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = match v {
+        Value::String(s) => vec![s.clone()],
+        Value::Array(a) => a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect(),
+        _ => vec![],
+    };
+    out.sort();
+    out
+}
+
+pub fn find_sid<'a>(stmts: &'a [Value], sid: &str) -> &'a Value {
+    stmts.iter().find(|s| s["Sid"] == sid).unwrap_or_else(|| panic!("no statement {sid} in {stmts:?}"))
+}

@@ -1,0 +1,294 @@
+//! Interruption handling end to end: queue, queue policy, five rules with their targets.
+
+use crate::common::*;
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+const PARTS: [(&str, &str, &str); 5] = [
+    ("HealthEvent", "aws.health", "AWS Health Event"),
+    ("SpotInterrupt", "aws.ec2", "EC2 Spot Instance Interruption Warning"),
+    ("Rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation"),
+    ("StateChange", "aws.ec2", "EC2 Instance State-change Notification"),
+    ("CapacityReservation", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
+];
+
+fn plan_body(cluster: &str, extra: &str) -> String {
+    format!("cluster = \"{cluster}\"\nregion = \"us-east-1\"\n\n[tags]\nteam = \"platform\"\n\n[interruption]\nenabled = true\n{extra}")
+}
+
+struct Live {
+    url: Option<String>,
+    attrs: HashMap<String, String>,
+    tags: HashMap<String, String>,
+}
+
+fn queue(sdk: &Sdk, name: &str) -> Live {
+    rt().block_on(async {
+        let url = match sdk.sqs.get_queue_url().queue_name(name).send().await {
+            Ok(o) => o.queue_url().map(str::to_string),
+            Err(_) => None,
+        };
+        let Some(u) = url.clone() else { return Live { url: None, attrs: HashMap::new(), tags: HashMap::new() } };
+        let a = sdk.sqs.get_queue_attributes().queue_url(&u).attribute_names(QueueAttributeName::All).send().await.unwrap();
+        let t = sdk.sqs.list_queue_tags().queue_url(&u).send().await.unwrap();
+        Live {
+            url,
+            attrs: a.attributes().unwrap().iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect(),
+            tags: t.tags().cloned().unwrap_or_default(),
+        }
+    })
+}
+
+/// (pattern, targets as (id, arn)) of a rule, or None when it does not exist.
+fn rule(sdk: &Sdk, name: &str) -> Option<(Value, Vec<(String, String)>, HashMap<String, String>)> {
+    rt().block_on(async {
+        let d = sdk.events.describe_rule().name(name).send().await.ok()?;
+        let t = sdk.events.list_targets_by_rule().rule(name).send().await.unwrap();
+        let tags = sdk.events.list_tags_for_resource().resource_arn(d.arn().unwrap()).send().await.unwrap();
+        Some((
+            serde_json::from_str(d.event_pattern().unwrap()).unwrap(),
+            t.targets().iter().map(|t| (t.id().to_string(), t.arn().to_string())).collect(),
+            tags.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect(),
+        ))
+    })
+}
+
+fn rule_name(cluster: &str, part: &str) -> String {
+    format!("Karpenter-{cluster}-{part}")
+}
+
+#[test]
+fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
+    let c = cluster_name("intr");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    let sdk = sdk();
+    let qname = format!("Karpenter-{c}");
+    let q = queue(&sdk, &qname);
+    assert!(q.url.is_some(), "queue exists");
+    assert_eq!(q.attrs["MessageRetentionPeriod"], "300");
+    assert_eq!(q.attrs["SqsManagedSseEnabled"], "true");
+    assert!(!q.attrs.contains_key("KmsMasterKeyId") || q.attrs["KmsMasterKeyId"].is_empty());
+    assert_eq!(q.tags["karpctl.io/cluster"], c);
+    assert_eq!(q.tags["karpctl.io/resource"], "queue");
+    assert_eq!(q.tags["team"], "platform");
+    let qarn = q.attrs["QueueArn"].clone();
+
+    // The policy: exactly the two statements of AWS.md, compared after parsing.
+    let doc = policy_json(&q.attrs["Policy"]);
+    let st = statements(&doc);
+    assert_eq!(st.len(), 2, "{doc}");
+    let allow = st.iter().find(|s| s["Effect"] == "Allow").expect("allow statement");
+    assert_eq!(strings(&allow["Action"]), ["sqs:SendMessage"]);
+    assert_eq!(strings(&allow["Resource"]), [qarn.clone()]);
+    assert_eq!(strings(&allow["Principal"]["Service"]), ["events.amazonaws.com", "sqs.amazonaws.com"]);
+    assert!(allow.get("Condition").is_none());
+    let deny = find_sid(&st, "DenyHTTP");
+    assert_eq!(deny["Effect"], "Deny");
+    assert_eq!(strings(&deny["Action"]), ["sqs:*"]);
+    assert_eq!(deny["Principal"], json!("*"));
+    assert_eq!(strings(&deny["Resource"]), [qarn.clone()]);
+    assert_eq!(strings(&deny["Condition"]["Bool"]["aws:SecureTransport"]), ["false"]);
+
+    for (part, source, detail) in PARTS {
+        let (pattern, targets, tags) = rule(&sdk, &rule_name(&c, part)).unwrap_or_else(|| panic!("rule {part} missing"));
+        assert_eq!(pattern, json!({"source": [source], "detail-type": [detail]}), "{part}");
+        assert_eq!(targets, vec![("KarpenterInterruptionQueueTarget".to_string(), qarn.clone())], "{part}");
+        assert_eq!(tags["karpctl.io/cluster"], c);
+    }
+
+    // Second run: nothing to write.
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.writes(), 0, "second up must make no write call: {}", r.stdout);
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("No changes"), "{r:?}");
+}
+
+#[test]
+fn out_of_band_changes_are_found_by_diff_and_repaired_by_up() {
+    let c = cluster_name("drift");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    let sdk = sdk();
+    let qname = format!("Karpenter-{c}");
+    let q = queue(&sdk, &qname);
+    let url = q.url.clone().unwrap();
+    rt().block_on(async {
+        // A rule deleted.
+        let r = rule_name(&c, "Rebalance");
+        sdk.events.remove_targets().rule(&r).ids("KarpenterInterruptionQueueTarget").send().await.unwrap();
+        sdk.events.delete_rule().name(&r).send().await.unwrap();
+        // A target removed from another rule.
+        sdk.events.remove_targets().rule(rule_name(&c, "SpotInterrupt")).ids("KarpenterInterruptionQueueTarget").send().await.unwrap();
+        // Retention changed.
+        sdk.sqs
+            .set_queue_attributes()
+            .queue_url(&url)
+            .attributes(QueueAttributeName::MessageRetentionPeriod, "600")
+            .send()
+            .await
+            .unwrap();
+        // The DenyHTTP statement removed.
+        let mut doc = policy_json(&q.attrs["Policy"]);
+        let kept: Vec<Value> = statements(&doc).into_iter().filter(|s| s["Sid"] != "DenyHTTP").collect();
+        doc["Statement"] = Value::Array(kept);
+        sdk.sqs.set_queue_attributes().queue_url(&url).attributes(QueueAttributeName::Policy, doc.to_string()).send().await.unwrap();
+    });
+
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("+ rule-Rebalance"), "deleted rule shown as a create: {r:?}");
+    assert!(r.stdout.contains("~ rule-SpotInterrupt"), "{r:?}");
+    assert!(r.stdout.contains("Targets"), "{r:?}");
+    assert!(r.stdout.contains("MessageRetentionPeriod = \"600\" -> \"300\""), "{r:?}");
+    assert!(r.stdout.contains("~ queue-policy"), "{r:?}");
+    assert!(r.stdout.contains("DenyHTTP"), "the changed statement is shown: {r:?}");
+    assert!(r.stdout.contains("Plan: 1 to add, 3 to change, 0 to destroy."), "{r:?}");
+
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 0, "repaired: {r:?}");
+    let q = queue(&sdk, &qname);
+    assert_eq!(q.attrs["MessageRetentionPeriod"], "300");
+    assert_eq!(statements(&policy_json(&q.attrs["Policy"])).len(), 2);
+    assert_eq!(rule(&sdk, &rule_name(&c, "SpotInterrupt")).unwrap().1.len(), 1);
+    assert!(rule(&sdk, &rule_name(&c, "Rebalance")).is_some());
+}
+
+#[test]
+fn down_removes_everything_and_a_second_down_is_a_no_op() {
+    let c = cluster_name("down");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    let r = karpctl(&wd, &["down", "--cluster", &c]);
+    assert_eq!(r.code, 1, "down without a terminal and without --yes refuses: {r:?}");
+    assert!(r.stderr.contains("--yes"), "{r:?}");
+    let sdk = sdk();
+    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_some(), "refused down changed nothing");
+
+    let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    for (part, _, _) in PARTS {
+        assert!(rule(&sdk, &rule_name(&c, part)).is_none(), "rule {part} removed");
+    }
+    let r = karpctl(&wd, &["down", "--cluster", &c, "--yes", "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.writes(), 0, "second down writes nothing");
+}
+
+#[test]
+fn switching_interruption_off_removes_queue_and_rules() {
+    let c = cluster_name("off");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[tags]\nteam = \"platform\"\n[interruption]\nenabled = false\n"));
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("- queue aws_sqs_queue"), "{r:?}");
+    assert!(r.stdout.contains("- rule-HealthEvent"), "{r:?}");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let sdk = sdk();
+    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    for (part, _, _) in PARTS {
+        assert!(rule(&sdk, &rule_name(&c, part)).is_none());
+    }
+    assert_eq!(karpctl(&wd, &["diff", "--cluster", &c]).code, 0);
+}
+
+#[test]
+fn an_unowned_queue_of_the_same_name_stops_up_and_survives_down() {
+    let c = cluster_name("unowned");
+    seed(&c, &[]);
+    let sdk = sdk();
+    let qname = format!("Karpenter-{c}");
+    rt().block_on(async {
+        sdk.sqs
+            .create_queue()
+            .queue_name(&qname)
+            .attributes(QueueAttributeName::MessageRetentionPeriod, "900")
+            .tags("owner", "someone-else")
+            .send()
+            .await
+            .unwrap();
+    });
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let err = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(err.contains(&qname) && err.contains("not managed by karpctl"), "{err}");
+    let q = queue(&sdk, &qname);
+    assert_eq!(q.attrs["MessageRetentionPeriod"], "900", "untouched");
+    assert!(!q.attrs.contains_key("Policy"), "no policy added");
+    assert!(!q.tags.contains_key("karpctl.io/cluster"));
+    assert!(rule(&sdk, &rule_name(&c, "HealthEvent")).is_none(), "up stopped before any write");
+
+    let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let q = queue(&sdk, &qname);
+    assert!(q.url.is_some(), "down leaves a queue that is not ours");
+    assert_eq!(q.tags["owner"], "someone-else");
+}
+
+#[test]
+fn a_missing_cluster_a_bad_plan_and_a_wrong_account_pin_fail_without_writes() {
+    let wd = Workdir::new();
+    let sdk = sdk();
+    // Missing cluster.
+    let c = cluster_name("nocluster");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&format!("EKS cluster {c} does not exist")), "{r:?}");
+    assert!(r.stderr.contains("hint:"), "{r:?}");
+    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+
+    // Bad plan file: unknown key, named with its line.
+    let c = cluster_name("badplan");
+    seed(&c, &[]);
+    wd.plan(&c, &format!("cluster = \"{c}\"\n[interruption]\nenabled = true\nretention = 300\n"));
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&format!("{c}.toml:4")), "line number: {r:?}");
+    assert!(r.stderr.contains("retention"), "{r:?}");
+    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+
+    // Account pin mismatch.
+    wd.plan(&c, &format!("cluster = \"{c}\"\naccount_id = \"111122223333\"\n"));
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("pinned to account 111122223333"), "{r:?}");
+    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+}
+
+#[test]
+fn diff_exit_codes_follow_the_contract() {
+    let c = cluster_name("exit");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "changes pending on a bare cluster (defaults, no plan file): {r:?}");
+    assert!(r.stdout.contains("to add"), "{r:?}");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["format_version"], 1);
+    assert_eq!(doc["in_sync"], true);
+}

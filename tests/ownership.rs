@@ -1,0 +1,255 @@
+//! Ownership: for every kind, a same-named object without karpctl's tags, or with another
+//! cluster's, stops `up` with a clear error and survives `down`; `--adopt` takes over unowned
+//! objects (never another cluster's).
+
+use crate::common::*;
+use aws_sdk_iam::types::Tag as IamTag;
+
+const TRUST_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+const SOME_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:DescribeInstances","Resource":"*"}]}"#;
+
+/// Who a pre-made object claims to belong to.
+#[derive(Clone, Copy, Debug)]
+enum Claim {
+    Nobody,
+    OtherCluster,
+}
+
+fn tags(claim: Claim) -> Vec<(String, String)> {
+    let mut t = vec![("owner".to_string(), "someone-else".to_string())];
+    if let Claim::OtherCluster = claim {
+        t.push(("karpctl.io/cluster".to_string(), "another-cluster".to_string()));
+    }
+    t
+}
+
+fn iam_tags(claim: Claim) -> Vec<IamTag> {
+    tags(claim).into_iter().map(|(k, v)| IamTag::builder().key(k).value(v).build().unwrap()).collect()
+}
+
+/// Make the object `kind` for cluster `c` out of band; return a closure-free description.
+fn premake(sdk: &Sdk, c: &str, kind: &str, claim: Claim) {
+    rt().block_on(async {
+        match kind {
+            "role" => {
+                sdk.iam
+                    .create_role()
+                    .role_name(format!("KarpenterNodeRole-{c}"))
+                    .path(format!("/karpctl/{c}/"))
+                    .assume_role_policy_document(TRUST_EC2)
+                    .set_tags(Some(iam_tags(claim)))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            "policy" => {
+                sdk.iam
+                    .create_policy()
+                    .policy_name(format!("KarpenterControllerNodeLifecyclePolicy-{c}"))
+                    .path(format!("/karpctl/{c}/"))
+                    .policy_document(SOME_POLICY)
+                    .set_tags(Some(iam_tags(claim)))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            "instance-profile" => {
+                sdk.iam
+                    .create_instance_profile()
+                    .instance_profile_name(format!("KarpenterNodeInstanceProfile-{c}"))
+                    .path(format!("/karpctl/{c}/"))
+                    .set_tags(Some(iam_tags(claim)))
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            "queue" => {
+                let mut req = sdk.sqs.create_queue().queue_name(format!("Karpenter-{c}"));
+                for (k, v) in tags(claim) {
+                    req = req.tags(k, v);
+                }
+                req.send().await.unwrap();
+            }
+            "rule" => {
+                let mut req = sdk
+                    .events
+                    .put_rule()
+                    .name(format!("Karpenter-{c}-HealthEvent"))
+                    .event_pattern(r#"{"source":["aws.health"]}"#);
+                for (k, v) in tags(claim) {
+                    req = req.tags(aws_sdk_eventbridge::types::Tag::builder().key(k).value(v).build().unwrap());
+                }
+                req.send().await.unwrap();
+            }
+            "pod-identity" => {
+                let mut req = sdk
+                    .eks
+                    .create_pod_identity_association()
+                    .cluster_name(c)
+                    .namespace("kube-system")
+                    .service_account("karpenter")
+                    .role_arn("arn:aws:iam::000000000000:role/someone-elses-role");
+                for (k, v) in tags(claim) {
+                    req = req.tags(k, v);
+                }
+                req.send().await.unwrap();
+            }
+            other => panic!("unknown kind {other}"),
+        }
+    });
+}
+
+/// The pre-made object is still there, unchanged in what identifies its owner.
+fn still_theirs(sdk: &Sdk, c: &str, kind: &str) {
+    rt().block_on(async {
+        let owner_tag: Option<String> = match kind {
+            "role" => {
+                let r = sdk.iam.get_role().role_name(format!("KarpenterNodeRole-{c}")).send().await.expect("role still exists");
+                let r = r.role().unwrap();
+                r.tags().iter().find(|t| t.key() == "owner").map(|t| t.value().to_string())
+            }
+            "policy" => {
+                let arn = format!("arn:aws:iam::000000000000:policy/karpctl/{c}/KarpenterControllerNodeLifecyclePolicy-{c}");
+                let p = sdk.iam.get_policy().policy_arn(&arn).send().await.expect("policy still exists");
+                let v = p.policy().unwrap().default_version_id().unwrap().to_string();
+                assert_eq!(v, "v1", "no new policy version was written");
+                p.policy().unwrap().tags().iter().find(|t| t.key() == "owner").map(|t| t.value().to_string())
+            }
+            "instance-profile" => {
+                let p = sdk
+                    .iam
+                    .get_instance_profile()
+                    .instance_profile_name(format!("KarpenterNodeInstanceProfile-{c}"))
+                    .send()
+                    .await
+                    .expect("profile still exists");
+                assert!(p.instance_profile().unwrap().roles().is_empty(), "no role was added");
+                p.instance_profile().unwrap().tags().iter().find(|t| t.key() == "owner").map(|t| t.value().to_string())
+            }
+            "queue" => {
+                let u = sdk.sqs.get_queue_url().queue_name(format!("Karpenter-{c}")).send().await.expect("queue still exists");
+                let t = sdk.sqs.list_queue_tags().queue_url(u.queue_url().unwrap()).send().await.unwrap();
+                t.tags().and_then(|m| m.get("owner").cloned())
+            }
+            "rule" => {
+                let d = sdk.events.describe_rule().name(format!("Karpenter-{c}-HealthEvent")).send().await.expect("rule still exists");
+                assert_eq!(d.event_pattern(), Some(r#"{"source":["aws.health"]}"#), "pattern untouched");
+                let t = sdk.events.list_targets_by_rule().rule(format!("Karpenter-{c}-HealthEvent")).send().await.unwrap();
+                assert!(t.targets().is_empty(), "no target was added");
+                let tags = sdk.events.list_tags_for_resource().resource_arn(d.arn().unwrap()).send().await.unwrap();
+                tags.tags().iter().find(|t| t.key() == "owner").map(|t| t.value().to_string())
+            }
+            "pod-identity" => {
+                let l = sdk
+                    .eks
+                    .list_pod_identity_associations()
+                    .cluster_name(c)
+                    .namespace("kube-system")
+                    .service_account("karpenter")
+                    .send()
+                    .await
+                    .unwrap();
+                let a = l.associations().first().expect("association still exists");
+                let d = sdk
+                    .eks
+                    .describe_pod_identity_association()
+                    .cluster_name(c)
+                    .association_id(a.association_id().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+                let d = d.association().unwrap();
+                assert_eq!(d.role_arn(), Some("arn:aws:iam::000000000000:role/someone-elses-role"), "role untouched");
+                d.tags().and_then(|m| m.get("owner").cloned())
+            }
+            other => panic!("unknown kind {other}"),
+        };
+        assert_eq!(owner_tag.as_deref(), Some("someone-else"), "{kind}: tags untouched");
+    });
+}
+
+fn plan(c: &str) -> String {
+    format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[identity]\ninstance_profile = true\n")
+}
+
+fn conflict_case(kind: &str, claim: Claim) {
+    let c = cluster_name(&format!("own-{kind}"));
+    seed(&c, &[]);
+    let sdk = sdk();
+    premake(&sdk, &c, kind, claim);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan(&c));
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 1, "{kind} {claim:?}: {r:?}");
+    let doc = r.json();
+    let msg = doc["error"]["message"].as_str().unwrap_or_default().to_string();
+    match claim {
+        Claim::Nobody => assert!(msg.contains("not managed by karpctl"), "{kind}: {msg}"),
+        Claim::OtherCluster => assert!(msg.contains("another-cluster"), "{kind}: {msg}"),
+    }
+    assert_eq!(doc["stats"]["writes"], 0, "{kind}: up stops before any write: {doc}");
+    still_theirs(&sdk, &c, kind);
+    let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
+    assert_eq!(r.code, 0, "{kind}: {r:?}");
+    still_theirs(&sdk, &c, kind);
+    if let Claim::Nobody = claim {
+        // --adopt is never needed for another cluster's objects: they are never taken.
+    }
+    if let Claim::OtherCluster = claim {
+        let r = karpctl(&wd, &["up", "--cluster", &c, "--adopt"]);
+        assert_eq!(r.code, 1, "another cluster's object is never adopted: {r:?}");
+        still_theirs(&sdk, &c, kind);
+    }
+}
+
+#[test]
+fn unowned_role_policy_profile_queue_rule_and_association_stop_up_and_survive_down() {
+    for kind in ["role", "policy", "instance-profile", "queue", "rule", "pod-identity"] {
+        conflict_case(kind, Claim::Nobody);
+    }
+}
+
+#[test]
+fn another_clusters_objects_stop_up_survive_down_and_are_never_adopted() {
+    for kind in ["role", "policy", "instance-profile", "queue", "rule", "pod-identity"] {
+        conflict_case(kind, Claim::OtherCluster);
+    }
+}
+
+#[test]
+fn adopt_takes_over_unowned_objects_and_converges_them() {
+    let c = cluster_name("adopt");
+    seed(&c, &[]);
+    let sdk = sdk();
+    for kind in ["role", "queue", "rule"] {
+        premake(&sdk, &c, kind, Claim::Nobody);
+    }
+    let wd = Workdir::new();
+    wd.plan(&c, &plan(&c));
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--adopt"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("adopted"), "adoption is listed in the plan: {r:?}");
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--adopt"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 0, "converged after adoption: {r:?}");
+    rt().block_on(async {
+        let role = sdk.iam.get_role().role_name(format!("KarpenterNodeRole-{c}")).send().await.unwrap();
+        let tags = role.role().unwrap().tags();
+        assert!(tags.iter().any(|t| t.key() == "karpctl.io/cluster" && t.value() == c));
+        let u = sdk.sqs.get_queue_url().queue_name(format!("Karpenter-{c}")).send().await.unwrap();
+        let a = sdk
+            .sqs
+            .get_queue_attributes()
+            .queue_url(u.queue_url().unwrap())
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(a.attributes().unwrap()[&aws_sdk_sqs::types::QueueAttributeName::MessageRetentionPeriod], "300");
+    });
+    let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
+    assert_eq!(r.code, 0, "adopted objects are karpctl's now: {r:?}");
+    let gone = rt().block_on(sdk.iam.get_role().role_name(format!("KarpenterNodeRole-{c}")).send());
+    assert!(gone.is_err(), "the adopted role was removed by down");
+}
