@@ -76,6 +76,24 @@ pub fn rule_name(cluster: &str, part: &str) -> (String, bool) {
     names::fit(&format!("Karpenter-{cluster}-{part}"), 64)
 }
 
+/// Check what AWS would reject late: every managed policy document within IAM's 6,144
+/// characters (whitespace not counted).
+pub fn validate(nodes: &[Node]) -> Result<(), crate::plan_file::UserError> {
+    for n in nodes {
+        if let Some(doc) = n.fields.as_ref().and_then(|f| f.get("PolicyDocument")) {
+            let size = crate::policy_doc::size_without_whitespace(doc);
+            if size > 6144 {
+                return Err(crate::plan_file::UserError::new(format!(
+                    "policy {} would be {size} characters, over IAM's 6,144-character limit for a managed policy",
+                    n.name
+                ))
+                .hint("use a shorter cluster name, IAM path or node role name"));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let mut nodes = Vec::new();
     interruption(spec, facts, &mut nodes);

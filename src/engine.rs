@@ -33,7 +33,6 @@ pub struct Prepared {
     pub ctx: Arc<Ctx>,
     pub stats: Arc<CallStats>,
     pub global: Global,
-    pub started: Instant,
 }
 
 impl Prepared {
@@ -46,11 +45,8 @@ fn reporter_for(global: &Global) -> Arc<dyn Reporter> {
     if global.quiet {
         Arc::new(Silent)
     } else {
-        Arc::new(Progress {
-            start: Instant::now(),
-            verbose: global.verbose > 0,
-            style: Style::detect(std::io::stderr().is_terminal()),
-        })
+        let tty = std::io::stderr().is_terminal();
+        Arc::new(Progress::new(tty, Style::detect(tty)))
     }
 }
 
@@ -80,7 +76,6 @@ async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserErro
 
 /// Load the plan, connect, and run preflight checks. Makes only read calls.
 pub async fn prepare(global: &Global, cmd: crate::preflight::Command) -> Result<Prepared> {
-    let started = Instant::now();
     let spec = plan_file::load(global.plan.as_deref(), global.cluster.as_deref(), Path::new("plans"))?;
     let region = resolve_region(global, &spec).await?;
     let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
@@ -129,9 +124,10 @@ pub async fn prepare(global: &Global, cmd: crate::preflight::Command) -> Result<
         any: Default::default(),
     });
     let mut facts = facts;
+    desired::validate(&desired::build(&spec, &facts))?;
     crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
     facts.discovery = crate::discovery::select(&ctx, &spec, &facts, cmd).await?;
-    Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), started })
+    Ok(Prepared { spec, facts, ctx, stats, global: global.clone() })
 }
 
 fn credentials_hint() -> &'static str {
@@ -227,7 +223,11 @@ fn print_stats(p: &Prepared) {
     if !p.global.stats || p.global.output == Output::Json {
         return;
     }
-    let r = p.stats.report();
+    print_stats_report(&p.stats.report());
+}
+
+/// The `--stats` table on stderr.
+pub fn print_stats_report(r: &aws::StatsReport) {
     eprintln!("AWS calls: {} ({} reads, {} writes), {} retries", r.calls, r.reads, r.writes, r.retries);
     for (op, c) in &r.operations {
         let retries = c.attempts.saturating_sub(c.calls);

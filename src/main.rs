@@ -72,6 +72,11 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             engine::report_error(&e, cli.global.output, name);
+            if cli.global.stats && cli.global.output == cli::Output::Human {
+                if let Some(stats) = aws::STATS.get() {
+                    engine::print_stats_report(&stats.report());
+                }
+            }
             engine::EXIT_ERROR
         }
     };

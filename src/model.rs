@@ -127,15 +127,6 @@ impl Action {
             Action::Adopt => "~",
         }
     }
-    pub fn verb(self) -> &'static str {
-        match self {
-            Action::Create => "create",
-            Action::Update => "update in place",
-            Action::Replace => "replace",
-            Action::Delete => "destroy",
-            Action::Adopt => "adopt",
-        }
-    }
     pub fn progress(self) -> &'static str {
         match self {
             Action::Create => "Creating",
@@ -249,8 +240,5 @@ impl Plan {
             }
         }
         (add, change, destroy)
-    }
-    pub fn is_empty(&self) -> bool {
-        self.steps.is_empty()
     }
 }

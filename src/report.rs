@@ -28,11 +28,30 @@ impl Reporter for Silent {
     fn event(&self, _: Event<'_>) {}
 }
 
-/// Plain progress lines on stderr, like `terraform apply`.
+/// Progress on stderr, like `terraform apply`: plain lines, and on a terminal a live status line
+/// of the steps in flight, redrawn under the log lines.
 pub struct Progress {
-    pub start: Instant,
-    pub verbose: bool,
     pub style: Style,
+    /// stderr is a terminal: keep a live view of in-flight steps.
+    pub live: bool,
+    pub in_flight: std::sync::Mutex<std::collections::BTreeMap<String, Instant>>,
+}
+
+impl Progress {
+    pub fn new(live: bool, style: Style) -> Self {
+        Progress { style, live, in_flight: Default::default() }
+    }
+
+    fn status_line(&self) -> Option<String> {
+        let m = self.in_flight.lock().unwrap();
+        let oldest = m.values().min()?;
+        let names: Vec<&str> = m.keys().map(String::as_str).take(6).collect();
+        let more = if m.len() > names.len() { format!(" +{}", m.len() - names.len()) } else { String::new() };
+        let line = format!("In flight ({}) [{}]: {}{more}", m.len(), secs(oldest.elapsed()), names.join(", "));
+        // One terminal row at most (a wrapped line could not be redrawn in place).
+        let width = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok()).unwrap_or(80).max(20) - 1;
+        Some(if line.chars().count() > width { line.chars().take(width - 3).chain("...".chars()).collect() } else { line })
+    }
 }
 
 fn secs(d: Duration) -> String {
@@ -42,42 +61,64 @@ fn secs(d: Duration) -> String {
 
 impl Reporter for Progress {
     fn event(&self, e: Event<'_>) {
+        match &e {
+            Event::Started { step } => {
+                self.in_flight.lock().unwrap().insert(step.id.clone(), Instant::now());
+            }
+            Event::Finished { step, .. } | Event::Failed { step, .. } | Event::Skipped { step, .. } => {
+                self.in_flight.lock().unwrap().remove(&step.id);
+            }
+            _ => {}
+        }
         let line = match e {
             Event::Started { step } => {
                 if step.removed_with.is_some() {
-                    return;
-                }
-                format!("{}: {}... [{}]", step.id, step.action.progress(), step.name)
-            }
-            Event::Still { step, elapsed } => {
-                format!("{}: Still {}... [{} elapsed]", step.id, step.action.progress().to_lowercase(), secs(elapsed))
-            }
-            Event::Finished { step, elapsed } => {
-                if let Some(p) = &step.removed_with {
-                    format!("{}: removed with {p}", step.id)
+                    None
                 } else {
-                    let what = match step.action {
-                        Action::Create => "Creation",
-                        Action::Delete => "Destruction",
-                        Action::Replace => "Replacement",
-                        Action::Update | Action::Adopt => "Modifications",
-                    };
-                    format!("{}: {what} complete after {}", step.id, secs(elapsed))
+                    Some(format!("{}: {}... [{}]", step.id, step.action.progress(), step.name))
                 }
             }
+            // On a terminal the live line shows elapsed time; elsewhere a line every 10 s.
+            Event::Still { step, elapsed } => (!self.live).then(|| {
+                format!("{}: Still {}... [{} elapsed]", step.id, step.action.progress().to_lowercase(), secs(elapsed))
+            }),
+            Event::Finished { step, elapsed } => Some(if let Some(p) = &step.removed_with {
+                format!("{}: removed with {p}", step.id)
+            } else {
+                let what = match step.action {
+                    Action::Create => "Creation",
+                    Action::Delete => "Destruction",
+                    Action::Replace => "Replacement",
+                    Action::Update | Action::Adopt => "Modifications",
+                };
+                format!("{}: {what} complete after {}", step.id, secs(elapsed))
+            }),
             Event::Failed { step, error, elapsed } => {
-                format!("{}: {} after {}: {error}", step.id, self.style.red("failed"), secs(elapsed))
+                Some(format!("{}: {} after {}: {error}", step.id, self.style.red("failed"), secs(elapsed)))
             }
-            Event::Skipped { step, because } => format!("{}: skipped ({because})", step.id),
-            Event::Cancelling { in_flight } => format!(
+            Event::Skipped { step, because } => Some(format!("{}: skipped ({because})", step.id)),
+            Event::Cancelling { in_flight } => Some(format!(
                 "Interrupt received: no new steps will start; waiting for {in_flight} in-flight call(s) to finish..."
-            ),
-            Event::Retrying { id, operation, code, attempt, elapsed } => {
-                format!("{id}: {operation} returned {code} (AWS is still propagating a change); retry {attempt} [{} elapsed]", secs(elapsed))
-            }
-            Event::Info(s) => s.to_string(),
+            )),
+            Event::Retrying { id, operation, code, attempt, elapsed } => Some(format!(
+                "{id}: {operation} returned {code} (AWS is still propagating a change); retry {attempt} [{} elapsed]",
+                secs(elapsed)
+            )),
+            Event::Info(s) => Some(s.to_string()),
         };
-        let _ = writeln!(std::io::stderr(), "{line}");
+        let mut err = std::io::stderr().lock();
+        if self.live {
+            let _ = write!(err, "\r\x1b[2K");
+        }
+        if let Some(line) = line {
+            let _ = writeln!(err, "{line}");
+        }
+        if self.live {
+            if let Some(status) = self.status_line() {
+                let _ = write!(err, "{}", self.style.bold(&status));
+            }
+            let _ = err.flush();
+        }
     }
 }
 
