@@ -10,7 +10,7 @@ use crate::resources::{event_rule, queue};
 use std::collections::BTreeMap;
 
 /// What preflight learned about where karpctl runs.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct Facts {
     pub account_id: String,
     pub region: String,
@@ -19,6 +19,9 @@ pub struct Facts {
     /// Subnets and the security group chosen for discovery tags (filled by `discovery::select`).
     #[serde(default)]
     pub discovery: DiscoveryFacts,
+    /// The live ARN (with its path) of `identity.existing_node_role`, read in preflight.
+    #[serde(default)]
+    pub existing_node_role_arn: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
@@ -116,6 +119,7 @@ pub fn node_role_arn(spec: &Spec, facts: &Facts) -> String {
     match (&id.node_role, &id.existing_node_role) {
         (Some(n), _) => role_arn(facts, &id.path, &n.name),
         (None, Some(e)) if e.starts_with("arn:") => e.clone(),
+        (None, Some(_)) if facts.existing_node_role_arn.is_some() => facts.existing_node_role_arn.clone().unwrap_or_default(),
         (None, Some(e)) => role_arn(facts, "/", e),
         (None, None) => String::new(),
     }
@@ -365,13 +369,15 @@ fn interruption(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
         spec: policy_spec,
         notes: vec![],
     });
-    for (part, source, detail, _since) in event_rule::RULES {
+    for (part, source, detail, since) in event_rule::RULES {
         let id = format!("rule-{part}");
         let (name, shortened) = rule_name(&spec.cluster, part);
+        // A rule newer than the pinned Karpenter version (capacity reservations: v1.10) is not wanted.
+        let wanted = on && spec.identity.karpenter_version.minor >= since;
         nodes.push(Node {
             id: id.clone(),
             kind: Kind::EventRule,
-            fields: on.then(|| event_rule::desired_fields(source, detail, &qarn, &spec.cluster, &tags_for(spec, &id))),
+            fields: wanted.then(|| event_rule::desired_fields(source, detail, &qarn, &spec.cluster, &tags_for(spec, &id))),
             notes: if shortened { vec![format!("name shortened to fit EventBridge's 64 characters: {name}")] } else { vec![] },
             name,
             deps: vec!["queue".into()],
@@ -392,6 +398,7 @@ mod tests {
             partition: "aws".into(),
             cluster: ClusterFacts { name: "say-when-east".into(), status: "ACTIVE".into(), ..Default::default() },
             discovery: Default::default(),
+            existing_node_role_arn: None,
         }
     }
 

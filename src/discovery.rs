@@ -695,8 +695,7 @@ mod tests {
             account_id: "1".into(),
             region: "r".into(),
             partition: "aws".into(),
-            cluster: Default::default(),
-            discovery: Default::default(),
+            ..Default::default()
         };
         facts.discovery.subnets = vec![SubnetFact { id: "subnet-1".into(), availability_zone: "a".into(), available_ips: 5, vpc_id: "v".into() }];
         facts.discovery.security_group = Some(SecurityGroupFact { id: "sg-1".into(), name: "n".into() });

@@ -109,7 +109,14 @@ pub async fn prepare(global: &Global, cmd: crate::preflight::Command) -> Result<
             .hint("wait until the cluster is ACTIVE, then run karpctl again")
             .into());
     }
-    let facts = Facts { account_id: account_id.clone(), region: region.clone(), partition: partition.clone(), cluster, discovery: Default::default() };
+    let facts = Facts {
+        account_id: account_id.clone(),
+        region: region.clone(),
+        partition: partition.clone(),
+        cluster,
+        discovery: Default::default(),
+        existing_node_role_arn: None,
+    };
     let ctx = Arc::new(Ctx {
         aws: clients,
         cluster: spec.cluster.clone(),
@@ -126,6 +133,11 @@ pub async fn prepare(global: &Global, cmd: crate::preflight::Command) -> Result<
     let mut facts = facts;
     desired::validate(&desired::build(&spec, &facts))?;
     crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
+    if let Some(existing) = &spec.identity.existing_node_role {
+        // Read (memoised) by preflight; a name may hide a path, so use the live ARN.
+        let name = existing.rsplit('/').next().unwrap_or(existing);
+        facts.existing_node_role_arn = resources::iam_role::get_role(&ctx, name).await?.map(|r| r.arn);
+    }
     facts.discovery = crate::discovery::select(&ctx, &spec, &facts, cmd).await?;
     Ok(Prepared { spec, facts, ctx, stats, global: global.clone() })
 }

@@ -220,25 +220,25 @@ async fn oidc_provider(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<()> {
 async fn existing_node_role(ctx: &Ctx, spec: &Spec) -> Result<()> {
     let Some(given) = &spec.identity.existing_node_role else { return Ok(()) };
     let name = given.rsplit('/').next().unwrap_or(given);
-    match ctx.aws.iam.get_role().role_name(name).send().await {
-        Ok(o) => {
-            let live = o.role().map(|r| r.arn()).unwrap_or_default();
-            if given.starts_with("arn:") && !live.is_empty() && live != given {
+    // Memoised: the engine takes the role's real ARN (with its path) from the same read.
+    match crate::resources::iam_role::get_role(ctx, name).await? {
+        Some(live) => {
+            if given.starts_with("arn:") && live.arn != *given {
                 return Err(UserError::new(format!(
-                    "`identity.existing_node_role` is {given}, but the role named {name} in this account is {live}"
+                    "`identity.existing_node_role` is {given}, but the role named {name} in this account is {}",
+                    live.arn
                 ))
                 .hint("use the role's exact ARN (path and account included), or just its name")
                 .into());
             }
             Ok(())
         }
-        Err(e) if aws::code(&e) == "NoSuchEntity" => Err(UserError::new(format!(
+        None => Err(UserError::new(format!(
             "`identity.existing_node_role` names IAM role {name}, which does not exist in account {}",
             ctx.account_id
         ))
         .hint("fix the name, create the role first, or remove `existing_node_role` to have karpctl create the node role")
         .into()),
-        Err(e) => Err(aws_err("iam:GetRole", e)),
     }
 }
 
@@ -274,8 +274,7 @@ mod tests {
             account_id: "123456789012".into(),
             region: "us-east-1".into(),
             partition: "aws".into(),
-            cluster: Default::default(),
-            discovery: Default::default(),
+            ..Default::default()
         };
         facts.cluster.authentication_mode = "CONFIG_MAP".into();
         let e = authentication_mode(&spec, &facts).unwrap_err().downcast::<UserError>().unwrap();
