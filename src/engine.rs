@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tokio::sync::watch;
 
@@ -25,6 +26,33 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_ERROR: i32 = 1;
 pub const EXIT_CHANGES: i32 = 2;
 pub const EXIT_INTERRUPTED: i32 = 130;
+
+static CANCEL: std::sync::OnceLock<watch::Sender<bool>> = std::sync::OnceLock::new();
+static APPLYING: AtomicBool = AtomicBool::new(false);
+
+/// Ctrl-C before any write ends the run at once (exit 130, nothing changed); during `up`/`down`
+/// it stops scheduling new steps and lets in-flight ones finish; a second Ctrl-C leaves at once.
+pub fn install_interrupt_handler() {
+    let (tx, _rx) = watch::channel(false);
+    if CANCEL.set(tx).is_err() {
+        return;
+    }
+    tokio::spawn(async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        if !APPLYING.load(Ordering::SeqCst) {
+            eprintln!("Interrupted before any change; nothing was written.");
+            std::process::exit(EXIT_INTERRUPTED);
+        }
+        if let Some(tx) = CANCEL.get() {
+            let _ = tx.send(true);
+        }
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(EXIT_INTERRUPTED);
+        }
+    });
+}
 
 /// Everything prepared before the first write: a validated plan, clients, preflight facts.
 pub struct Prepared {
@@ -421,16 +449,11 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         return Ok(EXIT_OK);
     }
     print_plan(p, &plan);
-    let (tx, rx) = watch::channel(false);
-    let signal = tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            let _ = tx.send(true);
-            // A second Ctrl-C leaves at once.
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(EXIT_INTERRUPTED);
-            }
-        }
-    });
+    APPLYING.store(true, Ordering::SeqCst);
+    let rx = match CANCEL.get() {
+        Some(tx) => tx.subscribe(),
+        None => watch::channel(false).1,
+    };
     let ctx = p.ctx.clone();
     let started = Instant::now();
     let results = executor::execute(&plan.steps, p.global.concurrency as usize, rx, ctx.reporter.clone(), move |step| {
@@ -438,7 +461,6 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         async move { resources::apply(&ctx, &step).await }
     })
     .await?;
-    signal.abort();
     let failed = results.values().filter(|o| matches!(o, Outcome::Failed(_))).count();
     let skipped = results.values().filter(|o| matches!(o, Outcome::Skipped(_))).count();
     let cancelled = results.values().filter(|o| matches!(o, Outcome::Cancelled)).count();

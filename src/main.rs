@@ -57,6 +57,7 @@ fn main() {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let (name, result) = rt.block_on(async {
+        engine::install_interrupt_handler();
         match &cli.command {
             Command::Up(a) => match &a.plan_file {
                 Some(f) => ("up", engine::up_saved(&cli.global, f).await),

@@ -98,7 +98,7 @@ impl Reporter for Progress {
             }
             Event::Skipped { step, because } => Some(format!("{}: skipped ({because})", step.id)),
             Event::Cancelling { in_flight } => Some(format!(
-                "Interrupt received: no new steps will start; waiting for {in_flight} in-flight call(s) to finish..."
+                "Interrupt received: no new steps will start; waiting for {in_flight} in-flight step(s) to finish..."
             )),
             Event::Retrying { id, operation, code, attempt, elapsed } => Some(format!(
                 "{id}: {operation} returned {code} (AWS is still propagating a change); retry {attempt} [{} elapsed]",

@@ -477,75 +477,26 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     Ok(out)
 }
 
+// Scoped lists, paginated by the SDK. They give names and ARNs only: ownership is always
+// decided by the normal read (tags), never by a list.
 async fn list_roles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let o = ctx
-            .aws
-            .iam
-            .list_roles()
-            .path_prefix(path)
-            .set_marker(marker)
-            .send()
-            .await
-            .map_err(|e| aws_err("iam:ListRoles", e))?;
-        out.extend(o.roles().iter().map(|r| (r.role_name().to_string(), r.arn().to_string())));
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            break;
-        }
-    }
-    Ok(out)
+    let roles = ctx.aws.iam.list_roles().path_prefix(path).into_paginator().items().send().try_collect().await;
+    let roles = roles.map_err(|e| aws_err("iam:ListRoles", e))?;
+    Ok(roles.iter().map(|r| (r.role_name().to_string(), r.arn().to_string())).collect())
 }
 
 async fn list_policies(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let o = ctx
-            .aws
-            .iam
-            .list_policies()
-            .scope(PolicyScopeType::Local)
-            .path_prefix(path)
-            .set_marker(marker)
-            .send()
-            .await
-            .map_err(|e| aws_err("iam:ListPolicies", e))?;
-        out.extend(
-            o.policies()
-                .iter()
-                .filter_map(|p| Some((p.policy_name()?.to_string(), p.arn()?.to_string()))),
-        );
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            break;
-        }
-    }
-    Ok(out)
+    let req = ctx.aws.iam.list_policies().scope(PolicyScopeType::Local).path_prefix(path);
+    let policies = req.into_paginator().items().send().try_collect().await;
+    let policies = policies.map_err(|e| aws_err("iam:ListPolicies", e))?;
+    Ok(policies.iter().filter_map(|p| Some((p.policy_name()?.to_string(), p.arn()?.to_string()))).collect())
 }
 
 async fn list_profiles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let o = ctx
-            .aws
-            .iam
-            .list_instance_profiles()
-            .path_prefix(path)
-            .set_marker(marker)
-            .send()
-            .await
-            .map_err(|e| aws_err("iam:ListInstanceProfiles", e))?;
-        out.extend(o.instance_profiles().iter().map(|p| (p.instance_profile_name().to_string(), p.arn().to_string())));
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            break;
-        }
-    }
-    Ok(out)
+    let req = ctx.aws.iam.list_instance_profiles().path_prefix(path);
+    let profiles = req.into_paginator().items().send().try_collect().await;
+    let profiles = profiles.map_err(|e| aws_err("iam:ListInstanceProfiles", e))?;
+    Ok(profiles.iter().map(|p| (p.instance_profile_name().to_string(), p.arn().to_string())).collect())
 }
 
 #[cfg(test)]

@@ -13,8 +13,11 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::collections::BTreeMap;
 
-const PROPAGATING: [Retryable; 1] =
-    [Retryable { code: "InvalidAttributeValue", message: "Invalid value for the parameter Policy" }];
+/// SQS codes come in two spellings (AWS.md section 5): accept both.
+const PROPAGATING: [Retryable; 2] = [
+    Retryable { code: "InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
+    Retryable { code: "AWS.SimpleQueueService.InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
+];
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let Some(url) = queue::url(ctx, &node.name).await? else { return Ok(None) };
