@@ -4,8 +4,15 @@
 Run with the repo's venv (botocore comes with ministack):
 
     .venv/bin/python scripts/seed.py --cluster say-when-east [--region us-east-1]
-        [--endpoint URL] [--auth-mode API_AND_CONFIG_MAP|CONFIG_MAP|API]
+        [--endpoint URL] [--ec2-endpoint URL] [--auth-mode API_AND_CONFIG_MAP|CONFIG_MAP|API]
         [--no-pod-identity-agent] [--extra-node-sg] [--vpc-cidr 10.42.0.0/16]
+
+--ec2-endpoint sends the EC2 and STS calls to a second emulator (moto, in the
+strict test run) while EKS stays on --endpoint (ministack): the VPC, subnets
+and security groups then live in moto and the EKS cluster in ministack names
+those subnet ids. The cluster role ARN uses the account STS reports; a cluster
+ARN in another account (the two emulators disagree) is reported as a warning
+and as "eks_account_id" in the output.
 
 Creates (or finds, by Name tag / cluster name, when re-run):
   - VPC  Name=<c>-vpc
@@ -91,6 +98,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument("--endpoint", help="emulator URL (default: contents of "
                    "$KARPCTL_EMULATOR_DIR/endpoint, else .emulator/endpoint)")
+    p.add_argument("--ec2-endpoint", help="send EC2 and STS calls here instead of --endpoint "
+                   "(e.g. moto), so the VPC/subnets/security groups live there; EKS stays on --endpoint")
     p.add_argument("--region", default="us-east-1")
     p.add_argument("--cluster", required=True, help="EKS cluster name")
     p.add_argument("--auth-mode", default="API_AND_CONFIG_MAP", choices=AUTH_MODES,
@@ -106,6 +115,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if not args.endpoint:
             p.error("no --endpoint given and no .emulator/endpoint file; run: scripts/emulator start")
     args.endpoint = args.endpoint.rstrip("/")
+    args.ec2_endpoint = (args.ec2_endpoint or args.endpoint).rstrip("/")
     if not args.vpc_cidr:
         args.vpc_cidr = derived_cidr(args.cluster)
     try:
@@ -142,7 +152,7 @@ class Seeder:
             return session.create_client(
                 service,
                 region_name=args.region,
-                endpoint_url=args.endpoint,
+                endpoint_url=args.ec2_endpoint if service in ("ec2", "sts") else args.endpoint,
                 aws_access_key_id="test",
                 aws_secret_access_key="test",
                 config=cfg,
@@ -391,6 +401,12 @@ class Seeder:
         cl = self.cluster(account, partition, private)
         addon_status = self.addon(not a.no_pod_identity_agent)
         vpc_cfg = cl.get("resourcesVpcConfig") or {}
+        arn_parts = (cl.get("arn") or "").split(":")
+        eks_account = arn_parts[4] if len(arn_parts) > 5 else None
+        if eks_account and eks_account != account:
+            log(f"warning: STS ({a.ec2_endpoint}) reports account {account} but the EKS cluster "
+                f"ARN is in account {eks_account} ({a.endpoint}); start both emulators with one "
+                f"account (moto: MOTO_ACCOUNT_ID, ministack: MINISTACK_ACCOUNT_ID)")
         return {
             "cluster": self.c,
             "region": a.region,
@@ -408,6 +424,8 @@ class Seeder:
             "pod_identity_agent": addon_status,
             "vpc_cidr": a.vpc_cidr,
             "endpoint": a.endpoint,
+            "ec2_endpoint": a.ec2_endpoint,
+            "eks_account_id": eks_account,
         }
 
 
@@ -420,7 +438,8 @@ def main(argv: list[str]) -> int:
              "after scripts/emulator install")
     from botocore.exceptions import BotoCoreError, ClientError
 
-    lock_key = hashlib.sha256(f"{args.endpoint}|{args.region}|{args.cluster}".encode()).hexdigest()[:16]
+    where = args.endpoint if args.ec2_endpoint == args.endpoint else f"{args.endpoint}+{args.ec2_endpoint}"
+    lock_key = hashlib.sha256(f"{where}|{args.region}|{args.cluster}".encode()).hexdigest()[:16]
     lock_path = Path(tempfile.gettempdir()) / f"karpctl-seed-{lock_key}.lock"
     lock_fh = open(lock_path, "w")
     fcntl.flock(lock_fh, fcntl.LOCK_EX)
@@ -430,7 +449,8 @@ def main(argv: list[str]) -> int:
         err = e.response.get("Error", {})
         fail(f"{e.operation_name}: {err.get('Code')}: {err.get('Message')}")
     except BotoCoreError as e:
-        fail(f"{e} (is the emulator running at {args.endpoint}?)")
+        where = args.endpoint if args.ec2_endpoint == args.endpoint else f"{args.endpoint} and {args.ec2_endpoint}"
+        fail(f"{e} (is the emulator running at {where}?)")
     finally:
         fcntl.flock(lock_fh, fcntl.LOCK_UN)
         lock_fh.close()

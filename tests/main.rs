@@ -4,5 +4,10 @@
 mod bad_input;
 mod cli;
 mod common;
+mod discovery;
+mod faults;
+mod identity;
 mod interruption;
 mod ownership;
+mod plans_and_outputs;
+mod strict;

@@ -81,10 +81,12 @@ pub fn observe(id: &str, live: &Tags, cluster: &str) -> Option<Observed> {
         return None;
     }
     let owner = match (d.map(String::as_str), m.map(String::as_str)) {
+        // Our marker: ours to remove, even if someone re-pointed the discovery tag since (the
+        // write path then removes only the marker; preflight refuses to re-tag such an object).
+        (_, Some(v)) if v == cluster => Owner::Ours,
         // Tagged for another cluster: never overwrite that tag.
         (Some(v), _) if v != cluster => Owner::OtherCluster(v.to_string()),
-        (_, Some(v)) if v != cluster => Owner::OtherCluster(v.to_string()),
-        (_, Some(_)) => Owner::Ours,
+        (_, Some(v)) => Owner::OtherCluster(v.to_string()),
         // The discovery tag for this cluster, put there by someone else.
         (Some(_), None) => Owner::External,
         (None, None) => unreachable!(),
@@ -224,9 +226,10 @@ mod tests {
         assert_eq!(observe("s", &tags(&[(DISCOVERY_TAG, "d")]), "c").unwrap().owner, Owner::OtherCluster("d".into()));
         assert_eq!(
             observe("s", &tags(&[(DISCOVERY_TAG, "d"), (MARKER_TAG, "c")]), "c").unwrap().owner,
-            Owner::OtherCluster("d".into()),
-            "re-pointed to another cluster: not overwritten"
+            Owner::Ours,
+            "re-pointed to another cluster: our marker is still ours to remove (tags_to_add refuses to overwrite)"
         );
+        assert!(tags_to_add(&tags(&[(DISCOVERY_TAG, "d"), (MARKER_TAG, "c")]), "c").is_err());
         assert_eq!(observe("s", &tags(&[(MARKER_TAG, "d")]), "c").unwrap().owner, Owner::OtherCluster("d".into()));
     }
 

@@ -194,3 +194,133 @@ pub fn strings(v: &Value) -> Vec<String> {
 pub fn find_sid<'a>(stmts: &'a [Value], sid: &str) -> &'a Value {
     stmts.iter().find(|s| s["Sid"] == sid).unwrap_or_else(|| panic!("no statement {sid} in {stmts:?}"))
 }
+
+// ------------------------------------------------------------------------------------------------
+// Strict mode: IAM, SQS, EventBridge, EC2 and STS against moto (stricter than ministack; started
+// by `scripts/test` as KARPCTL_TEST_MOTO_ENDPOINT), EKS against ministack (moto has no access
+// entries or pod identity associations), through the SDK's per-service endpoint variables.
+// AWS_ENDPOINT_URL (and every inherited AWS_ENDPOINT_URL_*) is removed in this mode, so that no
+// call can fall through to ministack: a service karpctl calls without a variable here would go
+// to real AWS with test credentials and fail, visibly.
+
+/// moto's URL, from `scripts/test`.
+pub fn moto_endpoint() -> String {
+    std::env::var("KARPCTL_TEST_MOTO_ENDPOINT").expect(
+        "KARPCTL_TEST_MOTO_ENDPOINT is not set: run the integration tests with scripts/test, which starts moto next to ministack",
+    )
+}
+
+/// The services a strict run sends to moto, as they appear in `AWS_ENDPOINT_URL_<SERVICE>`.
+pub const STRICT_MOTO_SERVICES: [&str; 5] = ["IAM", "SQS", "EVENTBRIDGE", "EC2", "STS"];
+
+/// Where a strict run sends each service's calls, keyed as in `AWS_ENDPOINT_URL_<SERVICE>`
+/// (IAM, SQS, EVENTBRIDGE, EC2, STS, EKS). `direct()` is moto for the first five and ministack for
+/// EKS; `via` puts one service behind a microburst proxy, so that a proxy only sees (and only
+/// slows) the calls its faults are for.
+#[derive(Clone, Debug)]
+pub struct StrictEndpoints {
+    pub by_service: std::collections::BTreeMap<String, String>,
+}
+
+impl StrictEndpoints {
+    /// moto and ministack as `scripts/test` started them.
+    pub fn direct() -> Self {
+        let moto = moto_endpoint();
+        let mut by_service: std::collections::BTreeMap<String, String> =
+            STRICT_MOTO_SERVICES.iter().map(|s| (s.to_string(), moto.clone())).collect();
+        by_service.insert("EKS".to_string(), endpoint());
+        StrictEndpoints { by_service }
+    }
+    /// The same, with `service` (e.g. "SQS") sent to `url` instead.
+    pub fn via(mut self, service: &str, url: &str) -> Self {
+        assert!(self.by_service.contains_key(service), "unknown strict service {service}");
+        self.by_service.insert(service.to_string(), url.to_string());
+        self
+    }
+    pub fn url(&self, service: &str) -> &str {
+        &self.by_service[service]
+    }
+    /// The per-service variables, e.g. ("AWS_ENDPOINT_URL_IAM", moto).
+    pub fn env(&self) -> Vec<(String, String)> {
+        self.by_service.iter().map(|(s, u)| (format!("AWS_ENDPOINT_URL_{s}"), u.clone())).collect()
+    }
+}
+
+/// Run karpctl in `wd` in strict mode (moto + ministack).
+pub fn karpctl_strict(wd: &Workdir, args: &[&str]) -> Run {
+    karpctl_strict_at(wd, args, &StrictEndpoints::direct(), &[])
+}
+
+pub fn karpctl_strict_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
+    karpctl_strict_at(wd, args, &StrictEndpoints::direct(), env)
+}
+
+/// Strict mode with explicit endpoints (for a proxy in front of moto or ministack). `env` as in
+/// `karpctl_env`: an empty value removes the variable.
+pub fn karpctl_strict_at(wd: &Workdir, args: &[&str], eps: &StrictEndpoints, env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(karpctl_bin());
+    cmd.current_dir(wd.path())
+        .args(args)
+        .env_remove("AWS_PROFILE")
+        .env_remove("KARPCTL_CLUSTER")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("NO_COLOR", "1")
+        .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
+        .stdin(std::process::Stdio::null());
+    // No service may fall through to a variable this process inherited.
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_ENDPOINT_URL_") {
+            cmd.env_remove(k);
+        }
+    }
+    for (k, v) in eps.env() {
+        cmd.env(k, v);
+    }
+    for (k, v) in env {
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let out: Output = cmd.output().expect("run karpctl");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Seed a cluster for strict mode: VPC, subnets and security groups in moto, the EKS cluster
+/// (naming those subnets) and its add-on in ministack.
+pub fn seed_strict(cluster: &str, extra: &[&str]) -> Value {
+    let out = Command::new(repo().join(".venv/bin/python"))
+        .arg(repo().join("scripts/seed.py"))
+        .args(["--endpoint", &endpoint(), "--ec2-endpoint", &moto_endpoint(), "--cluster", cluster])
+        .args(extra)
+        .output()
+        .expect("run scripts/seed.py");
+    assert!(out.status.success(), "strict seed failed: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or("{}")).expect("seed JSON")
+}
+
+/// SDK clients for checking a strict run: IAM, SQS, EventBridge and EC2 at moto, EKS at
+/// ministack.
+pub fn sdk_strict() -> Sdk {
+    sdk_strict_at(&StrictEndpoints::direct())
+}
+
+pub fn sdk_strict_at(eps: &StrictEndpoints) -> Sdk {
+    Sdk {
+        sqs: sdk_at(eps.url("SQS")).sqs,
+        events: sdk_at(eps.url("EVENTBRIDGE")).events,
+        iam: sdk_at(eps.url("IAM")).iam,
+        eks: sdk_at(eps.url("EKS")).eks,
+        ec2: sdk_at(eps.url("EC2")).ec2,
+    }
+}
