@@ -37,7 +37,7 @@ pub struct Global {
     /// Send every AWS call to this endpoint (an emulator); AWS_ENDPOINT_URL works too
     #[arg(long, global = true, value_name = "URL")]
     pub endpoint_url: Option<String>,
-    /// Most AWS operations in flight at once
+    /// Most steps (and node reads) in flight at once
     #[arg(long, global = true, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub concurrency: u32,
     /// Output format on stdout

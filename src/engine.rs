@@ -231,10 +231,17 @@ async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result
 }
 
 /// Read every node (and discover unlisted owned objects) with at most `concurrency` reads in flight.
+/// The scoped discovery lists run at the same time as the reads of the known nodes; only the
+/// objects they find wait for them.
 pub async fn observe(ctx: &Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
-    let discovered = resources::discover(ctx, &nodes).await?;
-    let all: Vec<Node> = nodes.into_iter().chain(discovered).collect();
-    observe_nodes(ctx, all, concurrency).await
+    let known = observe_nodes(ctx, nodes.clone(), concurrency);
+    let found = async {
+        let discovered = resources::discover(ctx, &nodes).await?;
+        observe_nodes(ctx, discovered, concurrency).await
+    };
+    let (mut known, found) = tokio::try_join!(known, found)?;
+    known.extend(found);
+    Ok(known)
 }
 
 /// Read exactly these nodes, in order.
@@ -480,8 +487,28 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         }
     }
     let elapsed = started.elapsed();
+    let failure = (failed > 0).then(|| {
+        let errs: Vec<String> = results
+            .iter()
+            .filter_map(|(id, o)| match o {
+                Outcome::Failed(e) => Some(format!("  - {id}: {e}")),
+                _ => None,
+            })
+            .collect();
+        UserError::new(format!(
+            "{failed} step(s) failed{}:\n{}",
+            if skipped > 0 { format!(" and {skipped} were skipped") } else { String::new() },
+            errs.join("\n")
+        ))
+        .hint(format!("fix the cause above and run `karpctl {command}` again; completed steps are not repeated"))
+    });
     if p.global.output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&plan_json(command, p, &plan, Some(&results)))?);
+        // One document on stdout, with the error in it when a step failed.
+        let mut doc = plan_json(command, p, &plan, Some(&results));
+        if let Some(f) = &failure {
+            doc["error"] = json!({"message": f.message, "causes": [], "hint": f.hint});
+        }
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         let verb = if command == "down" { "Destroy" } else { "Apply" };
         let state = if failed + skipped + cancelled == 0 { "complete" } else { "incomplete" };
@@ -495,21 +522,11 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         eprintln!("Interrupted: {cancelled} step(s) not started. Run `karpctl {command}` again to finish; it picks up from what exists.");
         return Ok(EXIT_INTERRUPTED);
     }
-    if failed > 0 {
-        let errs: Vec<String> = results
-            .iter()
-            .filter_map(|(id, o)| match o {
-                Outcome::Failed(e) => Some(format!("  - {id}: {e}")),
-                _ => None,
-            })
-            .collect();
-        return Err(UserError::new(format!(
-            "{failed} step(s) failed{}:\n{}",
-            if skipped > 0 { format!(" and {skipped} were skipped") } else { String::new() },
-            errs.join("\n")
-        ))
-        .hint(format!("fix the cause above and run `karpctl {command}` again; completed steps are not repeated"))
-        .into());
+    if let Some(f) = failure {
+        if p.global.output == Output::Json {
+            return Ok(EXIT_ERROR);
+        }
+        return Err(f.into());
     }
     Ok(EXIT_OK)
 }
