@@ -69,57 +69,34 @@ fn filter(name: &str, values: Vec<String>) -> Filter {
 }
 
 async fn describe_subnets(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Subnet>> {
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        let o = ctx
-            .aws
-            .ec2
-            .describe_subnets()
-            .set_filters(Some(filters.clone()))
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(|e| aws_err("ec2:DescribeSubnets", e))?;
-        out.extend(o.subnets().iter().map(|s| Subnet {
+    let req = ctx.aws.ec2.describe_subnets().set_filters(Some(filters));
+    let subnets = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeSubnets", e))?;
+    Ok(subnets
+        .iter()
+        .map(|s| Subnet {
             id: s.subnet_id().unwrap_or_default().to_string(),
             az: s.availability_zone().unwrap_or_default().to_string(),
             free: s.available_ip_address_count().map(i64::from).unwrap_or(0),
             vpc_id: s.vpc_id().unwrap_or_default().to_string(),
             tags: ec2_tags(s.tags()),
-        }));
-        token = o.next_token().filter(|t| !t.is_empty()).map(str::to_string);
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
+        })
+        .collect())
 }
 
 async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> {
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        let o = ctx
-            .aws
-            .ec2
-            .describe_security_groups()
-            .set_filters(Some(filters.clone()))
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(|e| aws_err("ec2:DescribeSecurityGroups", e))?;
-        out.extend(o.security_groups().iter().map(|g| Group {
+    let req = ctx.aws.ec2.describe_security_groups().set_filters(Some(filters));
+    let groups =
+        req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeSecurityGroups", e))?;
+    Ok(groups
+        .iter()
+        .map(|g| Group {
             id: g.group_id().unwrap_or_default().to_string(),
             name: g.group_name().unwrap_or_default().to_string(),
             description: g.description().unwrap_or_default().to_string(),
             vpc_id: g.vpc_id().unwrap_or_default().to_string(),
             tags: ec2_tags(g.tags()),
-        }));
-        token = o.next_token().filter(|t| !t.is_empty()).map(str::to_string);
-        if token.is_none() {
-            return Ok(out);
-        }
-    }
+        })
+        .collect())
 }
 
 /// Subnets by id (filters never fail on a missing id; results are checked again here, since

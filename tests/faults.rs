@@ -159,29 +159,10 @@ fn diff_direct(wd: &Workdir, c: &str) -> Run {
     karpctl(wd, &["diff", "--cluster", c])
 }
 
-/// The command `karpctl_env` runs, for tests that must spawn, signal or kill karpctl.
+/// The command `karpctl_env` runs, with piped output, for tests that must spawn, signal or kill it.
 fn karpctl_cmd(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut cmd = Command::new(karpctl_bin());
-    cmd.current_dir(wd.path())
-        .args(args)
-        .env_remove("AWS_PROFILE")
-        .env_remove("KARPCTL_CLUSTER")
-        .env("AWS_ENDPOINT_URL", endpoint())
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("NO_COLOR", "1")
-        .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        if v.is_empty() {
-            cmd.env_remove(k);
-        } else {
-            cmd.env(k, v);
-        }
-    }
+    let mut cmd = karpctl_command(wd, args, env);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd
 }
 

@@ -101,7 +101,9 @@ pub fn karpctl(wd: &Workdir, args: &[&str]) -> Run {
     karpctl_env(wd, args, &[])
 }
 
-pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
+/// The command the tests run: karpctl in `wd` against the test emulator, test credentials,
+/// no colour, a short consistency deadline. An empty value in `env` removes that variable.
+pub fn karpctl_command(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Command {
     let mut cmd = Command::new(karpctl_bin());
     cmd.current_dir(wd.path())
         .args(args)
@@ -115,13 +117,17 @@ pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
         .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
         .stdin(std::process::Stdio::null());
     for (k, v) in env {
-        // An empty value removes the variable.
         if v.is_empty() {
             cmd.env_remove(k);
         } else {
             cmd.env(k, v);
         }
     }
+    cmd
+}
+
+pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = karpctl_command(wd, args, env);
     let out: Output = cmd.output().expect("run karpctl");
     Run {
         code: out.status.code().unwrap_or(-1),
