@@ -179,8 +179,11 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
     if created.is_some() {
         let ipv6 = facts.cluster.ip_family.eq_ignore_ascii_case("ipv6");
         let mut arns = karpenter_iam::node_managed_policy_arns(&facts.partition, &facts.account_id, ipv6, id.karpenter_version);
-        arns.extend(id.extra_node_policy_arns.iter().cloned());
-        arns.dedup();
+        for extra in &id.extra_node_policy_arns {
+            if !arns.contains(extra) {
+                arns.push(extra.clone());
+            }
+        }
         // Node policies an older plan (another Karpenter version, IPv4/IPv6) may have attached:
         // listed without desired fields so that they are detached when no longer wanted.
         let mut previous: Vec<String> = Vec::new();

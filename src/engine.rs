@@ -61,6 +61,8 @@ pub struct Prepared {
     pub ctx: Arc<Ctx>,
     pub stats: Arc<CallStats>,
     pub global: Global,
+    /// `up` installs the eks-pod-identity-agent add-on first (create_pod_identity_agent = true).
+    pub install_agent: bool,
 }
 
 impl Prepared {
@@ -160,14 +162,14 @@ pub async fn prepare(global: &Global, cmd: crate::preflight::Command) -> Result<
     });
     let mut facts = facts;
     desired::validate(&desired::build(&spec, &facts))?;
-    crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
+    let install_agent = crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
     if let Some(existing) = &spec.identity.existing_node_role {
         // Read (memoised) by preflight; a name may hide a path, so use the live ARN.
         let name = existing.rsplit('/').next().unwrap_or(existing);
         facts.existing_node_role_arn = resources::iam_role::get_role(&ctx, name).await?.map(|r| r.arn);
     }
     facts.discovery = crate::discovery::select(&ctx, &spec, &facts, cmd).await?;
-    Ok(Prepared { spec, facts, ctx, stats, global: global.clone() })
+    Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), install_agent })
 }
 
 fn credentials_hint() -> &'static str {
@@ -446,6 +448,11 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
     if !plan.conflicts.is_empty() {
         print_plan(p, &plan);
         return Err(conflicts_error(&plan));
+    }
+    if p.install_agent {
+        // The first write, once the plan has no conflicts (and a saved plan is not stale).
+        APPLYING.store(true, Ordering::SeqCst);
+        crate::preflight::create_agent(&p.ctx, &p.spec).await?;
     }
     if plan.steps.is_empty() {
         print_plan(p, &plan);

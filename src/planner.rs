@@ -127,6 +127,19 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                     owner: obs.owner.clone(),
                     detail: None,
                 }),
+                Owner::External if changes(node.kind, want, obs).iter().any(|c| c.forces_replacement && c.field != "tags") => {
+                    let c = changes(node.kind, want, obs).into_iter().find(|c| c.forces_replacement).unwrap();
+                    p.conflicts.push(Conflict {
+                        id: node.id.clone(),
+                        kind: node.kind,
+                        name: node.name.clone(),
+                        owner: Owner::Unowned,
+                        detail: Some(format!(
+                            "its {} is {} but the plan needs {}; karpctl never replaces an object it does not own: delete it, then run up again",
+                            c.field, c.before, c.after
+                        )),
+                    });
+                }
                 Owner::External => {
                     p.in_sync.push(node.id.clone());
                     p.findings.push(Finding {
@@ -296,10 +309,22 @@ mod tests {
     }
 
     #[test]
+    fn an_external_object_of_the_wrong_type_is_a_conflict() {
+        let want = fields(json!({"type": "EC2_LINUX"}));
+        let p = plan(
+            vec![(node("ae", Kind::AccessEntry, Some(want)), Some(obs(json!({"type": "STANDARD"}), Owner::External)))],
+            PlanOptions::default(),
+        );
+        assert!(p.steps.is_empty());
+        assert_eq!(p.conflicts.len(), 1);
+        assert!(p.conflicts[0].message().contains("STANDARD"), "{}", p.conflicts[0].message());
+    }
+
+    #[test]
     fn external_objects_satisfy_the_plan() {
         let want = fields(json!({"type": "EC2_LINUX"}));
         let p = plan(
-            vec![(node("ae", Kind::AccessEntry, Some(want)), Some(obs(json!({}), Owner::External)))],
+            vec![(node("ae", Kind::AccessEntry, Some(want)), Some(obs(json!({"type": "EC2_LINUX", "tags": {}}), Owner::External)))],
             PlanOptions::default(),
         );
         assert!(p.steps.is_empty());

@@ -36,9 +36,11 @@ enum Agent {
     Missing,
 }
 
-pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<()> {
+/// Read-only checks before any write. Returns whether `up` must install the Pod Identity agent
+/// add-on (the plan asked for it and it is missing).
+pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<bool> {
     if cmd == Command::Down {
-        return Ok(());
+        return Ok(false);
     }
     // Discovery's choice of subnets and security group is checked here too (memoised: the
     // engine's own call afterwards reuses it), so every problem is reported in one run and
@@ -74,15 +76,13 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
     }
     combine_errors(errors)?;
     if agent_missing {
-        // Every other check passed and the plan asked for the add-on.
-        match cmd {
-            Command::Up => create_agent(ctx, spec).await?,
-            _ => ctx.reporter.event(Event::Info(&format!(
-                "note: the {POD_IDENTITY_AGENT} add-on is not installed; `karpctl up` will install it (create_pod_identity_agent = true)"
-            ))),
-        }
+        // Every other check passed and the plan asked for the add-on: `up` installs it once
+        // the plan has no conflicts, as its first write (see engine::apply_plan).
+        ctx.reporter.event(Event::Info(&format!(
+            "note: the {POD_IDENTITY_AGENT} add-on is not installed; `karpctl up` will install it (create_pod_identity_agent = true)"
+        )));
     }
-    Ok(())
+    Ok(agent_missing && cmd == Command::Up)
 }
 
 const COMBINED: &str = " preflight checks failed:\n";
@@ -162,7 +162,7 @@ async fn pod_identity_agent(ctx: &Ctx, spec: &Spec) -> Result<Agent> {
     }
 }
 
-async fn create_agent(ctx: &Ctx, spec: &Spec) -> Result<()> {
+pub async fn create_agent(ctx: &Ctx, spec: &Spec) -> Result<()> {
     let r = ctx
         .aws
         .eks

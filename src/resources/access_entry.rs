@@ -199,6 +199,40 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     }
 }
 
+/// Access entries for roles under the plan's IAM path other than the planned principal (the node
+/// role was renamed or moved): nodes without desired fields; their read decides ownership. One
+/// ListAccessEntries call; skipped when the IAM path is "/" (it would match every role).
+pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
+    let Some(planned) = nodes.iter().find(|n| n.kind == crate::model::Kind::AccessEntry) else { return Ok(vec![]) };
+    let Some(path) = super::iam_role::plan_iam_path(nodes).filter(|p| p != "/") else { return Ok(vec![]) };
+    let cluster = cluster_of(ctx, planned).to_string();
+    let req = ctx.aws.eks.list_access_entries().cluster_name(&cluster);
+    let entries = match req.into_paginator().items().send().try_collect().await {
+        Ok(e) => e,
+        Err(e) if not_found(aws::code(&e)) => return Ok(vec![]),
+        Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
+    };
+    let marker = format!(":role{path}");
+    Ok(entries
+        .into_iter()
+        .filter(|arn| arn.contains(&marker) && arn.as_str() != principal_of(planned))
+        .map(|arn| {
+            let mut spec = BTreeMap::new();
+            spec.insert("principal_arn".to_string(), arn.clone());
+            spec.insert("cluster".to_string(), cluster.clone());
+            Node {
+                id: format!("unlisted-access-entry-{}", arn.rsplit('/').next().unwrap_or(&arn)),
+                kind: crate::model::Kind::AccessEntry,
+                name: arn,
+                fields: None,
+                deps: vec![],
+                spec,
+                notes: vec!["an access entry for a role under karpctl's IAM path that the plan no longer names".into()],
+            }
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,7 +165,14 @@ async fn remove_targets(ctx: &Ctx, name: &str, ids: Vec<String>) -> Result<()> {
         return Ok(());
     }
     match ctx.aws.events.remove_targets().rule(name).set_ids(Some(ids)).force(false).send().await {
-        Ok(o) if o.failed_entry_count() > 0 => bail!("events:RemoveTargets failed for rule {name}"),
+        Ok(o) if o.failed_entry_count() > 0 => {
+            let why: Vec<String> = o
+                .failed_entries()
+                .iter()
+                .map(|f| format!("{}: {} {}", f.target_id().unwrap_or("?"), f.error_code().unwrap_or(""), f.error_message().unwrap_or("")))
+                .collect();
+            bail!("events:RemoveTargets failed for rule {name}: {}", why.join("; "))
+        }
         Ok(_) => Ok(()),
         Err(e) if not_found(aws::code(&e)) => Ok(()),
         Err(e) => Err(aws_err("events:RemoveTargets", e)),
@@ -187,6 +194,7 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
         }
         Action::Update | Action::Adopt => {
             let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).cloned().unwrap_or_else(|| rule_arn(ctx, name));
+            super::ensure_still_ours(step, rule_tags(ctx, &arn).await?.as_ref(), &ctx.cluster)?;
             if step.action == Action::Adopt || changed(step, "tags") {
                 ctx.aws
                     .events
@@ -224,7 +232,9 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
         .map(|a| a.iter().filter_map(|t| t["Id"].as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     remove_targets(ctx, name, ids).await?;
-    let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "events:DeleteRule", &HAS_TARGETS, || {
+    // AWS can keep seeing removed targets for up to 5 minutes (AWS.md section 5).
+    let patience = aws::ConsistencyPolicy { deadline: ctx.consistency.deadline.max(std::time::Duration::from_secs(330)), ..ctx.consistency.clone() };
+    let r = aws::with_consistency(&patience, ctx.reporter.as_ref(), &step.id, "events:DeleteRule", &HAS_TARGETS, || {
         ctx.aws.events.delete_rule().name(name).send()
     })
     .await;

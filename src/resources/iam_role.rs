@@ -185,7 +185,7 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
         Action::Create => create(ctx, step).await,
         Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
         Action::Replace => replace(ctx, step).await,
-        Action::Delete => delete(ctx, step).await.map(|_| ()),
+        Action::Delete => delete(ctx, step, true).await.map(|_| ()),
     };
     ctx.forget_cached(&role_key(&step.node.name));
     r
@@ -312,7 +312,7 @@ async fn replace(ctx: &Ctx, step: &Step) -> Result<()> {
         .and_then(|p| p.as_str())
         .unwrap_or("/")
         .to_string();
-    let detached = delete(ctx, step).await?;
+    let detached = delete(ctx, step, false).await?;
     create(ctx, step).await?;
     let own_prefix = format!("arn:{}:iam::{}:policy{old_path}", ctx.partition, ctx.account_id);
     for arn in detached {
@@ -371,7 +371,8 @@ async fn profiles_for_role(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
 }
 
 /// Delete the role if it is still ours. Returns the managed policies that were detached.
-async fn delete(ctx: &Ctx, step: &Step) -> Result<Vec<String>> {
+/// `for_good`: not a replace (Karpenter's own instance profiles are deleted only then).
+async fn delete(ctx: &Ctx, step: &Step, for_good: bool) -> Result<Vec<String>> {
     let name = &step.node.name;
     let Some(live) = get_role_fresh(ctx, name).await? else { return Ok(vec![]) };
     if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours {
@@ -389,7 +390,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<Vec<String>> {
         detach(ctx, &step.id, name, arn).await?;
     }
     for profile in profiles_for_role(ctx, name).await? {
-        super::instance_profile::release_role(ctx, &profile, name).await?;
+        super::instance_profile::release_role(ctx, &profile, name, for_good).await?;
     }
     let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "iam:DeleteRole", &DELETE_CONFLICT, || {
         ctx.aws.iam.delete_role().role_name(name).send()

@@ -59,11 +59,13 @@ pub async fn get(ctx: &Ctx, name: &str) -> Result<Option<LiveProfile>> {
 /// Whether Karpenter made this instance profile for `cluster` (its instance-profile provider
 /// tags what it creates with `kubernetes.io/cluster/<c>=owned`, `eks:eks-cluster-name=<c>`,
 /// `karpenter.k8s.aws/ec2nodeclass=<nodeclass>` and the region).
+/// All of: an EC2NodeClass tag, `eks:eks-cluster-name=<c>` and `kubernetes.io/cluster/<c>=owned`
+/// (one `owned` tag alone could be a Terraform or eksctl profile, which is never deleted).
 pub fn karpenter_made_for(tags: &Tags, cluster: &str) -> bool {
     let owned = tags.get(&format!("kubernetes.io/cluster/{cluster}")).is_some_and(|v| v == "owned");
     let nodeclass = tags.contains_key("karpenter.k8s.aws/ec2nodeclass")
         && tags.get("eks:eks-cluster-name").is_some_and(|v| v == cluster);
-    owned || nodeclass
+    owned && nodeclass
 }
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
@@ -218,15 +220,15 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     delete_profile(ctx, name).await
 }
 
-/// For a role being deleted: take it out of `profile`, and delete the profile when Karpenter made
-/// it for this cluster or karpctl did (checked on fresh tags). Any other profile is only emptied
-/// of the role, never deleted.
-pub async fn release_role(ctx: &Ctx, profile: &str, role: &str) -> Result<()> {
+/// For a role being deleted: take it out of `profile`, and, when the role goes for good
+/// (`for_good`: not a replace), delete the profile when Karpenter made it for this cluster or
+/// karpctl did (checked on fresh tags). Any other profile is only emptied of the role.
+pub async fn release_role(ctx: &Ctx, profile: &str, role: &str, for_good: bool) -> Result<()> {
     let Some(live) = get(ctx, profile).await? else { return Ok(()) };
     remove_role(ctx, profile, role).await?;
     let ours = Owner::from_tags(&live.tags, &ctx.cluster) == Owner::Ours;
     let others = live.roles.iter().any(|r| !r.eq_ignore_ascii_case(role));
-    if (ours || karpenter_made_for(&live.tags, &ctx.cluster)) && !others {
+    if for_good && (ours || karpenter_made_for(&live.tags, &ctx.cluster)) && !others {
         delete_profile(ctx, profile).await?;
         ctx.reporter.event(crate::report::Event::Info(&format!(
             "deleted instance profile {profile}, which held IAM role {role} ({})",
@@ -255,9 +257,9 @@ mod tests {
         assert!(karpenter_made_for(&karpenter, "c1"));
         assert!(!karpenter_made_for(&karpenter, "c2"), "another cluster's profile");
         assert!(!karpenter_made_for(&karpenter, "c"), "a prefix of the cluster name is not the cluster");
-        assert!(karpenter_made_for(&tags(&[("kubernetes.io/cluster/c1", "owned")]), "c1"));
+        assert!(!karpenter_made_for(&tags(&[("kubernetes.io/cluster/c1", "owned")]), "c1"), "an owned tag alone may be Terraform's");
         assert!(!karpenter_made_for(&tags(&[("kubernetes.io/cluster/c1", "shared")]), "c1"));
-        assert!(karpenter_made_for(&tags(&[("karpenter.k8s.aws/ec2nodeclass", "x"), ("eks:eks-cluster-name", "c1")]), "c1"));
+        assert!(!karpenter_made_for(&tags(&[("karpenter.k8s.aws/ec2nodeclass", "x"), ("eks:eks-cluster-name", "c1")]), "c1"));
         assert!(!karpenter_made_for(&tags(&[("eks:eks-cluster-name", "c1")]), "c1"), "EKS's tag alone is not Karpenter's");
         assert!(!karpenter_made_for(&tags(&[("Name", "whatever")]), "c1"));
     }

@@ -104,9 +104,43 @@ pub fn wanted_tags(node: &Node) -> Tags {
         .unwrap_or_default()
 }
 
+/// The tags an observation read (its `tags` field).
+pub fn observed_tags(o: &Observed) -> Tags {
+    o.fields
+        .get("tags")
+        .and_then(|t| t.as_object())
+        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
+        .unwrap_or_default()
+}
+
 /// The desired value of a field as a string ("" when absent or null).
 pub fn want_str<'a>(node: &'a Node, field: &str) -> &'a str {
     node.fields.as_ref().and_then(|f| f.get(field)).and_then(|v| v.as_str()).unwrap_or("")
+}
+
+/// Before an update or adoption writes: the object must still be ours (update) or ours or
+/// unowned (adopt), judged on tags read just now, so a stale plan or a concurrent `--adopt` for
+/// another cluster can never overwrite another owner.
+pub fn ensure_still_ours(step: &Step, live: Option<&Tags>, cluster: &str) -> Result<()> {
+    let owner = live.map(|t| crate::model::Owner::from_tags(t, cluster));
+    let ok = match (step.action, &owner) {
+        (_, Some(crate::model::Owner::Ours)) => true,
+        (Action::Adopt, Some(crate::model::Owner::Unowned)) => true,
+        _ => false,
+    };
+    if ok {
+        return Ok(());
+    }
+    let now = match owner {
+        None => "no longer exists".to_string(),
+        Some(crate::model::Owner::OtherCluster(c)) => format!("is now karpctl's for cluster {c}"),
+        Some(_) => "is not tagged as karpctl's".to_string(),
+    };
+    anyhow::bail!(
+        "{} {} {now} (it changed since the plan was made); nothing was written to it. Run `karpctl diff` to see the current state",
+        step.kind.label(),
+        step.name
+    )
 }
 
 pub fn changed(step: &Step, field: &str) -> bool {
@@ -149,6 +183,11 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
 /// Find objects this cluster owns that the desired set does not name (renamed, or switched off),
 /// as extra nodes with no desired fields, so that the planner deletes them.
 pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
-    let (rules, iam) = tokio::try_join!(event_rule::discover(ctx, nodes), iam_role::discover(ctx, nodes))?;
-    Ok(rules.into_iter().chain(iam).collect())
+    let (rules, iam, attachments, entries) = tokio::try_join!(
+        event_rule::discover(ctx, nodes),
+        iam_role::discover(ctx, nodes),
+        role_policy_attachment::discover(ctx, nodes),
+        access_entry::discover(ctx, nodes),
+    )?;
+    Ok(rules.into_iter().chain(iam).chain(attachments).chain(entries).collect())
 }

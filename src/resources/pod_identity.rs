@@ -113,10 +113,11 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
             create(ctx, step).await
         }
         Action::Update | Action::Adopt => {
-            let live = match &step.observed {
-                Some(o) => o.clone(),
-                None => read(ctx, &step.node).await?.context("the Pod Identity association disappeared since it was read; run karpctl up again")?,
-            };
+            // Read now, not from the plan: it must still be ours (or unowned, to adopt).
+            let live = read(ctx, &step.node).await?;
+            let tags = live.as_ref().map(super::observed_tags);
+            super::ensure_still_ours(step, tags.as_ref(), &ctx.cluster)?;
+            let live = live.context("the Pod Identity association disappeared since it was read; run karpctl up again")?;
             update(ctx, step, &live, step.action == Action::Adopt || changed(step, "tags"), changed(step, "role_arn")).await
         }
         Action::Delete => delete(ctx, step).await,

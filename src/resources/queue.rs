@@ -228,6 +228,13 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let Some(url) = url_for_write(ctx, step).await? else {
         bail!("SQS queue {} disappeared since it was read; run karpctl up again", step.node.name)
     };
+    let live = ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await;
+    let live: Option<Tags> = match live {
+        Ok(o) => Some(o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()),
+        Err(e) if is_missing(aws::code(&e)) => None,
+        Err(e) => return Err(aws_err("sqs:ListQueueTags", e)),
+    };
+    super::ensure_still_ours(step, live.as_ref(), &ctx.cluster)?;
     if adopt || changed(step, "tags") {
         let tags = wanted_tags(&step.node);
         ctx.aws

@@ -53,6 +53,46 @@ fn policy_arn(node: &Node) -> &str {
     }
 }
 
+/// Managed policies attached to a role karpctl creates that the plan does not list (removed
+/// from `extra_node_policy_arns`, say): nodes without desired fields, so that they are detached.
+/// Uses the memoised list the attachments' reads share: no extra call.
+pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
+    let roles: Vec<&Node> = nodes.iter().filter(|n| n.kind == crate::model::Kind::IamRole && n.fields.is_some()).collect();
+    let mut out = Vec::new();
+    for role in roles {
+        let known: std::collections::BTreeSet<&str> = nodes
+            .iter()
+            .filter(|n| n.kind == crate::model::Kind::RolePolicyAttachment && role_name(n) == role.name)
+            .map(policy_arn)
+            .collect();
+        for arn in attached(ctx, &role.name).await?.unwrap_or_default() {
+            if known.contains(arn.as_str()) {
+                continue;
+            }
+            let short = arn.rsplit('/').next().unwrap_or(&arn).to_string();
+            let spec: BTreeMap<String, String> = [
+                ("role", role.name.as_str()),
+                ("policy_arn", arn.as_str()),
+                ("owner_from", role.id.as_str()),
+                ("contained_in", role.id.as_str()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            out.push(Node {
+                id: format!("unlisted-attachment-{}-{short}", role.id),
+                kind: crate::model::Kind::RolePolicyAttachment,
+                name: format!("{}/{short}", role.name),
+                fields: None,
+                deps: vec![role.id.clone()],
+                spec,
+                notes: vec!["attached to karpctl's role but not in the plan".into()],
+            });
+        }
+    }
+    Ok(out)
+}
+
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let role = role_name(node);
     let arn = policy_arn(node);
