@@ -1031,3 +1031,45 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     assert!(access_entry(&sdk, &c, &node.arn).is_none());
     assert_eq!(all_associations(&sdk, &c), 0);
 }
+
+#[test]
+fn a_policy_removed_from_extra_node_policy_arns_is_detached() {
+    let c = cluster_name("extra");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let s3 = "arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess";
+    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[identity]\nextra_node_policy_arns = [\"{s3}\"]\n"));
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    let sdk = sdk();
+    let attached = |sdk: &Sdk| -> Vec<String> {
+        let o = rt().block_on(sdk.iam.list_attached_role_policies().role_name(format!("KarpenterNodeRole-{c}")).send()).unwrap();
+        o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect()
+    };
+    assert!(attached(&sdk).contains(&s3.to_string()));
+    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n"));
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("AmazonS3ReadOnlyAccess"), "{r:?}");
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    let now = attached(&sdk);
+    assert!(!now.contains(&s3.to_string()), "detached: {now:?}");
+    assert_eq!(now.len(), 4, "the four node policies stay: {now:?}");
+    assert_eq!(karpctl(&wd, &["diff", "--cluster", &c]).code, 0);
+}
+
+#[test]
+fn an_unowned_access_entry_of_the_wrong_type_stops_up() {
+    let c = cluster_name("aetype");
+    seed(&c, &[]);
+    let principal = format!("arn:aws:iam::000000000000:role/karpctl/{c}/KarpenterNodeRole-{c}");
+    let sdk = sdk();
+    rt().block_on(sdk.eks.create_access_entry().cluster_name(&c).principal_arn(&principal).r#type("STANDARD").send()).unwrap();
+    let wd = Workdir::new();
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let msg = r.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("STANDARD") && msg.contains("EC2_LINUX"), "{msg}");
+    assert_eq!(r.json()["stats"]["writes"], 0);
+    let e = rt().block_on(sdk.eks.describe_access_entry().cluster_name(&c).principal_arn(&principal).send()).unwrap();
+    assert_eq!(e.access_entry().unwrap().r#type(), Some("STANDARD"), "left untouched");
+}
