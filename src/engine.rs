@@ -248,20 +248,23 @@ pub async fn observe(ctx: &Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> Re
 
 /// Read exactly these nodes, in order.
 pub async fn observe_nodes(ctx: &Arc<Ctx>, all: Vec<Node>, concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
-    let results: Vec<Result<(Node, Option<Observed>)>> = futures::stream::iter(all)
-        .map(|n| {
+    // Unordered, so a finished read frees its slot at once; the order is restored after.
+    let results: Vec<Result<(usize, Node, Option<Observed>)>> = futures::stream::iter(all.into_iter().enumerate())
+        .map(|(i, n)| {
             let ctx = ctx.clone();
             async move {
                 let o = resources::read(&ctx, &n)
                     .await
                     .with_context(|| format!("reading {} {} ({})", n.kind.label(), n.name, n.id))?;
-                Ok((n, o))
+                Ok((i, n, o))
             }
         })
-        .buffered(concurrency.max(1))
+        .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
-    results.into_iter().collect()
+    let mut done = results.into_iter().collect::<Result<Vec<_>>>()?;
+    done.sort_by_key(|(i, _, _)| *i);
+    Ok(done.into_iter().map(|(_, n, o)| (n, o)).collect())
 }
 
 pub fn stats_json(p: &Prepared) -> Value {

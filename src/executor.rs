@@ -76,9 +76,12 @@ where
         indegree[b] += 1;
         dependents[a].push(b);
     }
-    // Ready steps in a deterministic order (by id).
-    let mut ready: BTreeSet<(String, usize)> =
-        (0..n).filter(|&i| indegree[i] == 0).map(|i| (steps[i].id.clone(), i)).collect();
+    // Ready steps start longest remaining chain first (the critical path is never kept waiting
+    // behind short independent steps), then by id: deterministic.
+    let height = chain_lengths(n, &dependents);
+    let key = |i: usize| (std::cmp::Reverse(height[i]), steps[i].id.clone(), i);
+    let mut ready: BTreeSet<(std::cmp::Reverse<usize>, String, usize)> =
+        (0..n).filter(|&i| indegree[i] == 0).map(key).collect();
     let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut running: HashMap<tokio::task::Id, (usize, Instant, u64)> = HashMap::new();
     let mut set: JoinSet<Result<()>> = JoinSet::new();
@@ -90,7 +93,7 @@ where
         while !cancelled && running.len() < concurrency {
             let Some(first) = ready.iter().next().cloned() else { break };
             ready.remove(&first);
-            let i = first.1;
+            let i = first.2;
             reporter.event(Event::Started { step: &steps[i] });
             let fut = run(steps[i].clone());
             let handle = set.spawn(fut);
@@ -115,7 +118,7 @@ where
                         for &d in &dependents[i] {
                             indegree[d] -= 1;
                             if indegree[d] == 0 && !outcomes.contains_key(&steps[d].id) {
-                                ready.insert((steps[d].id.clone(), d));
+                                ready.insert(key(d));
                             }
                         }
                     }
@@ -123,7 +126,7 @@ where
                         let msg = format!("{e:#}");
                         reporter.event(Event::Failed { step: &steps[i], error: &msg, elapsed });
                         outcomes.insert(steps[i].id.clone(), Outcome::Failed(msg));
-                        skip_dependents(i, steps, &dependents, &mut outcomes, &mut ready, reporter.as_ref());
+                        skip_dependents(i, steps, &dependents, &mut outcomes, reporter.as_ref());
                     }
                 }
             }
@@ -151,12 +154,27 @@ where
     Ok(outcomes)
 }
 
+/// For each step, the number of steps on the longest chain that starts at it.
+fn chain_lengths(n: usize, dependents: &[Vec<usize>]) -> Vec<usize> {
+    fn visit(i: usize, dependents: &[Vec<usize>], memo: &mut Vec<Option<usize>>) -> usize {
+        if let Some(h) = memo[i] {
+            return h;
+        }
+        let h = 1 + dependents[i].iter().map(|&d| visit(d, dependents, memo)).max().unwrap_or(0);
+        memo[i] = Some(h);
+        h
+    }
+    let mut memo = vec![None; n];
+    (0..n).map(|i| visit(i, dependents, &mut memo)).collect()
+}
+
+/// Mark every transitive dependent of a failed step as skipped. (Dependents are never in the
+/// ready set: their in-degree includes the failed step.)
 fn skip_dependents(
     failed: usize,
     steps: &[Step],
     dependents: &[Vec<usize>],
     outcomes: &mut BTreeMap<String, Outcome>,
-    ready: &mut BTreeSet<(String, usize)>,
     reporter: &dyn Reporter,
 ) {
     let mut stack = vec![failed];
@@ -165,7 +183,6 @@ fn skip_dependents(
             if outcomes.contains_key(&steps[d].id) {
                 continue;
             }
-            ready.remove(&(steps[d].id.clone(), d));
             let because = format!("{} did not complete", steps[i].id);
             reporter.event(Event::Skipped { step: &steps[d], because: &because });
             outcomes.insert(steps[d].id.clone(), Outcome::Skipped(because));
@@ -285,6 +302,19 @@ mod tests {
         .unwrap();
         let log = log.lock().unwrap().clone();
         assert!(pos(&log, "start c") < pos(&log, "end a"), "{log:?}");
+    }
+
+    #[tokio::test]
+    async fn the_longest_chain_starts_first() {
+        // One slot: "z-head" heads a chain of two, so it goes before "a" and "b" despite its id.
+        let steps = vec![
+            step("a", Action::Create, &[]),
+            step("b", Action::Create, &[]),
+            step("z-head", Action::Create, &[]),
+            step("z-tail", Action::Create, &["z-head"]),
+        ];
+        let (_, log, _) = run_with(steps, 1, &[], 1).await;
+        assert_eq!(log[0], "start z-head", "{log:?}");
     }
 
     #[tokio::test]
