@@ -13,6 +13,7 @@
 //! create. Tags: TagResource on the entry ARN. Delete: ownership checked again, DeleteAccessEntry;
 //! not found is success.
 
+use super::{eks_cluster_of as cluster_of, eks_not_found as not_found};
 use super::{Ctx, changed, want_str, wanted_tags};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
@@ -25,20 +26,9 @@ use std::collections::BTreeMap;
 const PRINCIPAL_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "The specified principalArn is invalid: invalid principal" }];
 
-fn not_found(code: &str) -> bool {
-    code == "ResourceNotFoundException"
-}
-
 /// A CONFIG_MAP cluster has no access entries at all (and cannot get any until its mode changes).
 fn config_map_mode(code: &str, msg: &str) -> bool {
     code == "InvalidRequestException" && msg.contains("authentication mode")
-}
-
-fn cluster_of<'a>(ctx: &'a Ctx, node: &'a Node) -> &'a str {
-    match node.spec("cluster") {
-        "" => &ctx.cluster,
-        c => c,
-    }
 }
 
 fn principal_of(node: &Node) -> &str {

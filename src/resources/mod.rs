@@ -104,6 +104,19 @@ pub fn wanted_tags(node: &Node) -> Tags {
         .unwrap_or_default()
 }
 
+/// The EKS cluster an EKS node belongs to (spec `cluster`, else this run's cluster).
+pub fn eks_cluster_of<'a>(ctx: &'a Ctx, node: &'a Node) -> &'a str {
+    match node.spec("cluster") {
+        "" => &ctx.cluster,
+        c => c,
+    }
+}
+
+/// EKS's "no such object".
+pub fn eks_not_found(code: &str) -> bool {
+    code == "ResourceNotFoundException"
+}
+
 /// The tags an observation read (its `tags` field).
 pub fn observed_tags(o: &Observed) -> Tags {
     o.fields

@@ -9,6 +9,7 @@
 //! it is changed), UpdatePodIdentityAssociation for the role (same retry). Delete: ownership
 //! checked again, DeletePodIdentityAssociation; not found is success.
 
+use super::{eks_cluster_of as cluster_of, eks_not_found as not_found};
 use super::{Ctx, changed, want_str, wanted_tags};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
@@ -19,17 +20,6 @@ use std::collections::BTreeMap;
 /// Create/UpdatePodIdentityAssociation right after CreateRole (AWS.md section 5).
 const ROLE_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "Role provided in the request does not exist" }];
-
-fn not_found(code: &str) -> bool {
-    code == "ResourceNotFoundException"
-}
-
-fn cluster_of<'a>(ctx: &'a Ctx, node: &'a Node) -> &'a str {
-    match node.spec("cluster") {
-        "" => &ctx.cluster,
-        c => c,
-    }
-}
 
 fn namespace_of(node: &Node) -> &str {
     match node.spec("namespace") {
