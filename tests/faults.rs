@@ -18,7 +18,7 @@
 use crate::common::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -60,21 +60,7 @@ impl Proxy {
 
     /// A call to the control API (HTTP/1.0: no chunking, the body ends at close).
     fn control(&self, method: &str, path: &str, body: Option<&str>) -> Value {
-        let addr = self.url.trim_start_matches("http://").trim_end_matches('/');
-        let mut s = std::net::TcpStream::connect(addr).expect("connect to the proxy's control API");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let body = body.unwrap_or("");
-        write!(
-            s,
-            "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        let (head, payload) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-        assert!(head.starts_with("HTTP/1.0 2") || head.starts_with("HTTP/1.1 2"), "{method} {path}: {head}\n{payload}");
-        serde_json::from_str(payload).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {payload}"))
+        microburst_control(&self.url, method, path, body.unwrap_or(""))
     }
 
     /// Faults injected so far for an operation (the `fired` log), e.g. "CreateQueue".

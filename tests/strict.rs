@@ -143,20 +143,7 @@ impl Proxy {
     }
 
     fn control_with(&self, method: &str, path: &str, body: &str) -> Value {
-        let addr = self.url().trim_start_matches("http://").trim_end_matches('/');
-        let mut s = std::net::TcpStream::connect(addr).expect("connect to the proxy's control API");
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        let (head, payload) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-        assert!(head.starts_with("HTTP/1.0 2") || head.starts_with("HTTP/1.1 2"), "{method} {path}: {head}\n{payload}");
-        serde_json::from_str(payload).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {payload}"))
+        microburst_control(&self.url(), method, path, body)
     }
 
     /// The fired log (every request a rule matched, faulted or only delayed), oldest first.
