@@ -6,12 +6,18 @@ use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::connector_metadata::ConnectorMetadata;
+use aws_smithy_runtime_api::client::http::{
+    HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector,
+};
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::{
     BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
 };
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+use aws_smithy_runtime_api::client::result::ConnectorError;
+use aws_smithy_runtime_api::client::runtime_components::{RuntimeComponents, RuntimeComponentsBuilder};
 use aws_smithy_types::config_bag::ConfigBag;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use serde::Serialize;
@@ -111,6 +117,76 @@ pub struct ConnectOptions {
     pub profile: Option<String>,
     pub endpoint_url: Option<String>,
     pub max_attempts: u32,
+    /// Most AWS requests in flight at once, across every client (`--concurrency`).
+    pub max_in_flight: usize,
+}
+
+/// An HTTP client that lets at most `permits` requests be on the wire at once, across every
+/// service client built on it. A request holds its permit only while it is sent and its response
+/// head received; retry back-off and karpctl's own waiting hold none, so nothing can deadlock on
+/// it. This is what makes `--concurrency 1` mean one AWS call at a time.
+#[derive(Clone, Debug)]
+pub struct LimitedClient {
+    inner: SharedHttpClient,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl LimitedClient {
+    pub fn new(inner: SharedHttpClient, max_in_flight: usize) -> Self {
+        LimitedClient { inner, permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1))) }
+    }
+}
+
+#[derive(Debug)]
+struct LimitedConnector {
+    inner: SharedHttpConnector,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl HttpConnector for LimitedConnector {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        let (inner, permits) = (self.inner.clone(), self.permits.clone());
+        HttpConnectorFuture::new(async move {
+            // The semaphore is never closed.
+            let _permit = permits.acquire_owned().await.map_err(|e| ConnectorError::other(e.into(), None))?;
+            inner.call(request).await
+        })
+    }
+}
+
+impl HttpClient for LimitedClient {
+    fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
+        SharedHttpConnector::new(LimitedConnector {
+            inner: self.inner.http_connector(settings, components),
+            permits: self.permits.clone(),
+        })
+    }
+    fn validate_base_client_config(&self, rc: &RuntimeComponentsBuilder, cfg: &ConfigBag) -> Result<(), BoxError> {
+        self.inner.validate_base_client_config(rc, cfg)
+    }
+    fn validate_final_config(&self, rc: &RuntimeComponents, cfg: &ConfigBag) -> Result<(), BoxError> {
+        self.inner.validate_final_config(rc, cfg)
+    }
+    fn connector_metadata(&self) -> Option<ConnectorMetadata> {
+        self.inner.connector_metadata()
+    }
+}
+
+/// The SDK's default HTTPS client (hyper 1 with rustls on aws-lc, proxy settings from the
+/// environment), built here so that it can be wrapped in a `LimitedClient`.
+fn default_https_client() -> SharedHttpClient {
+    use aws_smithy_http_client::proxy::ProxyConfig;
+    use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+    use aws_smithy_http_client::{Builder, ConnectorBuilder};
+    Builder::new().build_with_connector_fn(|settings, components| {
+        let mut conn = ConnectorBuilder::default().tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc));
+        conn.set_connector_settings(settings.cloned());
+        if let Some(c) = components {
+            conn.set_sleep_impl(c.sleep_impl());
+        }
+        conn.set_proxy_config(Some(ProxyConfig::from_env()));
+        conn.build()
+    })
 }
 
 #[derive(Clone, Debug)]
@@ -139,7 +215,8 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
         .region(aws_config::Region::new(opts.region.clone()))
         .retry_config(retry)
-        .timeout_config(timeouts);
+        .timeout_config(timeouts)
+        .http_client(LimitedClient::new(default_https_client(), opts.max_in_flight));
     if let Some(p) = &opts.profile {
         loader = loader.profile_name(p);
     }
@@ -272,6 +349,45 @@ pub fn partition(region: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A connector that answers 200 after 10 ms and records how many calls overlapped.
+    #[derive(Debug, Clone, Default)]
+    struct Slow {
+        now: Arc<AtomicUsize>,
+        peak: Arc<AtomicUsize>,
+    }
+
+    impl HttpConnector for Slow {
+        fn call(&self, _request: HttpRequest) -> HttpConnectorFuture {
+            let s = self.clone();
+            HttpConnectorFuture::new(async move {
+                let n = s.now.fetch_add(1, Ordering::SeqCst) + 1;
+                s.peak.fetch_max(n, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                s.now.fetch_sub(1, Ordering::SeqCst);
+                Ok(aws_smithy_runtime_api::http::Response::new(
+                    200u16.try_into().unwrap(),
+                    aws_smithy_types::body::SdkBody::empty(),
+                ))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn limited_connector_keeps_at_most_n_requests_in_flight() {
+        for limit in [1, 3] {
+            let slow = Slow::default();
+            let conn = LimitedConnector {
+                inner: SharedHttpConnector::new(slow.clone()),
+                permits: Arc::new(tokio::sync::Semaphore::new(limit)),
+            };
+            let calls = (0..9).map(|_| conn.call(HttpRequest::empty()));
+            let results = futures::future::join_all(calls).await;
+            assert!(results.iter().all(|r| r.as_ref().is_ok_and(|r| r.status().as_u16() == 200)));
+            assert_eq!(slow.peak.load(Ordering::SeqCst), limit, "limit {limit}");
+        }
+    }
 
     #[test]
     fn partitions() {

@@ -37,8 +37,8 @@ pub struct Global {
     /// Send every AWS call to this endpoint (an emulator); AWS_ENDPOINT_URL works too
     #[arg(long, global = true, value_name = "URL")]
     pub endpoint_url: Option<String>,
-    /// Most steps (and node reads) in flight at once
-    #[arg(long, global = true, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    /// Most AWS requests in flight at once (and most steps and node reads); 1 makes one call at a time
+    #[arg(long, global = true, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
     pub concurrency: u32,
     /// Output format on stdout
     #[arg(long, global = true, value_enum, default_value_t = Output::Human)]

@@ -4,7 +4,7 @@ use crate::aws::{self, CallStats, Clients, ConnectOptions, ConsistencyPolicy};
 use crate::cli::{Global, Output};
 use crate::desired::{self, ClusterFacts, Facts};
 use crate::executor::{self, Outcome};
-use crate::model::{Node, Observed, Plan};
+use crate::model::{Kind, Node, Observed, Plan};
 use crate::plan_file::{self, Spec, UserError};
 use crate::planner::{self, PlanOptions};
 use crate::preflight::Command;
@@ -63,11 +63,32 @@ pub struct Prepared {
     pub global: Global,
     /// `up` installs the eks-pod-identity-agent add-on first (create_pod_identity_agent = true).
     pub install_agent: bool,
+    pub cmd: Command,
+    ahead: std::sync::Mutex<Option<ReadAhead>>,
 }
 
 impl Prepared {
     pub fn info(&self, msg: &str) {
         self.ctx.reporter.event(Event::Info(msg));
+    }
+
+    /// The nodes this command works on (see `nodes_for`).
+    pub fn nodes(&self) -> Vec<Node> {
+        nodes_for(&self.spec, &self.facts, self.cmd)
+    }
+
+    /// Read these nodes and discover unlisted owned objects (see `observe`), using the reads
+    /// made ahead during preflight.
+    pub async fn observe(&self, nodes: Vec<Node>) -> Result<Vec<(Node, Option<Observed>)>> {
+        let concurrency = self.global.concurrency as usize;
+        let ahead = self.ahead.lock().unwrap().take();
+        match ahead {
+            Some(a) => match a.finish().await {
+                Some(reads) => observe_after(&self.ctx, nodes, concurrency, reads).await,
+                None => observe(&self.ctx, nodes, concurrency).await,
+            },
+            None => observe(&self.ctx, nodes, concurrency).await,
+        }
     }
 }
 
@@ -105,62 +126,89 @@ async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserErro
 }
 
 /// Load the plan, connect, and run preflight checks. Makes only read calls.
-pub async fn prepare(global: &Global, cmd: crate::preflight::Command) -> Result<Prepared> {
+///
+/// `read_ahead`: the command goes on to observe the plan's nodes (`diff`, `up`, `down`), so their
+/// reads start as soon as the account is known, while EKS still describes the cluster (see
+/// `ReadAhead`); `Prepared::observe` then uses them.
+pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<Prepared> {
     let spec = plan_file::load(global.plan.as_deref(), global.cluster.as_deref(), Path::new("plans"))?;
     let region = resolve_region(global, &spec).await?;
     let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
-    let endpoint = global.endpoint_url.clone();
+    let concurrency = global.concurrency as usize;
     let clients = aws::connect(
-        &ConnectOptions { region: region.clone(), profile: global.profile.clone(), endpoint_url: endpoint, max_attempts: 8 },
+        &ConnectOptions {
+            region: region.clone(),
+            profile: global.profile.clone(),
+            endpoint_url: global.endpoint_url.clone(),
+            max_attempts: 8,
+            max_in_flight: concurrency,
+        },
         stats.clone(),
     )
     .await;
     let reporter = reporter_for(global);
-    let (account_id, cluster) = tokio::join!(caller_account(&clients), describe_cluster(&clients, &spec.cluster, &region));
-    let account_id = account_id?;
     let partition = aws::partition(&region).to_string();
+    // STS and DescribeCluster together; once STS has answered (the account pin checked), the
+    // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
+    let early = async {
+        let account_id = caller_account(&clients).await?;
+        if let Some(pin) = &spec.account_id {
+            if pin != &account_id {
+                return Err(UserError::new(format!(
+                    "the plan is pinned to account {pin} (`account_id`), but the credentials are for account {account_id}"
+                ))
+                .hint("use credentials (or --profile) for the pinned account, or fix `account_id` in the plan")
+                .into());
+            }
+        }
+        let ctx = Arc::new(Ctx {
+            aws: clients.clone(),
+            cluster: spec.cluster.clone(),
+            region: region.clone(),
+            account_id: account_id.clone(),
+            partition: partition.clone(),
+            reporter: reporter.clone(),
+            consistency: ConsistencyPolicy::default(),
+            queue_urls: Default::default(),
+            queue_attrs: Default::default(),
+            queue_tags: Default::default(),
+            any: Default::default(),
+        });
+        crate::preflight::start_early_checks(&ctx, &spec, cmd);
+        let ahead = read_ahead.then(|| {
+            let facts = Facts {
+                account_id,
+                region: region.clone(),
+                partition: partition.clone(),
+                cluster: ClusterFacts { name: spec.cluster.clone(), ..Default::default() },
+                ..Default::default()
+            };
+            ReadAhead::start(ctx.clone(), nodes_for(&spec, &facts, cmd), concurrency)
+        });
+        Ok::<_, anyhow::Error>((ctx, ahead))
+    };
+    let (early, cluster) = tokio::join!(early, describe_cluster(&clients, &spec.cluster, &region));
+    let (ctx, ahead) = early?;
     reporter.event(Event::Info(&format!(
-        "Account {account_id}, region {region}, cluster {}{}",
+        "Account {}, region {region}, cluster {}{}",
+        ctx.account_id,
         spec.cluster,
         spec.source.as_ref().map(|p| format!(", plan {}", p.display())).unwrap_or_else(|| ", plan: defaults".into())
     )));
-    if let Some(pin) = &spec.account_id {
-        if pin != &account_id {
-            return Err(UserError::new(format!(
-                "the plan is pinned to account {pin} (`account_id`), but the credentials are for account {account_id}"
-            ))
-            .hint("use credentials (or --profile) for the pinned account, or fix `account_id` in the plan")
-            .into());
-        }
-    }
     let cluster = cluster?;
     if cluster.status != "ACTIVE" {
         return Err(UserError::new(format!("EKS cluster {} is {}, not ACTIVE", spec.cluster, cluster.status))
             .hint("wait until the cluster is ACTIVE, then run karpctl again")
             .into());
     }
-    let facts = Facts {
-        account_id: account_id.clone(),
-        region: region.clone(),
-        partition: partition.clone(),
+    let mut facts = Facts {
+        account_id: ctx.account_id.clone(),
+        region,
+        partition,
         cluster,
         discovery: Default::default(),
         existing_node_role_arn: None,
     };
-    let ctx = Arc::new(Ctx {
-        aws: clients,
-        cluster: spec.cluster.clone(),
-        region,
-        account_id,
-        partition,
-        reporter,
-        consistency: ConsistencyPolicy::default(),
-        queue_urls: Default::default(),
-        queue_attrs: Default::default(),
-        queue_tags: Default::default(),
-        any: Default::default(),
-    });
-    let mut facts = facts;
     desired::validate(&desired::build(&spec, &facts))?;
     let install_agent = crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
     if let Some(existing) = &spec.identity.existing_node_role {
@@ -169,7 +217,77 @@ pub async fn prepare(global: &Global, cmd: crate::preflight::Command) -> Result<
         facts.existing_node_role_arn = resources::iam_role::get_role(&ctx, name).await?.map(|r| r.arn);
     }
     facts.discovery = crate::discovery::select(&ctx, &spec, &facts, cmd).await?;
-    Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), install_agent })
+    Ok(Prepared {
+        spec,
+        facts,
+        ctx,
+        stats,
+        global: global.clone(),
+        install_agent,
+        cmd,
+        ahead: std::sync::Mutex::new(ahead),
+    })
+}
+
+/// The nodes a command works on: the desired graph; for `down`, every node unwanted.
+pub fn nodes_for(spec: &Spec, facts: &Facts, cmd: Command) -> Vec<Node> {
+    let mut nodes = desired::build(spec, facts);
+    if cmd == Command::Down {
+        for n in &mut nodes {
+            n.fields = None;
+        }
+    }
+    nodes
+}
+
+/// Reads started before preflight is done, as soon as the account is known: the reads of every
+/// node that does not depend on the cluster's facts (all but the discovery tags, which need the
+/// selected subnets), built from the plan and the account alone, and the discovery of objects
+/// the plan no longer names. Reads take only a node's kind, name and spec; `observe` uses a read
+/// ahead only for a node that turned out the same once the cluster's facts were in (it differs,
+/// for example, for an IPv6 cluster's node policies or an existing node role with a path), and
+/// the discovery only when every node did. A read that failed here is simply made again later,
+/// where its error is reported. Dropping it (preflight failed) cancels what is still in flight.
+pub struct ReadAhead(tokio::task::JoinHandle<AheadReads>);
+
+pub struct AheadReads {
+    nodes: Vec<Node>,
+    reads: Vec<(Node, Option<Observed>)>,
+    found: Option<Vec<(Node, Option<Observed>)>>,
+}
+
+impl Drop for ReadAhead {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl ReadAhead {
+    pub fn start(ctx: Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> ReadAhead {
+        ReadAhead(tokio::spawn(async move {
+            let nodes: Vec<Node> = nodes.into_iter().filter(|n| n.kind != Kind::DiscoveryTags).collect();
+            let mut order = nodes.clone();
+            order.sort_by_key(|n| resources::read_rank(n.kind));
+            let reads = futures::stream::iter(order)
+                .map(|n| {
+                    let ctx = ctx.clone();
+                    async move { resources::read(&ctx, &n).await.ok().map(|o| (n, o)) }
+                })
+                .buffer_unordered(concurrency.max(1))
+                .filter_map(std::future::ready)
+                .collect::<Vec<_>>();
+            let found = async {
+                let discovered = resources::discover(&ctx, &nodes).await.ok()?;
+                observe_nodes(&ctx, discovered, concurrency).await.ok()
+            };
+            let (reads, found) = tokio::join!(reads, found);
+            AheadReads { nodes, reads, found }
+        }))
+    }
+
+    async fn finish(mut self) -> Option<AheadReads> {
+        (&mut self.0).await.ok()
+    }
 }
 
 fn credentials_hint() -> &'static str {
@@ -246,10 +364,65 @@ pub async fn observe(ctx: &Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> Re
     Ok(known)
 }
 
+/// `observe`, using what was read ahead: a node read ahead with the same kind, name and spec
+/// keeps that read; the others are read now; the discovery read ahead is used when the read-ahead
+/// saw exactly these nodes.
+async fn observe_after(
+    ctx: &Arc<Ctx>,
+    nodes: Vec<Node>,
+    concurrency: usize,
+    ahead: AheadReads,
+) -> Result<Vec<(Node, Option<Observed>)>> {
+    let mut early: std::collections::HashMap<String, (Node, Option<Observed>)> =
+        ahead.reads.into_iter().map(|(n, o)| (n.id.clone(), (n, o))).collect();
+    let mut done: Vec<Option<Option<Observed>>> = Vec::with_capacity(nodes.len());
+    let mut missing: Vec<Node> = Vec::new();
+    for n in &nodes {
+        match early.remove(&n.id) {
+            Some((a, o)) if a.kind == n.kind && a.name == n.name && a.spec == n.spec => done.push(Some(o)),
+            _ => {
+                done.push(None);
+                missing.push(n.clone());
+            }
+        }
+    }
+    let planned: Vec<&Node> = nodes.iter().filter(|n| n.kind != Kind::DiscoveryTags).collect();
+    let same_nodes = planned.len() == ahead.nodes.len() && planned.iter().zip(&ahead.nodes).all(|(a, b)| *a == b);
+    let found_early = ahead.found.filter(|_| same_nodes);
+    let fresh = observe_nodes(ctx, missing, concurrency);
+    let found = async {
+        match found_early {
+            Some(f) => Ok(f),
+            None => {
+                let discovered = resources::discover(ctx, &nodes).await?;
+                observe_nodes(ctx, discovered, concurrency).await
+            }
+        }
+    };
+    let (fresh, found) = tokio::try_join!(fresh, found)?;
+    let mut fresh = fresh.into_iter().map(|(_, o)| o);
+    let mut out: Vec<(Node, Option<Observed>)> = nodes
+        .into_iter()
+        .zip(done)
+        .map(|(n, d)| {
+            let o = match d {
+                Some(o) => o,
+                None => fresh.next().expect("one fresh read per node not read ahead"),
+            };
+            (n, o)
+        })
+        .collect();
+    out.extend(found);
+    Ok(out)
+}
+
 /// Read exactly these nodes, in order.
 pub async fn observe_nodes(ctx: &Arc<Ctx>, all: Vec<Node>, concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
-    // Unordered, so a finished read frees its slot at once; the order is restored after.
-    let results: Vec<Result<(usize, Node, Option<Observed>)>> = futures::stream::iter(all.into_iter().enumerate())
+    // Slowest kinds first (see `read_rank`); unordered, so a finished read frees its slot at
+    // once; the order is restored after.
+    let mut all: Vec<(usize, Node)> = all.into_iter().enumerate().collect();
+    all.sort_by_key(|(i, n)| (resources::read_rank(n.kind), *i));
+    let results: Vec<Result<(usize, Node, Option<Observed>)>> = futures::stream::iter(all)
         .map(|(i, n)| {
             let ctx = ctx.clone();
             async move {
@@ -326,9 +499,8 @@ pub struct SavedPlan {
 const SAVED_PLAN_VERSION: u32 = 1;
 
 pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i32> {
-    let p = prepare(global, Command::Diff).await?;
-    let nodes = desired::build(&p.spec, &p.facts);
-    let observed = observe(&p.ctx, nodes, global.concurrency as usize).await?;
+    let p = prepare(global, Command::Diff, true).await?;
+    let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.findings.extend(p.facts.discovery.findings.iter().cloned());
     if let Some(path) = out {
@@ -356,9 +528,8 @@ pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i3
 }
 
 pub async fn up(global: &Global, adopt: bool) -> Result<i32> {
-    let p = prepare(global, Command::Up).await?;
-    let nodes = desired::build(&p.spec, &p.facts);
-    let observed = observe(&p.ctx, nodes, global.concurrency as usize).await?;
+    let p = prepare(global, Command::Up, true).await?;
+    let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.findings.extend(p.facts.discovery.findings.iter().cloned());
     apply_plan("up", &p, plan).await
@@ -386,7 +557,7 @@ pub async fn up_saved(global: &Global, file: &Path) -> Result<i32> {
     }
     let mut g = global.clone();
     g.cluster = Some(saved.cluster.clone());
-    let p = prepare(&g, Command::Up).await?;
+    let p = prepare(&g, Command::Up, false).await?;
     if p.facts.account_id != saved.account_id || p.facts.region != saved.region {
         return Err(UserError::new(format!(
             "the saved plan is for account {} in {}, but these credentials are for account {} in {}",
@@ -428,12 +599,8 @@ pub async fn down(global: &Global, yes: bool) -> Result<i32> {
             .hint("pass --yes to confirm")
             .into());
     }
-    let p = prepare(global, Command::Down).await?;
-    let mut nodes = desired::build(&p.spec, &p.facts);
-    for n in &mut nodes {
-        n.fields = None;
-    }
-    let observed = observe(&p.ctx, nodes, global.concurrency as usize).await?;
+    let p = prepare(global, Command::Down, true).await?;
+    let observed = p.observe(p.nodes()).await?;
     let plan = planner::plan(observed, PlanOptions::default());
     if !yes && !plan.steps.is_empty() {
         print_plan(&p, &plan);

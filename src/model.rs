@@ -76,7 +76,7 @@ impl Owner {
 
 /// One node of the desired graph. `fields` is `None` when the plan does not want the object
 /// (a feature switched off, or `down`): it is still read, and deleted if it is ours.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     pub id: String,
     pub kind: Kind,

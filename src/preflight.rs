@@ -17,6 +17,7 @@ use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::report::Event;
 use crate::resources::Ctx;
 use anyhow::Result;
+use std::sync::Arc;
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
 
@@ -139,26 +140,46 @@ fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
     Ok(())
 }
 
+/// Checks that need only the plan and the account, started as soon as STS has answered, so that
+/// they run while EKS still describes the cluster: the add-on's DescribeAddon (memoised; `check`
+/// takes its answer, or makes the call again if this one failed).
+pub fn start_early_checks(ctx: &Arc<Ctx>, spec: &Spec, cmd: Command) {
+    if cmd == Command::Down || spec.identity.mode != IdentityMode::PodIdentity {
+        return;
+    }
+    let (ctx, cluster) = (ctx.clone(), spec.cluster.clone());
+    tokio::spawn(async move {
+        let _ = addon_status(&ctx, &cluster).await;
+    });
+}
+
+/// The add-on's status ("" when EKS gives none), or None when it is not installed. Memoised.
+async fn addon_status(ctx: &Ctx, cluster: &str) -> Result<Option<String>> {
+    let key = format!("eks:DescribeAddon:{cluster}:{POD_IDENTITY_AGENT}");
+    ctx.cached(&key, || async {
+        match ctx.aws.eks.describe_addon().cluster_name(cluster).addon_name(POD_IDENTITY_AGENT).send().await {
+            Ok(o) => Ok(Some(o.addon().and_then(|a| a.status()).map(|s| s.as_str().to_string()).unwrap_or_default())),
+            Err(e) if aws::code(&e) == "ResourceNotFoundException" => Ok(None),
+            Err(e) => Err(aws_err("eks:DescribeAddon", e)),
+        }
+    })
+    .await
+}
+
 async fn pod_identity_agent(ctx: &Ctx, spec: &Spec) -> Result<Agent> {
     if spec.identity.mode != IdentityMode::PodIdentity {
         return Ok(Agent::NotNeeded);
     }
-    match ctx.aws.eks.describe_addon().cluster_name(&spec.cluster).addon_name(POD_IDENTITY_AGENT).send().await {
-        Ok(o) => {
-            let status = o.addon().and_then(|a| a.status()).map(|s| s.as_str().to_string()).unwrap_or_default();
-            match status.as_str() {
-                "DELETING" => Ok(Agent::Missing),
-                "" | "ACTIVE" | "CREATING" | "UPDATING" => Ok(Agent::Present),
-                other => {
-                    ctx.reporter.event(Event::Info(&format!(
-                        "warning: the {POD_IDENTITY_AGENT} add-on is {other}; Karpenter needs it working to get AWS credentials"
-                    )));
-                    Ok(Agent::Present)
-                }
-            }
+    let Some(status) = addon_status(ctx, &spec.cluster).await? else { return Ok(Agent::Missing) };
+    match status.as_str() {
+        "DELETING" => Ok(Agent::Missing),
+        "" | "ACTIVE" | "CREATING" | "UPDATING" => Ok(Agent::Present),
+        other => {
+            ctx.reporter.event(Event::Info(&format!(
+                "warning: the {POD_IDENTITY_AGENT} add-on is {other}; Karpenter needs it working to get AWS credentials"
+            )));
+            Ok(Agent::Present)
         }
-        Err(e) if aws::code(&e) == "ResourceNotFoundException" => Ok(Agent::Missing),
-        Err(e) => Err(aws_err("eks:DescribeAddon", e)),
     }
 }
 

@@ -9,5 +9,6 @@ mod faults;
 mod identity;
 mod interruption;
 mod ownership;
+mod performance;
 mod plans_and_outputs;
 mod strict;

@@ -160,6 +160,22 @@ pub fn changed(step: &Step, field: &str) -> bool {
     matches!(step.action, Action::Create | Action::Replace) || step.changes.iter().any(|c| c.field == field)
 }
 
+/// A kind's read time, as a rank (slowest first). Reads start in this order, so that the longest
+/// ones do not wait for a free slot behind quick ones: EKS calls are the slowest karpctl makes (a
+/// Pod Identity read is two in a row), then IAM (a policy read is two in a row), then SQS,
+/// EventBridge and EC2 (one memoised DescribeTags for every discovery node).
+pub fn read_rank(kind: Kind) -> u8 {
+    match kind {
+        Kind::PodIdentity => 0,
+        Kind::AccessEntry => 1,
+        Kind::IamPolicy => 2,
+        Kind::IamRole | Kind::RolePolicyAttachment | Kind::InstanceProfile => 3,
+        Kind::Queue | Kind::QueuePolicy => 4,
+        Kind::EventRule => 5,
+        Kind::DiscoveryTags => 6,
+    }
+}
+
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     match node.kind {
         Kind::Queue => queue::read(ctx, node).await,
