@@ -809,14 +809,14 @@ fn a_permanent_access_denied_fails_cleanly_skips_dependents_and_converges_once_l
 
 #[test]
 fn up_killed_at_several_points_converges_on_the_next_run_with_no_orphan() {
-    // Every call takes 150 ms through the proxy, so a run lasts seconds and there is always a
-    // call in flight when it is killed. Kill points: 100, 500 and 1000 ms after the first step
-    // started (the first wave in flight; about half the steps done; most done). One cluster per
-    // kill point.
+    // Every call takes 150 ms through the proxy, so there is always a call in flight when it is
+    // killed. Kill points, by progress rather than by time (a faster karpctl must not move
+    // them): as soon as the first step started (the first wave in flight, nothing done), after
+    // 10 of the 29 steps are done, and after 22 are. One cluster per kill point.
     let wd = Workdir::new();
     let px = Proxy::start(&wd, &cluster_name("f-crash-px"), json!([{"service": "*", "latency": 150}]));
     let sdk = sdk();
-    let points = [100u64, 500, 1000];
+    let points = [0usize, 10, 22];
     // Seed the clusters side by side (each seed takes seconds).
     let clusters: Vec<String> = points.iter().map(|_| cluster_name("f-kill")).collect();
     std::thread::scope(|s| {
@@ -824,12 +824,14 @@ fn up_killed_at_several_points_converges_on_the_next_run_with_no_orphan() {
             s.spawn(move || seed(c, &[]));
         }
     });
-    for (delay_ms, c) in points.into_iter().zip(&clusters) {
+    for (done_before, c) in points.into_iter().zip(&clusters) {
         let c = c.as_str();
         let mut run = spawn_via(&wd, &["up", "--cluster", c], &px);
         assert!(run.wait_for_line(": Creating...", Duration::from_secs(30)).is_some(), "up started applying");
-        std::thread::sleep(Duration::from_millis(delay_ms));
-        let point = format!("{delay_ms} ms after the first step started");
+        for k in 0..done_before {
+            assert!(run.wait_for_line("complete after", Duration::from_secs(30)).is_some(), "step {} of {done_before} completed", k + 1);
+        }
+        let point = format!("once {done_before} steps were done");
         assert!(run.running(), "up must still be running {point} to be killed mid-flight");
         let killed = run.kill9();
         let started = killed.stderr.lines().filter(|l| l.contains(": Creating...")).count();
