@@ -4,6 +4,7 @@
 use crate::report::{Event, Reporter};
 use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
+use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::connector_metadata::ConnectorMetadata;
@@ -200,8 +201,15 @@ pub struct Clients {
 }
 
 /// Build every client from one shared config: pinned behaviour version, the region always set,
-/// standard retries with more attempts than the default, operation and attempt timeouts, and
-/// the call counter on each client.
+/// standard retries with more attempts than the default, timeouts, the request limiter, and the
+/// call counter on each client.
+///
+/// Timeouts: a request waiting for its turn in the `LimitedClient` is inside the SDK's transmit
+/// phase, so nothing that times the whole attempt may run while it waits. A request on the wire
+/// gets 5 s to connect and 30 s to its response head (both inside the inner connector, after
+/// the wait); an operation, waits and retries included, gets 120 s. The SDK's stalled-upload
+/// check is off (it would count the wait as a stalled body; karpctl's request bodies are a few
+/// KiB, sent in one write), its stalled-download check stays on.
 pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     let retry = RetryConfig::standard()
         .with_max_attempts(opts.max_attempts.max(1))
@@ -209,13 +217,15 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         .with_max_backoff(Duration::from_secs(10));
     let timeouts = TimeoutConfig::builder()
         .connect_timeout(Duration::from_secs(5))
-        .operation_attempt_timeout(Duration::from_secs(30))
+        .read_timeout(Duration::from_secs(30))
         .operation_timeout(Duration::from_secs(120))
         .build();
+    let stalled = StalledStreamProtectionConfig::enabled().upload_enabled(false).grace_period(Duration::from_secs(5)).build();
     let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
         .region(aws_config::Region::new(opts.region.clone()))
         .retry_config(retry)
         .timeout_config(timeouts)
+        .stalled_stream_protection(stalled)
         .http_client(LimitedClient::new(default_https_client(), opts.max_in_flight));
     if let Some(p) = &opts.profile {
         loader = loader.profile_name(p);

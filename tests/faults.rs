@@ -568,6 +568,19 @@ fn latency_spikes_and_gateway_timeouts_converge_without_duplicates() {
     assert_converged_once(&sdk(), &c, false);
 }
 
+#[test]
+fn requests_queued_for_their_turn_at_concurrency_1_never_time_out() {
+    // At --concurrency 1 every request waits for the one slot; with each call taking 800 ms, a
+    // request queued behind the read-ahead, discovery and preflight waits many seconds. Waiting
+    // is not being on the wire: it must not trip the SDK's stalled-upload check (5 s grace) or a
+    // per-attempt timeout, so nothing is retried.
+    let (c, wd) = seeded("f-queue");
+    let px = Proxy::start(&wd, &c, json!([{"service": "*", "latency": 800}]));
+    let diff = karpctl_via(&wd, &["diff", "--cluster", &c, "--concurrency", "1", "--stats"], &px, &[]);
+    assert_eq!(diff.code, 2, "diff of a fresh cluster shows the plan: {diff:?}");
+    assert_eq!(stats_retries(&diff), 0, "no request timed out while it waited: {diff:?}");
+}
+
 // ------------------------------------------------------ eventual consistency (item 2, AWS.md 5)
 
 /// `up` through a proxy injecting `rules`: converges, the injected error was really served
