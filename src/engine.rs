@@ -152,6 +152,11 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
     let early = async {
         let account_id = caller_account(&clients).await?;
+        reporter.event(Event::Info(&format!(
+            "Account {account_id}, region {region}, cluster {}{}",
+            spec.cluster,
+            spec.source.as_ref().map(|p| format!(", plan {}", p.display())).unwrap_or_else(|| ", plan: defaults".into())
+        )));
         if let Some(pin) = &spec.account_id {
             if pin != &account_id {
                 return Err(UserError::new(format!(
@@ -174,7 +179,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
             queue_tags: Default::default(),
             any: Default::default(),
         });
-        crate::preflight::start_early_checks(&ctx, &spec, cmd);
+        let early_checks = crate::preflight::start_early_checks(&ctx, &spec, cmd);
         let ahead = read_ahead.then(|| {
             let facts = Facts {
                 account_id,
@@ -185,16 +190,10 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
             };
             ReadAhead::start(ctx.clone(), nodes_for(&spec, &facts, cmd), concurrency)
         });
-        Ok::<_, anyhow::Error>((ctx, ahead))
+        Ok::<_, anyhow::Error>((ctx, ahead, early_checks))
     };
     let (early, cluster) = tokio::join!(early, describe_cluster(&clients, &spec.cluster, &region));
-    let (ctx, ahead) = early?;
-    reporter.event(Event::Info(&format!(
-        "Account {}, region {region}, cluster {}{}",
-        ctx.account_id,
-        spec.cluster,
-        spec.source.as_ref().map(|p| format!(", plan {}", p.display())).unwrap_or_else(|| ", plan: defaults".into())
-    )));
+    let (ctx, ahead, early_checks) = early?;
     let cluster = cluster?;
     if cluster.status != "ACTIVE" {
         return Err(UserError::new(format!("EKS cluster {} is {}, not ACTIVE", spec.cluster, cluster.status))
@@ -211,6 +210,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     };
     desired::validate(&desired::build(&spec, &facts))?;
     let install_agent = crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
+    drop(early_checks);
     if let Some(existing) = &spec.identity.existing_node_role {
         // Read (memoised) by preflight; a name may hide a path, so use the live ARN.
         let name = existing.rsplit('/').next().unwrap_or(existing);
@@ -248,7 +248,7 @@ pub fn nodes_for(spec: &Spec, facts: &Facts, cmd: Command) -> Vec<Node> {
 /// for example, for an IPv6 cluster's node policies or an existing node role with a path), and
 /// the discovery only when every node did. A read that failed here is simply made again later,
 /// where its error is reported. Dropping it (preflight failed) cancels what is still in flight.
-pub struct ReadAhead(tokio::task::JoinHandle<AheadReads>);
+pub struct ReadAhead(resources::Background<AheadReads>);
 
 pub struct AheadReads {
     nodes: Vec<Node>,
@@ -256,15 +256,9 @@ pub struct AheadReads {
     found: Option<Vec<(Node, Option<Observed>)>>,
 }
 
-impl Drop for ReadAhead {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 impl ReadAhead {
     pub fn start(ctx: Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> ReadAhead {
-        ReadAhead(tokio::spawn(async move {
+        ReadAhead(resources::Background::spawn(async move {
             let nodes: Vec<Node> = nodes.into_iter().filter(|n| n.kind != Kind::DiscoveryTags).collect();
             let mut order = nodes.clone();
             order.sort_by_key(|n| resources::read_rank(n.kind));
@@ -276,17 +270,14 @@ impl ReadAhead {
                 .buffer_unordered(concurrency.max(1))
                 .filter_map(std::future::ready)
                 .collect::<Vec<_>>();
-            let found = async {
-                let discovered = resources::discover(&ctx, &nodes).await.ok()?;
-                observe_nodes(&ctx, discovered, concurrency).await.ok()
-            };
+            let found = async { observe_unlisted(&ctx, &nodes, concurrency).await.ok() };
             let (reads, found) = tokio::join!(reads, found);
             AheadReads { nodes, reads, found }
         }))
     }
 
-    async fn finish(mut self) -> Option<AheadReads> {
-        (&mut self.0).await.ok()
+    async fn finish(self) -> Option<AheadReads> {
+        self.0.join().await
     }
 }
 
@@ -355,13 +346,16 @@ async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result
 /// objects they find wait for them.
 pub async fn observe(ctx: &Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
     let known = observe_nodes(ctx, nodes.clone(), concurrency);
-    let found = async {
-        let discovered = resources::discover(ctx, &nodes).await?;
-        observe_nodes(ctx, discovered, concurrency).await
-    };
+    let found = observe_unlisted(ctx, &nodes, concurrency);
     let (mut known, found) = tokio::try_join!(known, found)?;
     known.extend(found);
     Ok(known)
+}
+
+/// The owned objects the plan no longer names (see `resources::discover`), read.
+async fn observe_unlisted(ctx: &Arc<Ctx>, nodes: &[Node], concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
+    let discovered = resources::discover(ctx, nodes).await?;
+    observe_nodes(ctx, discovered, concurrency).await
 }
 
 /// `observe`, using what was read ahead: a node read ahead with the same kind, name and spec
@@ -393,10 +387,7 @@ async fn observe_after(
     let found = async {
         match found_early {
             Some(f) => Ok(f),
-            None => {
-                let discovered = resources::discover(ctx, &nodes).await?;
-                observe_nodes(ctx, discovered, concurrency).await
-            }
+            None => observe_unlisted(ctx, &nodes, concurrency).await,
         }
     };
     let (fresh, found) = tokio::try_join!(fresh, found)?;

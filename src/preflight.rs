@@ -15,7 +15,7 @@ use crate::aws::{self, aws_err};
 use crate::desired::Facts;
 use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::report::Event;
-use crate::resources::Ctx;
+use crate::resources::{Background, Ctx};
 use anyhow::Result;
 use std::sync::Arc;
 
@@ -142,15 +142,16 @@ fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
 
 /// Checks that need only the plan and the account, started as soon as STS has answered, so that
 /// they run while EKS still describes the cluster: the add-on's DescribeAddon (memoised; `check`
-/// takes its answer, or makes the call again if this one failed).
-pub fn start_early_checks(ctx: &Arc<Ctx>, spec: &Spec, cmd: Command) {
+/// takes its answer, or makes the call again if this one failed). Dropping the returned task
+/// cancels it.
+pub fn start_early_checks(ctx: &Arc<Ctx>, spec: &Spec, cmd: Command) -> Option<Background<()>> {
     if cmd == Command::Down || spec.identity.mode != IdentityMode::PodIdentity {
-        return;
+        return None;
     }
     let (ctx, cluster) = (ctx.clone(), spec.cluster.clone());
-    tokio::spawn(async move {
+    Some(Background::spawn(async move {
         let _ = addon_status(&ctx, &cluster).await;
-    });
+    }))
 }
 
 /// The add-on's status ("" when EKS gives none), or None when it is not installed. Memoised.

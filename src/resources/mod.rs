@@ -51,6 +51,26 @@ impl<T: Clone> Memo<T> {
     }
 }
 
+/// A spawned task that is cancelled when dropped (for work started early that an error may make
+/// useless).
+pub struct Background<T>(tokio::task::JoinHandle<T>);
+
+impl<T: Send + 'static> Background<T> {
+    pub fn spawn(f: impl Future<Output = T> + Send + 'static) -> Self {
+        Background(tokio::spawn(f))
+    }
+    /// Its result, or None if it panicked.
+    pub async fn join(mut self) -> Option<T> {
+        (&mut self.0).await.ok()
+    }
+}
+
+impl<T> Drop for Background<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Everything a read or an apply needs.
 pub struct Ctx {
     pub aws: Clients,
