@@ -246,14 +246,15 @@ pub fn nodes_for(spec: &Spec, facts: &Facts, cmd: Command) -> Vec<Node> {
 /// the plan no longer names. Reads take only a node's kind, name and spec; `observe` uses a read
 /// ahead only for a node that turned out the same once the cluster's facts were in (it differs,
 /// for example, for an IPv6 cluster's node policies or an existing node role with a path), and
-/// the discovery only when every node did. A read that failed here is simply made again later,
-/// where its error is reported. Dropping it (preflight failed) cancels what is still in flight.
+/// the discovery only when every node did. A read that failed here fails the observation, as it
+/// would have there (after the SDK's own retries; it is not made twice), once preflight has
+/// passed. Dropping it (preflight failed) cancels what is still in flight.
 pub struct ReadAhead(resources::Background<AheadReads>);
 
 pub struct AheadReads {
     nodes: Vec<Node>,
-    reads: Vec<(Node, Option<Observed>)>,
-    found: Option<Vec<(Node, Option<Observed>)>>,
+    reads: Vec<(Node, Result<Option<Observed>>)>,
+    found: Result<Vec<(Node, Option<Observed>)>>,
 }
 
 impl ReadAhead {
@@ -265,12 +266,14 @@ impl ReadAhead {
             let reads = futures::stream::iter(order)
                 .map(|n| {
                     let ctx = ctx.clone();
-                    async move { resources::read(&ctx, &n).await.ok().map(|o| (n, o)) }
+                    async move {
+                        let o = read_node(&ctx, &n).await;
+                        (n, o)
+                    }
                 })
                 .buffer_unordered(concurrency.max(1))
-                .filter_map(std::future::ready)
                 .collect::<Vec<_>>();
-            let found = async { observe_unlisted(&ctx, &nodes, concurrency).await.ok() };
+            let found = observe_unlisted(&ctx, &nodes, concurrency);
             let (reads, found) = tokio::join!(reads, found);
             AheadReads { nodes, reads, found }
         }))
@@ -367,13 +370,13 @@ async fn observe_after(
     concurrency: usize,
     ahead: AheadReads,
 ) -> Result<Vec<(Node, Option<Observed>)>> {
-    let mut early: std::collections::HashMap<String, (Node, Option<Observed>)> =
+    let mut early: std::collections::HashMap<String, (Node, Result<Option<Observed>>)> =
         ahead.reads.into_iter().map(|(n, o)| (n.id.clone(), (n, o))).collect();
     let mut done: Vec<Option<Option<Observed>>> = Vec::with_capacity(nodes.len());
     let mut missing: Vec<Node> = Vec::new();
     for n in &nodes {
         match early.remove(&n.id) {
-            Some((a, o)) if a.kind == n.kind && a.name == n.name && a.spec == n.spec => done.push(Some(o)),
+            Some((a, o)) if a.kind == n.kind && a.name == n.name && a.spec == n.spec => done.push(Some(o?)),
             _ => {
                 done.push(None);
                 missing.push(n.clone());
@@ -382,12 +385,11 @@ async fn observe_after(
     }
     let planned: Vec<&Node> = nodes.iter().filter(|n| n.kind != Kind::DiscoveryTags).collect();
     let same_nodes = planned.len() == ahead.nodes.len() && planned.iter().zip(&ahead.nodes).all(|(a, b)| *a == b);
-    let found_early = ahead.found.filter(|_| same_nodes);
     let fresh = observe_nodes(ctx, missing, concurrency);
     let found = async {
-        match found_early {
-            Some(f) => Ok(f),
-            None => observe_unlisted(ctx, &nodes, concurrency).await,
+        match same_nodes {
+            true => ahead.found,
+            false => observe_unlisted(ctx, &nodes, concurrency).await,
         }
     };
     let (fresh, found) = tokio::try_join!(fresh, found)?;
@@ -407,6 +409,11 @@ async fn observe_after(
     Ok(out)
 }
 
+/// One node's read, its error naming the node.
+async fn read_node(ctx: &Ctx, n: &Node) -> Result<Option<Observed>> {
+    resources::read(ctx, n).await.with_context(|| format!("reading {} {} ({})", n.kind.label(), n.name, n.id))
+}
+
 /// Read exactly these nodes, in order.
 pub async fn observe_nodes(ctx: &Arc<Ctx>, all: Vec<Node>, concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
     // Slowest kinds first (see `read_rank`); unordered, so a finished read frees its slot at
@@ -417,9 +424,7 @@ pub async fn observe_nodes(ctx: &Arc<Ctx>, all: Vec<Node>, concurrency: usize) -
         .map(|(i, n)| {
             let ctx = ctx.clone();
             async move {
-                let o = resources::read(&ctx, &n)
-                    .await
-                    .with_context(|| format!("reading {} {} ({})", n.kind.label(), n.name, n.id))?;
+                let o = read_node(&ctx, &n).await?;
                 Ok((i, n, o))
             }
         })

@@ -778,6 +778,24 @@ fn a_consistency_error_that_never_clears_fails_at_the_deadline_naming_it() {
 }
 
 #[test]
+fn a_denied_read_fails_the_run_naming_the_object_and_is_made_once() {
+    // Reads start while preflight runs (the read-ahead); a read that fails there is reported as
+    // it is once preflight has passed, not made again.
+    let (c, wd) = seeded("f-rdeny");
+    let px = Proxy::start(
+        &wd,
+        &c,
+        json!([{"service": "events", "operation": "DescribeRule",
+                "error": {"code": "AccessDeniedException", "status": 400, "message": "not authorized to perform: events:DescribeRule"}}]),
+    );
+    let diff = karpctl_via(&wd, &["diff", "--cluster", &c], &px, &[]);
+    assert_eq!(diff.code, 1, "{diff:?}");
+    assert!(diff.stderr.contains("reading aws_cloudwatch_event_rule Karpenter-"), "the error names the object: {diff:?}");
+    assert!(diff.stderr.contains("events:DescribeRule: AccessDeniedException"), "and the AWS code: {diff:?}");
+    assert_eq!(px.fired("DescribeRule"), 5, "each rule read once, never again after the read-ahead: {diff:?}");
+}
+
+#[test]
 fn a_permanent_access_denied_fails_cleanly_skips_dependents_and_converges_once_lifted() {
     let (c, wd) = seeded("f-deny");
     let msg = format!(
