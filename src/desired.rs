@@ -2,66 +2,13 @@
 //! their edges. Nodes for switched-off features are still listed, with no desired fields, so
 //! that objects karpctl made before are found and removed.
 
+use crate::facts::Facts;
 use crate::karpenter_iam;
 use crate::model::{Kind, Node, OWNER_TAG, RESOURCE_TAG, Tags};
 use crate::names;
 use crate::plan_file::Spec;
 use crate::resources::{event_rule, queue};
 use std::collections::BTreeMap;
-
-/// What preflight learned about where karpctl runs.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct Facts {
-    pub account_id: String,
-    pub region: String,
-    pub partition: String,
-    pub cluster: ClusterFacts,
-    /// Subnets and the security group chosen for discovery tags (filled by `discovery::select`).
-    #[serde(default)]
-    pub discovery: DiscoveryFacts,
-    /// The live ARN (with its path) of `identity.existing_node_role`, read in preflight.
-    #[serde(default)]
-    pub existing_node_role_arn: Option<String>,
-}
-
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct DiscoveryFacts {
-    pub vpc_id: String,
-    /// The subnets to carry `karpenter.sh/discovery=<cluster>`.
-    pub subnets: Vec<SubnetFact>,
-    /// The one security group to carry it.
-    pub security_group: Option<SecurityGroupFact>,
-    /// Warnings and notes to show with the plan (capacity per AZ, foreign tagged objects).
-    pub findings: Vec<crate::model::Finding>,
-}
-
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct SubnetFact {
-    pub id: String,
-    pub availability_zone: String,
-    pub available_ips: i64,
-    pub vpc_id: String,
-}
-
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct SecurityGroupFact {
-    pub id: String,
-    pub name: String,
-}
-
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct ClusterFacts {
-    pub name: String,
-    pub arn: String,
-    pub status: String,
-    pub version: String,
-    pub vpc_id: String,
-    pub subnet_ids: Vec<String>,
-    pub cluster_security_group_id: String,
-    pub authentication_mode: String,
-    pub oidc_issuer: String,
-    pub ip_family: String,
-}
 
 /// The tags every object karpctl creates carries: the user's, then ownership.
 pub fn tags_for(spec: &Spec, id: &str) -> Tags {
@@ -101,7 +48,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let mut nodes = Vec::new();
     interruption(spec, facts, &mut nodes);
     identity(spec, facts, &mut nodes);
-    nodes.extend(crate::discovery::nodes(spec, facts));
+    nodes.extend(crate::resources::discovery_tags::nodes(spec, facts));
     nodes
 }
 
@@ -168,7 +115,7 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
                 fields(vec![
                     ("path", json!(path)),
                     ("AssumeRolePolicyDocument", karpenter_iam::node_role_trust()),
-                    ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "node-role"))),
+                    ("tags", crate::tags::to_value(&tags_for(spec, "node-role"))),
                 ])
             }),
             deps: vec![],
@@ -226,7 +173,7 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
             fields(vec![
                 ("path", json!(path)),
                 ("Role", json!(node_role_name)),
-                ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "node-instance-profile"))),
+                ("tags", crate::tags::to_value(&tags_for(spec, "node-instance-profile"))),
             ])
         }),
         deps: if created.is_some() { vec!["node-role".into()] } else { vec![] },
@@ -241,7 +188,7 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
         name: node_role_arn.clone(),
         fields: Some(fields(vec![
             ("type", json!(id.access_entry_type)),
-            ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "node-access-entry"))),
+            ("tags", crate::tags::to_value(&tags_for(spec, "node-access-entry"))),
         ])),
         deps: if created.is_some() { vec!["node-role".into()] } else { vec![] },
         spec: str_map(&[("principal_arn", &node_role_arn), ("cluster", &spec.cluster)]),
@@ -266,7 +213,7 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
         fields: Some(fields(vec![
             ("path", json!(path)),
             ("AssumeRolePolicyDocument", trust),
-            ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "controller-role"))),
+            ("tags", crate::tags::to_value(&tags_for(spec, "controller-role"))),
         ])),
         deps: vec![],
         spec: str_map(&[("arn", &ctrl_arn)]),
@@ -300,7 +247,7 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
                 fields(vec![
                     ("path", json!(path)),
                     ("PolicyDocument", d),
-                    ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, &pid))),
+                    ("tags", crate::tags::to_value(&tags_for(spec, &pid))),
                 ])
             }),
             deps: vec![],
@@ -333,7 +280,7 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
                 ("namespace", json!(id.namespace)),
                 ("service_account", json!(id.service_account)),
                 ("role_arn", json!(ctrl_arn)),
-                ("tags", crate::resources::Ctx::tags_value(&tags_for(spec, "pod-identity"))),
+                ("tags", crate::tags::to_value(&tags_for(spec, "pod-identity"))),
             ])
         }),
         deps: vec!["controller-role".into()],
@@ -392,6 +339,7 @@ fn interruption(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::ClusterFacts;
     use crate::plan_file;
 
     pub fn facts() -> Facts {

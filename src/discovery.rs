@@ -21,22 +21,16 @@
 //! subnets or groups changed.
 
 use crate::aws::aws_err;
-use crate::desired::{DiscoveryFacts, Facts, SecurityGroupFact, SubnetFact};
-use crate::model::{Finding, Kind, Level, Node, Tags};
+use crate::resources::discovery_tags::NODE_PREFIX;
+use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
+use crate::facts::{Command, DiscoveryFacts, Facts, SecurityGroupFact, SubnetFact};
+use crate::model::{Finding, Level, Tags};
 use crate::plan_file::{Spec, UserError};
-use crate::preflight::{self, Command};
 use crate::resources::Ctx;
 use anyhow::Result;
 use aws_sdk_ec2::types::Filter;
-use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The tag Karpenter selects subnets and security groups by.
-pub const DISCOVERY_TAG: &str = "karpenter.sh/discovery";
-/// karpctl's marker: karpctl added the discovery tag on this object (value: the cluster).
-pub const MARKER_TAG: &str = "karpctl.io/discovery";
-/// Node ids are this prefix plus the subnet or security group id.
-pub const NODE_PREFIX: &str = "discovery-tags-";
 /// Fewer free addresses than this in an AZ's best subnet is worth a warning.
 pub const LOW_FREE_ADDRESSES: i64 = 256;
 /// The description EKS gives the control-plane security group it makes for old clusters.
@@ -162,7 +156,7 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> 
     let group = group.map_err(|e| errors.push(e)).ok();
     let tagged_s = tagged_s.map_err(|e| errors.push(e)).ok();
     let tagged_g = tagged_g.map_err(|e| errors.push(e)).ok();
-    preflight::combine_errors(errors)?;
+    crate::error::combine_errors(errors)?;
     // No error was collected, so every result above is Some.
     let (chosen, group, tagged_s, tagged_g) = (chosen.unwrap(), group.unwrap(), tagged_s.unwrap(), tagged_g.unwrap());
 
@@ -502,53 +496,6 @@ pub fn capacity_findings(tagged: &[Subnet], azs: &BTreeSet<String>) -> Vec<Findi
     out
 }
 
-fn resource_type(id: &str) -> &'static str {
-    if id.starts_with("sg-") { "security-group" } else { "subnet" }
-}
-
-/// Pure: one DiscoveryTags node per chosen subnet and for the group, plus one without desired
-/// fields for each object karpctl tagged before that is no longer chosen.
-pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
-    let c = &spec.cluster;
-    let d = &facts.discovery;
-    let want = || {
-        let mut f = crate::model::Fields::new();
-        f.insert("tags".into(), json!({ DISCOVERY_TAG: c, MARKER_TAG: c }));
-        f
-    };
-    let mut entries: Vec<(String, bool, Vec<String>)> = Vec::new();
-    for s in &d.subnets {
-        entries.push((s.id.clone(), true, vec![format!("subnet in {} ({} free addresses)", s.availability_zone, s.available_ips)]));
-    }
-    if let Some(g) = &d.security_group {
-        entries.push((g.id.clone(), true, vec![format!("security group {}", g.name)]));
-    }
-    for f in &d.findings {
-        if let Some(id) = f.id.strip_prefix(NODE_PREFIX) {
-            entries.push((id.to_string(), false, vec!["tagged by karpctl before; no longer selected by the plan".into()]));
-        }
-    }
-    let mut seen = BTreeSet::new();
-    entries.retain(|(id, _, _)| !id.is_empty() && seen.insert(id.clone()));
-    let batch = seen.iter().cloned().collect::<Vec<_>>().join(",");
-    entries
-        .into_iter()
-        .map(|(id, wanted, notes)| Node {
-            id: format!("{NODE_PREFIX}{id}"),
-            kind: Kind::DiscoveryTags,
-            fields: wanted.then(want),
-            deps: vec![],
-            spec: [
-                ("resource_type".to_string(), resource_type(&id).to_string()),
-                ("cluster".to_string(), c.clone()),
-                ("batch".to_string(), batch.clone()),
-            ]
-            .into(),
-            notes,
-            name: id,
-        })
-        .collect()
-}
 
 #[cfg(test)]
 mod tests {
@@ -681,11 +628,11 @@ mod tests {
             Finding { id: "discovery-tags-subnet-1".into(), level: Level::Info, message: String::new() },
             Finding { id: "discovery-capacity-a".into(), level: Level::Info, message: String::new() },
         ];
-        let n = nodes(&spec, &facts);
+        let n = crate::resources::discovery_tags::nodes(&spec, &facts);
         let ids: Vec<&str> = n.iter().map(|n| n.id.as_str()).collect();
         assert_eq!(ids, ["discovery-tags-subnet-1", "discovery-tags-sg-1", "discovery-tags-subnet-old"]);
         assert_eq!(n[0].name, "subnet-1");
-        assert_eq!(n[0].fields.as_ref().unwrap()["tags"], json!({"karpenter.sh/discovery": "c", "karpctl.io/discovery": "c"}));
+        assert_eq!(n[0].fields.as_ref().unwrap()["tags"], serde_json::json!({"karpenter.sh/discovery": "c", "karpctl.io/discovery": "c"}));
         assert_eq!(n[1].spec("resource_type"), "security-group");
         assert!(n[2].fields.is_none());
         assert_eq!(n[2].spec("batch"), "sg-1,subnet-1,subnet-old");

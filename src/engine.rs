@@ -2,12 +2,13 @@
 
 use crate::aws::{self, CallStats, Clients, ConnectOptions, ConsistencyPolicy};
 use crate::cli::{Global, Output};
-use crate::desired::{self, ClusterFacts, Facts};
-use crate::executor::{self, Outcome};
+use crate::desired;
+use crate::facts::{ClusterFacts, Command, Facts};
+use crate::executor;
+use crate::model::Outcome;
 use crate::model::{Kind, Node, Observed, Plan};
 use crate::plan_file::{self, Spec, UserError};
 use crate::planner::{self, PlanOptions};
-use crate::preflight::Command;
 use crate::report::{Event, Progress, Reporter, Silent, Style};
 use crate::resources::{self, Ctx};
 use anyhow::{Context, Result};

@@ -2,7 +2,7 @@
 //! finished (not in waves); a failure skips only the steps that depend on it, transitively;
 //! cancellation stops scheduling and lets in-flight steps finish.
 
-use crate::model::{Action, Step};
+use crate::model::{Action, Outcome, Step};
 use crate::report::{Event, Reporter};
 use anyhow::{Result, bail};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -13,16 +13,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "status", content = "detail", rename_all = "snake_case")]
-pub enum Outcome {
-    Done,
-    Failed(String),
-    /// Not run because a step it depends on failed or was not run.
-    Skipped(String),
-    /// Not started because the run was cancelled.
-    Cancelled,
-}
 
 /// Edges between steps as (before, after) pairs of step indexes. Creates and updates follow the
 /// dependency direction; deletes follow it reversed (a dependent goes before what it depends on),

@@ -5,7 +5,9 @@ mod cli;
 mod desired;
 mod discovery;
 mod engine;
+mod error;
 mod executor;
+mod facts;
 mod karpenter_iam;
 mod model;
 mod names;
@@ -16,6 +18,7 @@ mod policy_doc;
 mod preflight;
 mod report;
 mod resources;
+mod tags;
 
 use clap::{CommandFactory, Parser};
 use cli::{Cli, Command};

@@ -11,10 +11,7 @@ use std::collections::BTreeMap;
 pub type Fields = BTreeMap<String, Value>;
 pub type Tags = BTreeMap<String, String>;
 
-/// Tag naming the cluster that owns an object.
-pub const OWNER_TAG: &str = "karpctl.io/cluster";
-/// Tag naming the logical id of the object in karpctl's graph.
-pub const RESOURCE_TAG: &str = "karpctl.io/resource";
+pub use crate::tags::{OWNER_TAG, RESOURCE_TAG};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -241,4 +238,16 @@ impl Plan {
         }
         (add, change, destroy)
     }
+}
+
+/// How one step of a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", content = "detail", rename_all = "snake_case")]
+pub enum Outcome {
+    Done,
+    Failed(String),
+    /// Not run because a step it depends on failed or was not run.
+    Skipped(String),
+    /// Not started because the run was cancelled.
+    Cancelled,
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
-    let p = engine::prepare(global, crate::preflight::Command::Diff, false).await?;
+    let p = engine::prepare(global, crate::facts::Command::Diff, false).await?;
     let spec = &p.spec;
     let nodes = desired::build(spec, &p.facts);
     // Read only what the outputs name.

@@ -1,33 +1,11 @@
 //! TOML plan files: load, defaults, validation. Errors name the file, the line and the field.
 
+pub use crate::error::UserError;
 use crate::model::Tags;
 use crate::names;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-/// A user-facing error: what is wrong, and what to do about it.
-#[derive(Debug, thiserror::Error)]
-#[error("{message}")]
-pub struct UserError {
-    pub message: String,
-    pub hint: Option<String>,
-    /// Structured detail for `--output json` (merged into the error document).
-    pub data: Option<serde_json::Value>,
-}
-
-impl UserError {
-    pub fn new(message: impl Into<String>) -> Self {
-        UserError { message: message.into(), hint: None, data: None }
-    }
-    pub fn data(mut self, data: serde_json::Value) -> Self {
-        self.data = Some(data);
-        self
-    }
-    pub fn hint(mut self, hint: impl Into<String>) -> Self {
-        self.hint = Some(hint.into());
-        self
-    }
-}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

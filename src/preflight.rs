@@ -12,7 +12,9 @@
 //! `down` skips them all: removing what karpctl made must work on a half-configured cluster.
 
 use crate::aws::{self, aws_err};
-use crate::desired::Facts;
+use crate::error::combine_errors;
+use crate::facts::Command;
+use crate::facts::Facts;
 use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::report::Event;
 use crate::resources::{Background, Ctx};
@@ -21,14 +23,6 @@ use std::sync::Arc;
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
 
-/// What the run will do, as far as preflight cares: `diff` (and `output`) never write, `down`
-/// skips the checks that only matter for creating things.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Command {
-    Up,
-    Diff,
-    Down,
-}
 
 #[derive(Debug, PartialEq, Eq)]
 enum Agent {
@@ -86,44 +80,7 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
     Ok(agent_missing && cmd == Command::Up)
 }
 
-const COMBINED: &str = " preflight checks failed:\n";
-const HINT_SEP: &str = "\n      ";
 
-/// The messages and hints of a user error, split again if it combines several.
-fn parts(u: UserError) -> (Vec<String>, Vec<String>) {
-    let hints: Vec<String> = u.hint.map(|h| h.split(HINT_SEP).map(str::to_string).collect()).unwrap_or_default();
-    match u.message.split_once(COMBINED) {
-        Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => {
-            (rest.lines().map(|l| l.trim_start_matches("  - ").to_string()).collect(), hints)
-        }
-        _ => (vec![u.message], hints),
-    }
-}
-
-/// Several independent checks' errors as one: an AWS failure (credentials, throttling beyond
-/// retries) is returned as it is; user errors are listed together with all their hints.
-pub fn combine_errors(errors: Vec<anyhow::Error>) -> Result<()> {
-    let mut messages: Vec<String> = Vec::new();
-    let mut hints: Vec<String> = Vec::new();
-    for e in errors {
-        match e.downcast::<UserError>() {
-            Ok(u) => {
-                let (m, h) = parts(u);
-                messages.extend(m);
-                hints.extend(h);
-            }
-            Err(other) => return Err(other.context("preflight check failed")),
-        }
-    }
-    hints.dedup();
-    let hint = (!hints.is_empty()).then(|| hints.join(HINT_SEP));
-    let message = match messages.len() {
-        0 => return Ok(()),
-        1 => messages.remove(0),
-        n => format!("{n}{COMBINED}{}", messages.iter().map(|m| format!("  - {m}")).collect::<Vec<_>>().join("\n")),
-    };
-    Err(UserError { message, hint, data: None }.into())
-}
 
 fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
     if facts.cluster.authentication_mode == "CONFIG_MAP" {

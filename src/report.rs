@@ -261,7 +261,7 @@ pub fn plan_json(
     account_id: &str,
     region: &str,
     plan: &Plan,
-    results: Option<&std::collections::BTreeMap<String, crate::executor::Outcome>>,
+    results: Option<&std::collections::BTreeMap<String, crate::model::Outcome>>,
     stats: Value,
 ) -> Value {
     use serde_json::json;

@@ -13,8 +13,8 @@
 //! create. Tags: TagResource on the entry ARN. Delete: ownership checked again, DeleteAccessEntry;
 //! not found is success.
 
-use super::{eks_cluster_of as cluster_of, eks_not_found as not_found};
-use super::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{eks_cluster_of as cluster_of, eks_not_found as not_found};
+use super::ctx::{Ctx, changed, want_str, wanted_tags};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use crate::report::Event;

@@ -14,15 +14,70 @@
 //! the marker names this cluster, one DeleteTags naming key and value of exactly those of the two
 //! tags that carry this cluster's value - never a key alone, never all tags.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use crate::aws::{self, aws_err};
-use crate::discovery::{DISCOVERY_TAG, MARKER_TAG};
-use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
+use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
+use crate::facts::Facts;
+use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
+use crate::plan_file::Spec;
+use serde_json::json;
+use std::collections::BTreeSet;
 use crate::report::Event;
 use anyhow::{Result, bail};
 use aws_sdk_ec2::types::{Filter, Tag};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// Node ids are this prefix plus the subnet or security group id.
+pub const NODE_PREFIX: &str = "discovery-tags-";
+
+fn resource_type(id: &str) -> &'static str {
+    if id.starts_with("sg-") { "security-group" } else { "subnet" }
+}
+
+/// Pure: one DiscoveryTags node per chosen subnet and for the group, plus one without desired
+/// fields for each object karpctl tagged before that is no longer chosen.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let c = &spec.cluster;
+    let d = &facts.discovery;
+    let want = || {
+        let mut f = crate::model::Fields::new();
+        f.insert("tags".into(), json!({ DISCOVERY_TAG: c, MARKER_TAG: c }));
+        f
+    };
+    let mut entries: Vec<(String, bool, Vec<String>)> = Vec::new();
+    for s in &d.subnets {
+        entries.push((s.id.clone(), true, vec![format!("subnet in {} ({} free addresses)", s.availability_zone, s.available_ips)]));
+    }
+    if let Some(g) = &d.security_group {
+        entries.push((g.id.clone(), true, vec![format!("security group {}", g.name)]));
+    }
+    for f in &d.findings {
+        if let Some(id) = f.id.strip_prefix(NODE_PREFIX) {
+            entries.push((id.to_string(), false, vec!["tagged by karpctl before; no longer selected by the plan".into()]));
+        }
+    }
+    let mut seen = BTreeSet::new();
+    entries.retain(|(id, _, _)| !id.is_empty() && seen.insert(id.clone()));
+    let batch = seen.iter().cloned().collect::<Vec<_>>().join(",");
+    entries
+        .into_iter()
+        .map(|(id, wanted, notes)| Node {
+            id: format!("{NODE_PREFIX}{id}"),
+            kind: Kind::DiscoveryTags,
+            fields: wanted.then(want),
+            deps: vec![],
+            spec: [
+                ("resource_type".to_string(), resource_type(&id).to_string()),
+                ("cluster".to_string(), c.clone()),
+                ("batch".to_string(), batch.clone()),
+            ]
+            .into(),
+            notes,
+            name: id,
+        })
+        .collect()
+}
 
 /// Resource ids per DescribeTags call (the filter takes a list of values; keep it modest).
 const IDS_PER_CALL: usize = 100;

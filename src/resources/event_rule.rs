@@ -7,7 +7,7 @@
 //! PutTargets / RemoveTargets for targets. Delete: RemoveTargets, then DeleteRule, retried while
 //! AWS still sees targets.
 
-use super::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, changed, want_str, wanted_tags};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use crate::policy_doc;
@@ -194,7 +194,7 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
         }
         Action::Update | Action::Adopt => {
             let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).cloned().unwrap_or_else(|| rule_arn(ctx, name));
-            super::ensure_still_ours(step, rule_tags(ctx, &arn).await?.as_ref(), &ctx.cluster)?;
+            super::ctx::ensure_still_ours(step, rule_tags(ctx, &arn).await?.as_ref(), &ctx.cluster)?;
             if step.action == Action::Adopt || changed(step, "tags") {
                 ctx.aws
                     .events

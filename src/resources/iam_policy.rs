@@ -22,8 +22,9 @@
 //! that order: AWS refuses DeletePolicy while the policy is attached or has other versions
 //! (DeleteConflict; a concurrent change is cleaned up again, a few times).
 
-use super::iam_role::{ALREADY_EXISTS, detach, is_missing, not_managed, sdk_tags, tags_from, tags_satisfied};
-use super::{Ctx, changed, want_str, wanted_tags};
+use super::iam::{ALREADY_EXISTS, is_missing, not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::iam_role::detach;
+use super::ctx::{Ctx, changed, want_str, wanted_tags};
 use crate::aws::{self, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, RESOURCE_TAG, Step, Tags};
 use crate::policy_doc;

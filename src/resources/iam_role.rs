@@ -29,67 +29,21 @@
 //! path as PathPrefix, paginated (3 calls when each fits one page). Objects there that the plan
 //! does not name become nodes with no desired fields; their normal read decides ownership.
 
-use super::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, changed, want_str, wanted_tags};
+use super::iam::{ALREADY_EXISTS, CONCURRENT, NO_SUCH_ENTITY, is_missing, not_managed, path_from_arn, sdk_tags, tags_from, tags_satisfied};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
-use aws_sdk_iam::types::{PolicyScopeType, Tag};
+use aws_sdk_iam::types::PolicyScopeType;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// IAM's not-found error code.
-pub const NO_SUCH_ENTITY: &str = "NoSuchEntity";
-pub const ALREADY_EXISTS: &str = "EntityAlreadyExists";
-
-/// Attach/DetachRolePolicy while another change to the role is in flight.
-pub const CONCURRENT: [Retryable; 1] = [Retryable { code: "ConcurrentModification", message: "" }];
 /// DeleteRole while IAM still sees something attached (eventual consistency).
 const DELETE_CONFLICT: [Retryable; 2] = [
     Retryable { code: "DeleteConflict", message: "" },
     Retryable { code: "ConcurrentModification", message: "" },
 ];
-
-pub fn is_missing(code: &str) -> bool {
-    code == NO_SUCH_ENTITY
-}
-
-/// IAM tags as a map.
-pub fn tags_from(tags: &[Tag]) -> Tags {
-    tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()
-}
-
-/// A tag map for an IAM call.
-pub fn sdk_tags(tags: &Tags) -> Result<Vec<Tag>> {
-    tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build().context("building an IAM tag")).collect()
-}
-
-/// Whether every tag the plan wants is set with the wanted value.
-pub fn tags_satisfied(live: &Tags, want: &Tags) -> bool {
-    want.iter().all(|(k, v)| live.get(k) == Some(v))
-}
-
-/// The IAM path inside an IAM ARN (`arn:aws:iam::1:role/a/b/Name` -> `/a/b/`), for any resource
-/// type (role, policy, instance-profile). None when the text is not an IAM ARN.
-pub fn path_from_arn(arn: &str) -> Option<String> {
-    let (_, rest) = arn.split_once(":iam::")?;
-    let (_account, rest) = rest.split_once(':')?;
-    let slash = rest.find('/')?;
-    let resource = &rest[slash..];
-    let last = resource.rfind('/')?;
-    Some(resource[..=last].to_string())
-}
-
-/// The message for an object of the expected name that karpctl does not own.
-pub fn not_managed(kind: Kind, name: &str, cluster: &str, owner: &Owner) -> String {
-    match owner {
-        Owner::OtherCluster(c) => format!(
-            "{} {name} exists but is managed by karpctl for cluster {c}, not for cluster {cluster}; it was left untouched",
-            kind.label()
-        ),
-        _ => format!("{} {name} exists but is not managed by karpctl for cluster {cluster}; it was left untouched", kind.label()),
-    }
-}
 
 /// What GetRole says about a role.
 #[derive(Clone, Debug)]

@@ -18,8 +18,8 @@
 //! The role's own delete also uses [`release_role`] here to empty (and, for Karpenter's profiles
 //! for this cluster and karpctl's, delete) every profile that still holds the role.
 
-use super::iam_role::{ALREADY_EXISTS, is_missing, not_managed, sdk_tags, tags_from, tags_satisfied};
-use super::{Ctx, changed, want_str, wanted_tags};
+use super::iam::{ALREADY_EXISTS, is_missing, not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::ctx::{Ctx, changed, want_str, wanted_tags};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use anyhow::{Context, Result, bail};

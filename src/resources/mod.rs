@@ -2,6 +2,8 @@
 //! The set of kinds is closed, so dispatch is a `match`.
 
 pub mod access_entry;
+pub mod ctx;
+pub mod iam;
 pub mod discovery_tags;
 pub mod event_rule;
 pub mod iam_policy;
@@ -12,173 +14,9 @@ pub mod queue;
 pub mod queue_policy;
 pub mod role_policy_attachment;
 
-use crate::aws::{Clients, ConsistencyPolicy};
-use crate::model::{Action, Kind, Node, Observed, Step, Tags};
-use crate::report::Reporter;
+pub use ctx::{Background, Ctx};
+use crate::model::{Kind, Node, Observed, Step};
 use anyhow::Result;
-use serde_json::Value;
-use std::collections::HashMap;
-use std::future::Future;
-use std::sync::{Arc, Mutex};
-use tokio::sync::OnceCell;
-
-/// Memoised async lookups, so that kinds sharing a read (a queue and its policy) make one call.
-pub struct Memo<T: Clone> {
-    cells: Mutex<HashMap<String, Arc<OnceCell<T>>>>,
-}
-
-impl<T: Clone> Default for Memo<T> {
-    fn default() -> Self {
-        Memo { cells: Mutex::new(HashMap::new()) }
-    }
-}
-
-impl<T: Clone> Memo<T> {
-    pub async fn get<F, Fut>(&self, key: &str, f: F) -> Result<T>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T>>,
-    {
-        let cell = self.cells.lock().unwrap().entry(key.to_string()).or_default().clone();
-        cell.get_or_try_init(f).await.cloned()
-    }
-    pub fn put(&self, key: &str, value: T) {
-        let cell = Arc::new(OnceCell::new_with(Some(value)));
-        self.cells.lock().unwrap().insert(key.to_string(), cell);
-    }
-    pub fn forget(&self, key: &str) {
-        self.cells.lock().unwrap().remove(key);
-    }
-}
-
-/// A spawned task that is cancelled when dropped (for work started early that an error may make
-/// useless).
-pub struct Background<T>(tokio::task::JoinHandle<T>);
-
-impl<T: Send + 'static> Background<T> {
-    pub fn spawn(f: impl Future<Output = T> + Send + 'static) -> Self {
-        Background(tokio::spawn(f))
-    }
-    /// Its result, or None if it panicked.
-    pub async fn join(mut self) -> Option<T> {
-        (&mut self.0).await.ok()
-    }
-}
-
-impl<T> Drop for Background<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Everything a read or an apply needs.
-pub struct Ctx {
-    pub aws: Clients,
-    pub cluster: String,
-    pub region: String,
-    pub account_id: String,
-    pub partition: String,
-    pub reporter: Arc<dyn Reporter>,
-    pub consistency: ConsistencyPolicy,
-    /// Queue URLs by queue name (None: no such queue).
-    pub queue_urls: Memo<Option<String>>,
-    /// All attributes of a queue, by URL.
-    pub queue_attrs: Memo<HashMap<String, String>>,
-    /// Tags of a queue, by URL.
-    pub queue_tags: Memo<Tags>,
-    /// Any other memoised read, by a key the kind chooses (see `Ctx::cached`).
-    pub any: Memo<Arc<dyn std::any::Any + Send + Sync>>,
-}
-
-impl Ctx {
-    /// Memoise a read for the rest of this observation (for example GetRole, shared by a role
-    /// and its attachments). Keys must name the operation and the object: "iam:GetRole:<name>".
-    pub async fn cached<T, F, Fut>(&self, key: &str, f: F) -> Result<T>
-    where
-        T: Clone + Send + Sync + 'static,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T>>,
-    {
-        let v = self
-            .any
-            .get(key, || async { f().await.map(|t| Arc::new(t) as Arc<dyn std::any::Any + Send + Sync>) })
-            .await?;
-        Ok(v.downcast_ref::<T>().cloned().expect("one type per memo key"))
-    }
-    pub fn forget_cached(&self, key: &str) {
-        self.any.forget(key);
-    }
-
-    pub fn tags_value(tags: &Tags) -> Value {
-        Value::Object(tags.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
-    }
-}
-
-/// The tags a node wants, from its `tags` field.
-pub fn wanted_tags(node: &Node) -> Tags {
-    node.fields
-        .as_ref()
-        .and_then(|f| f.get("tags"))
-        .and_then(|t| t.as_object())
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-        .unwrap_or_default()
-}
-
-/// The EKS cluster an EKS node belongs to (spec `cluster`, else this run's cluster).
-pub fn eks_cluster_of<'a>(ctx: &'a Ctx, node: &'a Node) -> &'a str {
-    match node.spec("cluster") {
-        "" => &ctx.cluster,
-        c => c,
-    }
-}
-
-/// EKS's "no such object".
-pub fn eks_not_found(code: &str) -> bool {
-    code == "ResourceNotFoundException"
-}
-
-/// The tags an observation read (its `tags` field).
-pub fn observed_tags(o: &Observed) -> Tags {
-    o.fields
-        .get("tags")
-        .and_then(|t| t.as_object())
-        .map(|m| m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect())
-        .unwrap_or_default()
-}
-
-/// The desired value of a field as a string ("" when absent or null).
-pub fn want_str<'a>(node: &'a Node, field: &str) -> &'a str {
-    node.fields.as_ref().and_then(|f| f.get(field)).and_then(|v| v.as_str()).unwrap_or("")
-}
-
-/// Before an update or adoption writes: the object must still be ours (update) or ours or
-/// unowned (adopt), judged on tags read just now, so a stale plan or a concurrent `--adopt` for
-/// another cluster can never overwrite another owner.
-pub fn ensure_still_ours(step: &Step, live: Option<&Tags>, cluster: &str) -> Result<()> {
-    let owner = live.map(|t| crate::model::Owner::from_tags(t, cluster));
-    let ok = match (step.action, &owner) {
-        (_, Some(crate::model::Owner::Ours)) => true,
-        (Action::Adopt, Some(crate::model::Owner::Unowned)) => true,
-        _ => false,
-    };
-    if ok {
-        return Ok(());
-    }
-    let now = match owner {
-        None => "no longer exists".to_string(),
-        Some(crate::model::Owner::OtherCluster(c)) => format!("is now karpctl's for cluster {c}"),
-        Some(_) => "is not tagged as karpctl's".to_string(),
-    };
-    anyhow::bail!(
-        "{} {} {now} (it changed since the plan was made); nothing was written to it. Run `karpctl diff` to see the current state",
-        step.kind.label(),
-        step.name
-    )
-}
-
-pub fn changed(step: &Step, field: &str) -> bool {
-    matches!(step.action, Action::Create | Action::Replace) || step.changes.iter().any(|c| c.field == field)
-}
 
 /// A kind's read time, as a rank (slowest first). Reads start in this order, so that the longest
 /// ones do not wait for a free slot behind quick ones: EKS calls are the slowest karpctl makes (a

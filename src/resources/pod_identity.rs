@@ -9,8 +9,8 @@
 //! it is changed), UpdatePodIdentityAssociation for the role (same retry). Delete: ownership
 //! checked again, DeletePodIdentityAssociation; not found is success.
 
-use super::{eks_cluster_of as cluster_of, eks_not_found as not_found};
-use super::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{eks_cluster_of as cluster_of, eks_not_found as not_found};
+use super::ctx::{Ctx, changed, want_str, wanted_tags};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use anyhow::{Context, Result, bail};
@@ -105,8 +105,8 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
         Action::Update | Action::Adopt => {
             // Read now, not from the plan: it must still be ours (or unowned, to adopt).
             let live = read(ctx, &step.node).await?;
-            let tags = live.as_ref().map(super::observed_tags);
-            super::ensure_still_ours(step, tags.as_ref(), &ctx.cluster)?;
+            let tags = live.as_ref().map(super::ctx::observed_tags);
+            super::ctx::ensure_still_ours(step, tags.as_ref(), &ctx.cluster)?;
             let live = live.context("the Pod Identity association disappeared since it was read; run karpctl up again")?;
             update(ctx, step, &live, step.action == Action::Adopt || changed(step, "tags"), changed(step, "role_arn")).await
         }

@@ -6,7 +6,7 @@
 //! SetQueueAttributes for the fields that differ, TagQueue for tags. Delete: ownership checked
 //! again, then DeleteQueue; a missing queue is success.
 
-use super::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, changed, want_str, wanted_tags};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use anyhow::{Result, bail};
@@ -234,7 +234,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
         Err(e) if is_missing(aws::code(&e)) => None,
         Err(e) => return Err(aws_err("sqs:ListQueueTags", e)),
     };
-    super::ensure_still_ours(step, live.as_ref(), &ctx.cluster)?;
+    super::ctx::ensure_still_ours(step, live.as_ref(), &ctx.cluster)?;
     if adopt || changed(step, "tags") {
         let tags = wanted_tags(&step.node);
         ctx.aws

@@ -5,7 +5,8 @@
 //! accept a principal or the queue ARN (InvalidAttributeValue). Delete: clear the attribute,
 //! unless the queue itself is being deleted.
 
-use super::{Ctx, queue};
+use super::ctx::Ctx;
+use super::queue;
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step};
 use crate::policy_doc;

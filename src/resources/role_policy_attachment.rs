@@ -15,7 +15,7 @@
 //! Delete: GetRole (the role's ownership re-checked right before detaching; a missing role is
 //! success), then DetachRolePolicy, retried on ConcurrentModification; NoSuchEntity is success.
 
-use super::Ctx;
+use super::ctx::Ctx;
 use super::iam_role::{self, ATTACH_FRESH_ROLE, detach, get_role, get_role_fresh};
 use crate::aws::{self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step};

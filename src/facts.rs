@@ -1,0 +1,66 @@
+//! What karpctl learns before it plans: the account, the region, the cluster and the discovery
+//! selection, and what the run is for. Plain data that every layer may import.
+
+/// What the run will do, as far as preflight cares: `diff` (and `output`) never write, `down`
+/// skips the checks that only matter for creating things.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    Up,
+    Diff,
+    Down,
+}
+
+/// What preflight learned about where karpctl runs.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Facts {
+    pub account_id: String,
+    pub region: String,
+    pub partition: String,
+    pub cluster: ClusterFacts,
+    /// Subnets and the security group chosen for discovery tags (filled by `discovery::select`).
+    #[serde(default)]
+    pub discovery: DiscoveryFacts,
+    /// The live ARN (with its path) of `identity.existing_node_role`, read in preflight.
+    #[serde(default)]
+    pub existing_node_role_arn: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct DiscoveryFacts {
+    pub vpc_id: String,
+    /// The subnets to carry `karpenter.sh/discovery=<cluster>`.
+    pub subnets: Vec<SubnetFact>,
+    /// The one security group to carry it.
+    pub security_group: Option<SecurityGroupFact>,
+    /// Warnings and notes to show with the plan (capacity per AZ, foreign tagged objects).
+    pub findings: Vec<crate::model::Finding>,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct SubnetFact {
+    pub id: String,
+    pub availability_zone: String,
+    pub available_ips: i64,
+    pub vpc_id: String,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct SecurityGroupFact {
+    pub id: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct ClusterFacts {
+    pub name: String,
+    pub arn: String,
+    pub status: String,
+    pub version: String,
+    pub vpc_id: String,
+    pub subnet_ids: Vec<String>,
+    pub cluster_security_group_id: String,
+    pub authentication_mode: String,
+    pub oidc_issuer: String,
+    pub ip_family: String,
+}
+
