@@ -1,5 +1,7 @@
 //! karpctl: the AWS pieces Karpenter needs around an EKS cluster, without Terraform.
 
+#[cfg(test)]
+mod architecture;
 mod aws;
 mod cli;
 mod desired;

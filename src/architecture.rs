@@ -1,0 +1,152 @@
+//! The module graph has no cycles: no module uses, directly or through others, a module that
+//! uses it back. Read from the source text (`crate::` and `super::` paths, and a parent's
+//! references to its own child modules), test modules left out. CI runs it with the unit tests.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+fn module_of(rel: &Path) -> String {
+    let parts: Vec<String> = rel.with_extension("").iter().map(|p| p.to_string_lossy().into_owned()).collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).filter(|p| *p != "mod").collect();
+    if parts == ["main"] { String::new() } else { parts.join("::") }
+}
+
+fn sources(dir: &Path, root: &Path, out: &mut Vec<(String, String)>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, root, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            out.push((module_of(p.strip_prefix(root).unwrap()), text));
+        }
+    }
+}
+
+/// The code of a file without its comments and its `#[cfg(test)]` module.
+fn code(text: &str) -> String {
+    let cut = text.find("#[cfg(test)]\nmod ").unwrap_or(text.len());
+    text[..cut].lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+fn idents_after<'a>(text: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find(prefix) {
+        let before = rest[..i].chars().last();
+        rest = &rest[i + prefix.len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let path: Vec<&str> = rest
+            .split("::")
+            .map(|seg| seg.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or(""))
+            .take_while(|s| !s.is_empty())
+            .collect();
+        out.push(path);
+    }
+    out
+}
+
+/// The longest known module that `base` + `path` starts with.
+fn resolve(modules: &BTreeSet<String>, base: &[&str], path: &[&str]) -> Option<String> {
+    let full: Vec<&str> = base.iter().chain(path.iter()).copied().collect();
+    (0..=full.len()).rev().map(|n| full[..n].join("::")).find(|m| modules.contains(m))
+}
+
+pub fn graph(src: &Path) -> Graph {
+    let mut files = Vec::new();
+    sources(src, src, &mut files);
+    let modules: BTreeSet<String> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut g = Graph::new();
+    for (m, text) in &files {
+        let text = code(text);
+        let me: Vec<&str> = if m.is_empty() { vec![] } else { m.split("::").collect() };
+        let mut deps = BTreeSet::new();
+        for p in idents_after(&text, "crate::") {
+            deps.extend(resolve(&modules, &[], &p));
+        }
+        if !me.is_empty() {
+            let parent = &me[..me.len() - 1];
+            for p in idents_after(&text, "super::") {
+                deps.extend(resolve(&modules, parent, &p));
+            }
+        }
+        // A parent naming its own child module (`queue::read`, `pub use ctx::Ctx`).
+        for child in modules.iter().filter(|c| c.rsplit_once("::").map(|(p, _)| p).unwrap_or("") == m.as_str() && *c != m) {
+            let name = child.rsplit("::").next().unwrap();
+            let used = idents_after(&text, &format!("{name}::")).iter().any(|_| true);
+            if used {
+                deps.insert(child.clone());
+            }
+        }
+        deps.remove(m);
+        deps.remove("");
+        g.insert(m.clone(), deps);
+    }
+    g
+}
+
+/// One cycle of the graph, as the modules along it, if there is one.
+pub fn find_cycle(g: &Graph) -> Option<Vec<String>> {
+    fn visit(g: &Graph, n: &str, state: &mut BTreeMap<String, u8>, stack: &mut Vec<String>) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        stack.push(n.to_string());
+        for d in g.get(n).into_iter().flatten() {
+            match state.get(d.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let at = stack.iter().position(|s| s == d).unwrap();
+                    let mut c = stack[at..].to_vec();
+                    c.push(d.clone());
+                    return Some(c);
+                }
+                0 => {
+                    if let Some(c) = visit(g, d, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for n in g.keys() {
+        if state.get(n.as_str()).copied().unwrap_or(0) == 0 {
+            if let Some(c) = visit(g, n, &mut state, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_module_imports_one_that_imports_it_back() {
+        let g = graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+        assert!(g.contains_key("resources::queue") && g["resources::queue"].contains("resources::ctx"), "graph read: {g:?}");
+        assert!(g["resources"].contains("resources::queue"), "a parent's use of its child is an edge");
+        if let Some(c) = find_cycle(&g) {
+            panic!("import cycle: {}", c.join(" -> "));
+        }
+    }
+
+    #[test]
+    fn the_check_finds_a_cycle() {
+        let mut g = Graph::new();
+        g.insert("a".into(), ["b".to_string()].into());
+        g.insert("b".into(), ["c".to_string()].into());
+        g.insert("c".into(), ["a".to_string()].into());
+        assert_eq!(find_cycle(&g).unwrap(), ["a", "b", "c", "a"]);
+        g.get_mut("c").unwrap().clear();
+        assert!(find_cycle(&g).is_none());
+    }
+}
