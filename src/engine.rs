@@ -1,6 +1,6 @@
 //! The commands: load and validate the plan, preflight, observe, plan, and (for up/down) execute.
 
-use crate::aws::{self, CallStats, Clients, ConnectOptions, ConsistencyPolicy};
+use crate::aws::{Classify, self, CallStats, Clients, ConnectOptions, ConsistencyPolicy};
 use crate::cli::{Global, Output};
 use crate::desired;
 use crate::facts::{ClusterFacts, Command, Facts};
@@ -308,7 +308,7 @@ async fn caller_account(clients: &Clients) -> Result<String> {
 async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result<ClusterFacts> {
     let o = match clients.eks.describe_cluster().name(name).send().await {
         Ok(o) => o,
-        Err(e) if e.code() == Some("ResourceNotFoundException") => {
+        Err(e) if e.is_not_found() => {
             return Err(UserError::new(format!("EKS cluster {name} does not exist in region {region}"))
                 .hint("check --cluster and --region (or the plan's `cluster` and `region`)")
                 .into());
@@ -708,7 +708,11 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
 /// Render an error for the terminal or as JSON.
 pub fn report_error(err: &anyhow::Error, output: Output, command: &str) {
     let user = err.chain().find_map(|e| e.downcast_ref::<UserError>());
-    let hint = user.and_then(|u| u.hint.clone());
+    let hint = user.and_then(|u| u.hint.clone()).or_else(|| {
+        (aws::kind_of(err) == aws::ErrorKind::AccessDenied).then(|| {
+            "the credentials lack a permission: the message above names the action; grant it, or run with credentials that have it".to_string()
+        })
+    });
     let causes: Vec<String> = err.chain().skip(1).map(|e| e.to_string()).collect();
     if output == Output::Json {
         let stats = aws::STATS.get().map(|s| serde_json::to_value(s.report()).unwrap_or(Value::Null));

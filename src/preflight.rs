@@ -11,7 +11,7 @@
 //!
 //! `down` skips them all: removing what karpctl made must work on a half-configured cluster.
 
-use crate::aws::{self, aws_err};
+use crate::aws::{Classify, self, aws_err};
 use crate::error::combine_errors;
 use crate::facts::Command;
 use crate::facts::Facts;
@@ -117,7 +117,7 @@ async fn addon_status(ctx: &Ctx, cluster: &str) -> Result<Option<String>> {
     ctx.cached(&key, || async {
         match ctx.aws.eks.describe_addon().cluster_name(cluster).addon_name(POD_IDENTITY_AGENT).send().await {
             Ok(o) => Ok(Some(o.addon().and_then(|a| a.status()).map(|s| s.as_str().to_string()).unwrap_or_default())),
-            Err(e) if aws::code(&e) == "ResourceNotFoundException" => Ok(None),
+            Err(e) if e.is_not_found() => Ok(None),
             Err(e) => Err(aws_err("eks:DescribeAddon", e)),
         }
     })

@@ -13,9 +13,9 @@
 //! create. Tags: TagResource on the entry ARN. Delete: ownership checked again, DeleteAccessEntry;
 //! not found is success.
 
-use super::ctx::{eks_cluster_of as cluster_of, eks_not_found as not_found};
+use super::ctx::eks_cluster_of as cluster_of;
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{self, Retryable, aws_err};
+use crate::aws::{Classify, self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use crate::report::Event;
 use anyhow::{Result, bail};
@@ -55,7 +55,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let cluster = cluster_of(ctx, node);
     let o = match ctx.aws.eks.describe_access_entry().cluster_name(cluster).principal_arn(principal).send().await {
         Ok(o) => o,
-        Err(e) if not_found(aws::code(&e)) => return Ok(None),
+        Err(e) if e.is_not_found() => return Ok(None),
         Err(e) if config_map_mode(aws::code(&e), aws::message(&e)) => return Ok(None),
         Err(e) => return Err(aws_err("eks:DescribeAccessEntry", e)),
     };
@@ -184,7 +184,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     }
     match ctx.aws.eks.delete_access_entry().cluster_name(cluster_of(ctx, node)).principal_arn(principal).send().await {
         Ok(_) => Ok(()),
-        Err(e) if not_found(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("eks:DeleteAccessEntry", e)),
     }
 }
@@ -199,7 +199,7 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let req = ctx.aws.eks.list_access_entries().cluster_name(&cluster);
     let entries = match req.into_paginator().items().send().try_collect().await {
         Ok(e) => e,
-        Err(e) if not_found(aws::code(&e)) => return Ok(vec![]),
+        Err(e) if e.is_not_found() => return Ok(vec![]),
         Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
     };
     let marker = format!(":role{path}");

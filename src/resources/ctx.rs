@@ -122,11 +122,6 @@ pub fn eks_cluster_of<'a>(ctx: &'a Ctx, node: &'a Node) -> &'a str {
     }
 }
 
-/// EKS's "no such object".
-pub fn eks_not_found(code: &str) -> bool {
-    code == "ResourceNotFoundException"
-}
-
 /// The tags an observation read (its `tags` field).
 pub fn observed_tags(o: &Observed) -> Tags {
     o.fields

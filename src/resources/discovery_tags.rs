@@ -15,7 +15,7 @@
 //! tags that carry this cluster's value - never a key alone, never all tags.
 
 use super::ctx::Ctx;
-use crate::aws::{self, aws_err};
+use crate::aws::{self, Classify, aws_err};
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
@@ -81,10 +81,6 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
 
 /// Resource ids per DescribeTags call (the filter takes a list of values; keep it modest).
 const IDS_PER_CALL: usize = 100;
-
-fn not_found(code: &str) -> bool {
-    matches!(code, "InvalidSubnetID.NotFound" | "InvalidGroup.NotFound" | "InvalidSecurityGroupID.NotFound" | "InvalidID")
-}
 
 /// The two tags of every id, one call per `IDS_PER_CALL` ids (paginated).
 async fn describe(ctx: &Ctx, ids: &[String]) -> Result<BTreeMap<String, Tags>> {
@@ -256,7 +252,7 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
                 .await
             {
                 Ok(_) => Ok(()),
-                Err(e) if not_found(aws::code(&e)) => Ok(()),
+                Err(e) if e.is_not_found() || aws::code(&e) == "InvalidID" => Ok(()),
                 Err(e) => Err(aws_err("ec2:DeleteTags", e)),
             }
         }

@@ -8,7 +8,7 @@
 //! AWS still sees targets.
 
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{self, Retryable, aws_err};
+use crate::aws::{Classify, self, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -39,14 +39,10 @@ pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster:
     f
 }
 
-fn not_found(code: &str) -> bool {
-    code == "ResourceNotFoundException"
-}
-
 async fn rule_tags(ctx: &Ctx, arn: &str) -> Result<Option<Tags>> {
     match ctx.aws.events.list_tags_for_resource().resource_arn(arn).send().await {
         Ok(o) => Ok(Some(o.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect())),
-        Err(e) if not_found(aws::code(&e)) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(aws_err("events:ListTagsForResource", e)),
     }
 }
@@ -63,7 +59,7 @@ async fn targets(ctx: &Ctx, name: &str) -> Result<Option<Vec<(String, String)>>>
                     break;
                 }
             }
-            Err(e) if not_found(aws::code(&e)) => return Ok(None),
+            Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(aws_err("events:ListTargetsByRule", e)),
         }
     }
@@ -78,7 +74,7 @@ fn rule_arn(ctx: &Ctx, name: &str) -> String {
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let d = match ctx.aws.events.describe_rule().name(&node.name).send().await {
         Ok(d) => d,
-        Err(e) if not_found(aws::code(&e)) => return Ok(None),
+        Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(aws_err("events:DescribeRule", e)),
     };
     let arn = d.arn().map(str::to_string).unwrap_or_else(|| rule_arn(ctx, &node.name));
@@ -174,7 +170,7 @@ async fn remove_targets(ctx: &Ctx, name: &str, ids: Vec<String>) -> Result<()> {
             bail!("events:RemoveTargets failed for rule {name}: {}", why.join("; "))
         }
         Ok(_) => Ok(()),
-        Err(e) if not_found(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("events:RemoveTargets", e)),
     }
 }
@@ -240,7 +236,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     .await;
     match r {
         Ok(_) => Ok(()),
-        Err(e) if not_found(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("events:DeleteRule", e)),
     }
 }
@@ -256,7 +252,7 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     loop {
         let o = match ctx.aws.events.list_rule_names_by_target().target_arn(queue_arn).set_next_token(token).send().await {
             Ok(o) => o,
-            Err(e) if not_found(aws::code(&e)) => break,
+            Err(e) if e.is_not_found() => break,
             Err(e) => return Err(aws_err("events:ListRuleNamesByTarget", e)),
         };
         for r in o.rule_names() {

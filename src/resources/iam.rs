@@ -7,14 +7,9 @@ use aws_sdk_iam::types::Tag;
 
 /// IAM's not-found error code.
 pub const NO_SUCH_ENTITY: &str = "NoSuchEntity";
-pub const ALREADY_EXISTS: &str = "EntityAlreadyExists";
 
 /// Attach/DetachRolePolicy while another change to the role is in flight.
 pub const CONCURRENT: [Retryable; 1] = [Retryable { code: "ConcurrentModification", message: "" }];
-
-pub fn is_missing(code: &str) -> bool {
-    code == NO_SUCH_ENTITY
-}
 
 /// IAM tags as a map.
 pub fn tags_from(tags: &[Tag]) -> Tags {

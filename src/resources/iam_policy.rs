@@ -22,10 +22,10 @@
 //! that order: AWS refuses DeletePolicy while the policy is attached or has other versions
 //! (DeleteConflict; a concurrent change is cleaned up again, a few times).
 
-use super::iam::{ALREADY_EXISTS, is_missing, not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use super::iam_role::detach;
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{self, aws_err};
+use crate::aws::{Classify, self, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, RESOURCE_TAG, Step, Tags};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -78,7 +78,7 @@ async fn get_policy(ctx: &Ctx, arn: &str) -> Result<Option<LivePolicy>> {
             default_version: p.default_version_id().unwrap_or_default().to_string(),
             tags: tags_from(p.tags()),
         })),
-        Err(e) if is_missing(aws::code(&e)) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(aws_err("iam:GetPolicy", e)),
     }
 }
@@ -101,7 +101,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
             None => Value::Null,
         },
         // Deleted between the two calls.
-        Err(e) if is_missing(aws::code(&e)) => return Ok(None),
+        Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(aws_err("iam:GetPolicyVersion", e)),
     };
     let mut fields = Fields::new();
@@ -161,7 +161,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     let node = &step.node;
     match send_create(ctx, node, &wanted_document(node)?, &wanted_tags(node)).await? {
         Ok(()) => Ok(()),
-        Err(e) if aws::code(&e) == ALREADY_EXISTS => {
+        Err(e) if e.is_already_exists() => {
             let arn = policy_arn(node)?;
             match get_policy(ctx, arn).await? {
                 Some(live) => converge(ctx, step, arn, &live).await,
@@ -274,7 +274,7 @@ async fn versions(ctx: &Ctx, arn: &str) -> Result<Vec<Version>> {
     loop {
         let o = match ctx.aws.iam.list_policy_versions().policy_arn(arn).set_marker(marker).send().await {
             Ok(o) => o,
-            Err(e) if is_missing(aws::code(&e)) => break,
+            Err(e) if e.is_not_found() => break,
             Err(e) => return Err(aws_err("iam:ListPolicyVersions", e)),
         };
         out.extend(o.versions().iter().map(|v| Version {
@@ -293,7 +293,7 @@ async fn versions(ctx: &Ctx, arn: &str) -> Result<Vec<Version>> {
 async fn delete_version(ctx: &Ctx, arn: &str, id: &str) -> Result<()> {
     match ctx.aws.iam.delete_policy_version().policy_arn(arn).version_id(id).send().await {
         Ok(_) => Ok(()),
-        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("iam:DeletePolicyVersion", e)).with_context(|| format!("deleting version {id} of {arn}")),
     }
 }
@@ -342,7 +342,7 @@ async fn entities(ctx: &Ctx, arn: &str) -> Result<(Vec<String>, Vec<String>, Vec
     loop {
         let o = match ctx.aws.iam.list_entities_for_policy().policy_arn(arn).set_marker(marker).send().await {
             Ok(o) => o,
-            Err(e) if is_missing(aws::code(&e)) => break,
+            Err(e) if e.is_not_found() => break,
             Err(e) => return Err(aws_err("iam:ListEntitiesForPolicy", e)),
         };
         roles.extend(o.policy_roles().iter().filter_map(|r| r.role_name().map(str::to_string)));
@@ -364,14 +364,14 @@ async fn detach_everywhere(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
     for u in users {
         match ctx.aws.iam.detach_user_policy().user_name(&u).policy_arn(arn).send().await {
             Ok(_) => {}
-            Err(e) if is_missing(aws::code(&e)) => {}
+            Err(e) if e.is_not_found() => {}
             Err(e) => return Err(aws_err("iam:DetachUserPolicy", e)).with_context(|| format!("detaching {arn} from IAM user {u}")),
         }
     }
     for g in groups {
         match ctx.aws.iam.detach_group_policy().group_name(&g).policy_arn(arn).send().await {
             Ok(_) => {}
-            Err(e) if is_missing(aws::code(&e)) => {}
+            Err(e) if e.is_not_found() => {}
             Err(e) => return Err(aws_err("iam:DetachGroupPolicy", e)).with_context(|| format!("detaching {arn} from IAM group {g}")),
         }
     }
@@ -400,7 +400,7 @@ async fn delete_arn(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
         }
         match ctx.aws.iam.delete_policy().policy_arn(arn).send().await {
             Ok(_) => return Ok(()),
-            Err(e) if is_missing(aws::code(&e)) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
             // Attached or versioned again meanwhile (a concurrent run), or not yet consistent.
             Err(e) if aws::code(&e) == "DeleteConflict" && attempt < 4 => {
                 ctx.reporter.event(crate::report::Event::Retrying {

@@ -30,8 +30,8 @@
 //! does not name become nodes with no desired fields; their normal read decides ownership.
 
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use super::iam::{ALREADY_EXISTS, CONCURRENT, NO_SUCH_ENTITY, is_missing, not_managed, path_from_arn, sdk_tags, tags_from, tags_satisfied};
-use crate::aws::{self, Retryable, aws_err};
+use super::iam::{CONCURRENT, NO_SUCH_ENTITY, not_managed, path_from_arn, sdk_tags, tags_from, tags_satisfied};
+use crate::aws::{Classify, self, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -70,7 +70,7 @@ pub async fn get_role_fresh(ctx: &Ctx, name: &str) -> Result<Option<LiveRole>> {
             trust: r.assume_role_policy_document().map(str::to_string),
             tags: tags_from(r.tags()),
         })),
-        Err(e) if is_missing(aws::code(&e)) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(aws_err("iam:GetRole", e)),
     }
 }
@@ -88,7 +88,7 @@ pub async fn attached_policies(ctx: &Ctx, role: &str) -> Result<Option<Vec<Strin
     loop {
         let o = match ctx.aws.iam.list_attached_role_policies().role_name(role).set_marker(marker).send().await {
             Ok(o) => o,
-            Err(e) if is_missing(aws::code(&e)) => return Ok(None),
+            Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(aws_err("iam:ListAttachedRolePolicies", e)),
         };
         out.extend(o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)));
@@ -109,7 +109,7 @@ pub async fn detach(ctx: &Ctx, step_id: &str, role: &str, policy_arn: &str) -> R
     .await;
     match r {
         Ok(_) => Ok(()),
-        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("iam:DetachRolePolicy", e)).with_context(|| format!("detaching {policy_arn} from IAM role {role}")),
     }
 }
@@ -169,7 +169,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         .await;
     match r {
         Ok(_) => Ok(()),
-        Err(e) if aws::code(&e) == ALREADY_EXISTS => {
+        Err(e) if e.is_already_exists() => {
             // Made since we read it (a concurrent run, or a name differing only in case).
             let Some(live) = get_role_fresh(ctx, name).await? else {
                 bail!("iam:CreateRole said IAM role {name} already exists, but iam:GetRole cannot find it; run karpctl up again")
@@ -294,7 +294,7 @@ async fn inline_policies(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
     loop {
         let o = match ctx.aws.iam.list_role_policies().role_name(role).set_marker(marker).send().await {
             Ok(o) => o,
-            Err(e) if is_missing(aws::code(&e)) => break,
+            Err(e) if e.is_not_found() => break,
             Err(e) => return Err(aws_err("iam:ListRolePolicies", e)),
         };
         out.extend(o.policy_names().iter().cloned());
@@ -312,7 +312,7 @@ async fn profiles_for_role(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
     loop {
         let o = match ctx.aws.iam.list_instance_profiles_for_role().role_name(role).set_marker(marker).send().await {
             Ok(o) => o,
-            Err(e) if is_missing(aws::code(&e)) => break,
+            Err(e) if e.is_not_found() => break,
             Err(e) => return Err(aws_err("iam:ListInstanceProfilesForRole", e)),
         };
         out.extend(o.instance_profiles().iter().map(|p| p.instance_profile_name().to_string()));
@@ -335,7 +335,7 @@ async fn delete(ctx: &Ctx, step: &Step, for_good: bool) -> Result<Vec<String>> {
     for p in inline_policies(ctx, name).await? {
         match ctx.aws.iam.delete_role_policy().role_name(name).policy_name(&p).send().await {
             Ok(_) => {}
-            Err(e) if is_missing(aws::code(&e)) => {}
+            Err(e) if e.is_not_found() => {}
             Err(e) => return Err(aws_err("iam:DeleteRolePolicy", e)).with_context(|| format!("deleting inline policy {p} of IAM role {name}")),
         }
     }
@@ -352,7 +352,7 @@ async fn delete(ctx: &Ctx, step: &Step, for_good: bool) -> Result<Vec<String>> {
     .await;
     match r {
         Ok(_) => Ok(attached),
-        Err(e) if is_missing(aws::code(&e)) => Ok(attached),
+        Err(e) if e.is_not_found() => Ok(attached),
         Err(e) => Err(aws_err("iam:DeleteRole", e)),
     }
 }

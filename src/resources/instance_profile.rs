@@ -18,9 +18,9 @@
 //! The role's own delete also uses [`release_role`] here to empty (and, for Karpenter's profiles
 //! for this cluster and karpctl's, delete) every profile that still holds the role.
 
-use super::iam::{ALREADY_EXISTS, is_missing, not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{self, Retryable, aws_err};
+use crate::aws::{Classify, self, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -51,7 +51,7 @@ pub async fn get(ctx: &Ctx, name: &str) -> Result<Option<LiveProfile>> {
             roles: p.roles().iter().map(|r| r.role_name().to_string()).collect(),
             tags: tags_from(p.tags()),
         })),
-        Err(e) if is_missing(aws::code(&e)) => Ok(None),
+        Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(aws_err("iam:GetInstanceProfile", e)),
     }
 }
@@ -105,7 +105,7 @@ async fn add_role(ctx: &Ctx, step_id: &str, profile: &str, role: &str) -> Result
 async fn remove_role(ctx: &Ctx, profile: &str, role: &str) -> Result<()> {
     match ctx.aws.iam.remove_role_from_instance_profile().instance_profile_name(profile).role_name(role).send().await {
         Ok(_) => Ok(()),
-        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("iam:RemoveRoleFromInstanceProfile", e))
             .with_context(|| format!("removing IAM role {role} from instance profile {profile}")),
     }
@@ -140,7 +140,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         .await;
     match r {
         Ok(_) => add_role(ctx, &step.id, name, want_str(node, "Role")).await,
-        Err(e) if aws::code(&e) == ALREADY_EXISTS => {
+        Err(e) if e.is_already_exists() => {
             let Some(live) = get(ctx, name).await? else {
                 bail!("iam:CreateInstanceProfile said instance profile {name} already exists, but iam:GetInstanceProfile cannot find it; run karpctl up again")
             };
@@ -203,7 +203,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
 async fn delete_profile(ctx: &Ctx, name: &str) -> Result<()> {
     match ctx.aws.iam.delete_instance_profile().instance_profile_name(name).send().await {
         Ok(_) => Ok(()),
-        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("iam:DeleteInstanceProfile", e)).with_context(|| format!("deleting instance profile {name}")),
     }
 }

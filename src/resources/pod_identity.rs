@@ -9,9 +9,9 @@
 //! it is changed), UpdatePodIdentityAssociation for the role (same retry). Delete: ownership
 //! checked again, DeletePodIdentityAssociation; not found is success.
 
-use super::ctx::{eks_cluster_of as cluster_of, eks_not_found as not_found};
+use super::ctx::eks_cluster_of as cluster_of;
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{self, Retryable, aws_err};
+use crate::aws::{Classify, self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -53,7 +53,7 @@ async fn find(ctx: &Ctx, node: &Node) -> Result<Option<String>> {
             .await
         {
             Ok(o) => o,
-            Err(e) if not_found(aws::code(&e)) => return Ok(None),
+            Err(e) if e.is_not_found() => return Ok(None),
             Err(e) => return Err(aws_err("eks:ListPodIdentityAssociations", e)),
         };
         if let Some(a) = o
@@ -75,7 +75,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let Some(id) = find(ctx, node).await? else { return Ok(None) };
     let o = match ctx.aws.eks.describe_pod_identity_association().cluster_name(cluster_of(ctx, node)).association_id(&id).send().await {
         Ok(o) => o,
-        Err(e) if not_found(aws::code(&e)) => return Ok(None),
+        Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(aws_err("eks:DescribePodIdentityAssociation", e)),
     };
     let Some(a) = o.association() else { return Ok(None) };
@@ -212,7 +212,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     let id = live.ids.get("association_id").context("no association id")?;
     match ctx.aws.eks.delete_pod_identity_association().cluster_name(cluster_of(ctx, node)).association_id(id).send().await {
         Ok(_) => Ok(()),
-        Err(e) if not_found(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("eks:DeletePodIdentityAssociation", e)),
     }
 }

@@ -7,7 +7,7 @@
 //! again, then DeleteQueue; a missing queue is success.
 
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{self, Retryable, aws_err};
+use crate::aws::{Classify, self, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use anyhow::{Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -17,10 +17,6 @@ use std::collections::{BTreeMap, HashMap};
 
 /// The attributes karpctl manages, as SQS names them.
 pub const ATTRS: [&str; 3] = ["MessageRetentionPeriod", "SqsManagedSseEnabled", "KmsMasterKeyId"];
-
-pub fn is_missing(code: &str) -> bool {
-    matches!(code, "AWS.SimpleQueueService.NonExistentQueue" | "QueueDoesNotExist" | "NonExistentQueue")
-}
 
 const DELETED_RECENTLY: [Retryable; 2] = [
     Retryable { code: "AWS.SimpleQueueService.QueueDeletedRecently", message: "" },
@@ -42,7 +38,7 @@ pub async fn url(ctx: &Ctx, name: &str) -> Result<Option<String>> {
         .get(name, || async {
             match ctx.aws.sqs.get_queue_url().queue_name(name).send().await {
                 Ok(o) => Ok(o.queue_url().map(str::to_string)),
-                Err(e) if is_missing(aws::code(&e)) => Ok(None),
+                Err(e) if e.is_not_found() => Ok(None),
                 Err(e) => Err(aws_err("sqs:GetQueueUrl", e)),
             }
         })
@@ -231,7 +227,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let live = ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await;
     let live: Option<Tags> = match live {
         Ok(o) => Some(o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()),
-        Err(e) if is_missing(aws::code(&e)) => None,
+        Err(e) if e.is_not_found() => None,
         Err(e) => return Err(aws_err("sqs:ListQueueTags", e)),
     };
     super::ctx::ensure_still_ours(step, live.as_ref(), &ctx.cluster)?;
@@ -255,7 +251,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     // Never delete what is not ours, even if the plan is stale.
     let live = match ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await {
         Ok(o) => o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Tags>()).unwrap_or_default(),
-        Err(e) if is_missing(aws::code(&e)) => return Ok(()),
+        Err(e) if e.is_not_found() => return Ok(()),
         Err(e) => return Err(aws_err("sqs:ListQueueTags", e)),
     };
     if Owner::from_tags(&live, &ctx.cluster) != Owner::Ours {
@@ -263,7 +259,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     }
     match ctx.aws.sqs.delete_queue().queue_url(&url).send().await {
         Ok(_) => Ok(()),
-        Err(e) if is_missing(aws::code(&e)) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("sqs:DeleteQueue", e)),
     }
 }

@@ -1,6 +1,9 @@
 //! AWS client construction, call accounting, error classification and the eventual-consistency
 //! retry helper.
 
+pub mod error;
+
+pub use error::{AwsError, Classify, ErrorKind, kind_of};
 use crate::report::{Event, Reporter};
 use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
@@ -261,17 +264,17 @@ pub fn message<E: ProvideErrorMetadata>(e: &E) -> &str {
     e.message().unwrap_or("")
 }
 
-/// An AWS error turned into an anyhow error that names the operation, the code and the message.
+/// An AWS error turned into an [`AwsError`] (operation, code, message, class) inside anyhow.
 pub fn aws_err<E>(op: &str, e: aws_smithy_runtime_api::client::result::SdkError<E, aws_smithy_runtime_api::http::Response>) -> anyhow::Error
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    let c = e.code().map(str::to_string);
-    let m = e.message().map(str::to_string);
-    match (c, m) {
-        (Some(c), Some(m)) => anyhow::anyhow!("{op}: {c}: {m}"),
-        (Some(c), None) => anyhow::anyhow!("{op}: {c}"),
-        _ => anyhow::Error::new(e).context(format!("{op} failed")),
+    match e.code() {
+        Some(c) => {
+            let message = e.message().unwrap_or("").to_string();
+            anyhow::Error::new(AwsError { operation: op.to_string(), code: c.to_string(), kind: e.kind(), message })
+        }
+        None => anyhow::Error::new(e).context(format!("{op} failed")),
     }
 }
 
