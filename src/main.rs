@@ -10,14 +10,18 @@ mod engine;
 mod error;
 mod executor;
 mod facts;
+mod interrupt;
 mod karpenter_iam;
 mod model;
 mod names;
+mod observe;
+mod output;
 mod outputs;
 mod plan_file;
 mod planner;
 mod policy_doc;
 mod preflight;
+mod prepare;
 mod report;
 mod resources;
 mod tags;
@@ -52,7 +56,7 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            std::process::exit(if e.use_stderr() { engine::EXIT_ERROR } else { engine::EXIT_OK });
+            std::process::exit(if e.use_stderr() { output::EXIT_ERROR } else { output::EXIT_OK });
         }
     };
     init_tracing(cli.global.verbose, cli.global.quiet);
@@ -62,7 +66,7 @@ fn main() {
     }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let (name, result) = rt.block_on(async {
-        engine::install_interrupt_handler();
+        interrupt::install_interrupt_handler();
         match &cli.command {
             Command::Up(a) => match &a.plan_file {
                 Some(f) => ("up", engine::up_saved(&cli.global, f).await),
@@ -77,13 +81,13 @@ fn main() {
     let code = match result {
         Ok(code) => code,
         Err(e) => {
-            engine::report_error(&e, cli.global.output, name);
+            output::report_error(&e, cli.global.output, name);
             if cli.global.stats && cli.global.output == cli::Output::Human {
                 if let Some(stats) = aws::STATS.get() {
-                    engine::print_stats_report(&stats.report());
+                    output::print_stats_report(&stats.report());
                 }
             }
-            engine::EXIT_ERROR
+            output::EXIT_ERROR
         }
     };
     // Do not wait for lingering SDK connections.

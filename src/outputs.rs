@@ -2,14 +2,14 @@
 
 use crate::cli::{Global, OutputFormat};
 use crate::desired;
-use crate::engine::{self, EXIT_OK};
+use crate::output::EXIT_OK;
 use crate::model::{Kind, Owner};
 use crate::plan_file::{IdentityMode, UserError};
 use anyhow::Result;
 use serde_json::{Value, json};
 
 pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
-    let p = engine::prepare(global, crate::facts::Command::Diff, false).await?;
+    let p = crate::prepare::prepare(global, crate::facts::Command::Diff, false).await?;
     let spec = &p.spec;
     let nodes = desired::build(spec, &p.facts);
     // Read only what the outputs name.
@@ -17,7 +17,7 @@ pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
         .into_iter()
         .filter(|n| n.fields.is_some() && matches!(n.kind, Kind::Queue | Kind::IamRole | Kind::InstanceProfile | Kind::PodIdentity))
         .collect();
-    let observed = engine::observe_nodes(&p.ctx, wanted, global.concurrency as usize).await?;
+    let observed = crate::observe::observe_nodes(&p.ctx, wanted, global.concurrency as usize).await?;
     let missing: Vec<String> = observed
         .iter()
         .filter(|(_, o)| !matches!(o.as_ref().map(|o| &o.owner), Some(Owner::Ours | Owner::External)))

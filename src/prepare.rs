@@ -1,0 +1,264 @@
+//! Preparation, before any write: load and validate the plan, connect, identify the account,
+//! describe the cluster and run preflight. Returns the facts (`Prepared`); starts the read-ahead.
+
+use crate::aws::{self, CallStats, Classify, Clients, ConnectOptions, ConsistencyPolicy};
+use crate::cli::Global;
+use crate::desired;
+use crate::facts::{ClusterFacts, Command, Facts};
+use crate::model::{Node, Observed};
+use crate::observe::{ReadAhead, observe, observe_after};
+use crate::plan_file::{self, Spec, UserError};
+use crate::report::{Event, Progress, Reporter, Silent, Style};
+use crate::resources::{self, Ctx};
+use anyhow::{Context, Result};
+use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Everything prepared before the first write: a validated plan, clients, preflight facts.
+pub struct Prepared {
+    pub spec: Spec,
+    pub facts: Facts,
+    pub ctx: Arc<Ctx>,
+    pub stats: Arc<CallStats>,
+    pub global: Global,
+    /// `up` installs the eks-pod-identity-agent add-on first (create_pod_identity_agent = true).
+    pub install_agent: bool,
+    pub cmd: Command,
+    pub(crate) ahead: std::sync::Mutex<Option<ReadAhead>>,
+}
+
+impl Prepared {
+    pub fn info(&self, msg: &str) {
+        self.ctx.reporter.event(Event::Info(msg));
+    }
+
+    /// The nodes this command works on (see `nodes_for`).
+    pub fn nodes(&self) -> Vec<Node> {
+        nodes_for(&self.spec, &self.facts, self.cmd)
+    }
+
+    /// Read these nodes and discover unlisted owned objects (see `observe`), using the reads
+    /// made ahead during preflight.
+    pub async fn observe(&self, nodes: Vec<Node>) -> Result<Vec<(Node, Option<Observed>)>> {
+        let concurrency = self.global.concurrency as usize;
+        let ahead = self.ahead.lock().unwrap().take();
+        match ahead {
+            Some(a) => match a.finish().await {
+                Some(reads) => observe_after(&self.ctx, nodes, concurrency, reads).await,
+                None => observe(&self.ctx, nodes, concurrency).await,
+            },
+            None => observe(&self.ctx, nodes, concurrency).await,
+        }
+    }
+}
+
+fn reporter_for(global: &Global) -> Arc<dyn Reporter> {
+    if global.quiet {
+        Arc::new(Silent)
+    } else {
+        let tty = std::io::stderr().is_terminal();
+        Arc::new(Progress::new(tty, Style::detect(tty)))
+    }
+}
+
+async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserError> {
+    let region = match (&global.region, &spec.region) {
+        (Some(f), Some(p)) if f != p => {
+            return Err(UserError::new(format!("--region {f} disagrees with the plan's `region = \"{p}\"`"))
+                .hint("drop --region, or fix `region` in the plan file"));
+        }
+        (Some(f), _) => Some(f.clone()),
+        (None, Some(p)) => Some(p.clone()),
+        (None, None) => {
+            let mut chain = aws_config::default_provider::region::DefaultRegionChain::builder();
+            if let Some(p) = &global.profile {
+                chain = chain.profile_name(p);
+            }
+            chain.build().region().await.map(|r| r.to_string())
+        }
+    };
+    let Some(region) = region else {
+        return Err(UserError::new("no AWS region given").hint("set `region` in the plan, pass --region, or set AWS_REGION"));
+    };
+    plan_file::validate_region(&region)
+        .map_err(|e| UserError::new(format!("--region: {e}")).hint("use a region name such as us-east-1"))?;
+    Ok(region)
+}
+
+/// Load the plan, connect, and run preflight checks. Makes only read calls.
+///
+/// `read_ahead`: the command goes on to observe the plan's nodes (`diff`, `up`, `down`), so their
+/// reads start as soon as the account is known, while EKS still describes the cluster (see
+/// `ReadAhead`); `Prepared::observe` then uses them.
+pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<Prepared> {
+    let spec = plan_file::load(global.plan.as_deref(), global.cluster.as_deref(), Path::new("plans"))?;
+    let region = resolve_region(global, &spec).await?;
+    let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
+    let concurrency = global.concurrency as usize;
+    let clients = aws::connect(
+        &ConnectOptions {
+            region: region.clone(),
+            profile: global.profile.clone(),
+            endpoint_url: global.endpoint_url.clone(),
+            max_attempts: 8,
+            max_in_flight: concurrency,
+        },
+        stats.clone(),
+    )
+    .await;
+    let reporter = reporter_for(global);
+    let partition = aws::partition(&region).to_string();
+    // STS and DescribeCluster together; once STS has answered (the account pin checked), the
+    // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
+    let early = async {
+        let account_id = caller_account(&clients).await?;
+        reporter.event(Event::Info(&format!(
+            "Account {account_id}, region {region}, cluster {}{}",
+            spec.cluster,
+            spec.source.as_ref().map(|p| format!(", plan {}", p.display())).unwrap_or_else(|| ", plan: defaults".into())
+        )));
+        if let Some(pin) = &spec.account_id {
+            if pin != &account_id {
+                return Err(UserError::new(format!(
+                    "the plan is pinned to account {pin} (`account_id`), but the credentials are for account {account_id}"
+                ))
+                .hint("use credentials (or --profile) for the pinned account, or fix `account_id` in the plan")
+                .into());
+            }
+        }
+        let ctx = Arc::new(Ctx {
+            aws: clients.clone(),
+            cluster: spec.cluster.clone(),
+            region: region.clone(),
+            account_id: account_id.clone(),
+            partition: partition.clone(),
+            reporter: reporter.clone(),
+            consistency: ConsistencyPolicy::default(),
+            queue_urls: Default::default(),
+            queue_attrs: Default::default(),
+            queue_tags: Default::default(),
+            any: Default::default(),
+        });
+        let early_checks = crate::preflight::start_early_checks(&ctx, &spec, cmd);
+        let ahead = read_ahead.then(|| {
+            let facts = Facts {
+                account_id,
+                region: region.clone(),
+                partition: partition.clone(),
+                cluster: ClusterFacts { name: spec.cluster.clone(), ..Default::default() },
+                ..Default::default()
+            };
+            ReadAhead::start(ctx.clone(), nodes_for(&spec, &facts, cmd), concurrency)
+        });
+        Ok::<_, anyhow::Error>((ctx, ahead, early_checks))
+    };
+    let (early, cluster) = tokio::join!(early, describe_cluster(&clients, &spec.cluster, &region));
+    let (ctx, ahead, early_checks) = early?;
+    let cluster = cluster?;
+    if cluster.status != "ACTIVE" {
+        return Err(UserError::new(format!("EKS cluster {} is {}, not ACTIVE", spec.cluster, cluster.status))
+            .hint("wait until the cluster is ACTIVE, then run karpctl again")
+            .into());
+    }
+    let mut facts = Facts {
+        account_id: ctx.account_id.clone(),
+        region,
+        partition,
+        cluster,
+        discovery: Default::default(),
+        existing_node_role_arn: None,
+    };
+    desired::validate(&desired::build(&spec, &facts))?;
+    let install_agent = crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
+    drop(early_checks);
+    if let Some(existing) = &spec.identity.existing_node_role {
+        // Read (memoised) by preflight; a name may hide a path, so use the live ARN.
+        let name = existing.rsplit('/').next().unwrap_or(existing);
+        facts.existing_node_role_arn = resources::iam_role::get_role(&ctx, name).await?.map(|r| r.arn);
+    }
+    facts.discovery = crate::discovery::select(&ctx, &spec, &facts, cmd).await?;
+    Ok(Prepared {
+        spec,
+        facts,
+        ctx,
+        stats,
+        global: global.clone(),
+        install_agent,
+        cmd,
+        ahead: std::sync::Mutex::new(ahead),
+    })
+}
+
+/// The nodes a command works on: the desired graph; for `down`, every node unwanted.
+pub fn nodes_for(spec: &Spec, facts: &Facts, cmd: Command) -> Vec<Node> {
+    let mut nodes = desired::build(spec, facts);
+    if cmd == Command::Down {
+        for n in &mut nodes {
+            n.fields = None;
+        }
+    }
+    nodes
+}
+
+fn credentials_hint() -> &'static str {
+    "check your AWS credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or --profile) and that the endpoint is reachable (--endpoint-url / AWS_ENDPOINT_URL)"
+}
+
+async fn caller_account(clients: &Clients) -> Result<String> {
+    match clients.sts.get_caller_identity().send().await {
+        Ok(o) => Ok(o.account().unwrap_or_default().to_string()),
+        Err(e) => {
+            let what = match (e.code(), e.message()) {
+                (Some(c), Some(m)) => format!("{c}: {m}"),
+                (Some(c), None) => c.to_string(),
+                _ => format!("{}", aws_smithy_types::error::display::DisplayErrorContext(&e)),
+            };
+            Err(UserError::new(format!("cannot identify the AWS account (sts:GetCallerIdentity): {what}"))
+                .hint(credentials_hint())
+                .into())
+        }
+    }
+}
+
+async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result<ClusterFacts> {
+    let o = match clients.eks.describe_cluster().name(name).send().await {
+        Ok(o) => o,
+        Err(e) if e.is_not_found() => {
+            return Err(UserError::new(format!("EKS cluster {name} does not exist in region {region}"))
+                .hint("check --cluster and --region (or the plan's `cluster` and `region`)")
+                .into());
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(UserError::new(format!(
+                "cannot describe EKS cluster {name}: {}",
+                aws_smithy_types::error::display::DisplayErrorContext(&e)
+            ))
+            .hint(credentials_hint())));
+        }
+    };
+    let c = o.cluster().context("eks:DescribeCluster returned no cluster")?;
+    let vpc = c.resources_vpc_config();
+    Ok(ClusterFacts {
+        name: name.to_string(),
+        arn: c.arn().unwrap_or_default().to_string(),
+        status: c.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
+        version: c.version().unwrap_or_default().to_string(),
+        vpc_id: vpc.and_then(|v| v.vpc_id()).unwrap_or_default().to_string(),
+        subnet_ids: vpc.map(|v| v.subnet_ids().to_vec()).unwrap_or_default(),
+        cluster_security_group_id: vpc.and_then(|v| v.cluster_security_group_id()).unwrap_or_default().to_string(),
+        authentication_mode: c
+            .access_config()
+            .and_then(|a| a.authentication_mode())
+            .map(|m| m.as_str().to_string())
+            .unwrap_or_else(|| "CONFIG_MAP".into()),
+        oidc_issuer: c.identity().and_then(|i| i.oidc()).and_then(|o| o.issuer()).unwrap_or_default().to_string(),
+        ip_family: c
+            .kubernetes_network_config()
+            .and_then(|k| k.ip_family())
+            .map(|f| f.as_str().to_string())
+            .unwrap_or_else(|| "ipv4".into()),
+    })
+}
+
