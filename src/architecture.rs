@@ -116,10 +116,10 @@ pub fn find_cycle(g: &Graph) -> Option<Vec<String>> {
     }
     let mut state = BTreeMap::new();
     for n in g.keys() {
-        if state.get(n.as_str()).copied().unwrap_or(0) == 0 {
-            if let Some(c) = visit(g, n, &mut state, &mut Vec::new()) {
-                return Some(c);
-            }
+        if state.get(n.as_str()).copied().unwrap_or(0) == 0
+            && let Some(c) = visit(g, n, &mut state, &mut Vec::new())
+        {
+            return Some(c);
         }
     }
     None

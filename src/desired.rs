@@ -100,13 +100,13 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
     let node_role_arn = node_role_arn(spec, facts);
 
     // Node role and its managed policies (only when karpctl creates the role).
-    let default_node_role = crate::plan_file::Named {
-        name: names::fit(&format!("KarpenterNodeRole-{}", spec.cluster), 64).0,
-        note: None,
-    };
+    let default_node_role =
+        crate::plan_file::Named { name: names::fit(&format!("KarpenterNodeRole-{}", spec.cluster), 64).0, note: None };
     let created = id.node_role.as_ref();
     let role_node = created.unwrap_or(&default_node_role);
-    if created.is_some() || id.existing_node_role.as_deref().map(|e| e.rsplit('/').next().unwrap_or(e)) != Some(role_node.name.as_str()) {
+    if created.is_some()
+        || id.existing_node_role.as_deref().map(|e| e.rsplit('/').next().unwrap_or(e)) != Some(role_node.name.as_str())
+    {
         nodes.push(Node {
             id: "node-role".into(),
             kind: Kind::IamRole,
@@ -177,7 +177,10 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
             ])
         }),
         deps: if created.is_some() { vec!["node-role".into()] } else { vec![] },
-        spec: str_map(&[("arn", &format!("arn:{}:iam::{}:instance-profile{path}{}", facts.partition, facts.account_id, ip.name))]),
+        spec: str_map(&[(
+            "arn",
+            &format!("arn:{}:iam::{}:instance-profile{path}{}", facts.partition, facts.account_id, ip.name),
+        )]),
         notes: ip.note.iter().cloned().collect(),
     });
 
@@ -201,7 +204,8 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
     let trust = match id.mode {
         crate::plan_file::IdentityMode::PodIdentity => karpenter_iam::controller_trust_pod_identity(),
         crate::plan_file::IdentityMode::Irsa => {
-            let issuer = facts.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
+            let issuer =
+                facts.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
             let provider = format!("arn:{}:iam::{}:oidc-provider/{issuer}", facts.partition, facts.account_id);
             karpenter_iam::controller_trust_irsa(&provider, issuer, &id.namespace, &id.service_account)
         }
@@ -232,7 +236,8 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
         zonal_shift: id.zonal_shift,
         version: id.karpenter_version,
     };
-    let docs: BTreeMap<karpenter_iam::PolicyPart, serde_json::Value> = karpenter_iam::controller_policies(&inputs).into_iter().collect();
+    let docs: BTreeMap<karpenter_iam::PolicyPart, serde_json::Value> =
+        karpenter_iam::controller_policies(&inputs).into_iter().collect();
     for part in karpenter_iam::PolicyPart::ALL {
         let (pname, short) = names::fit(&format!("KarpenterController{}Policy-{}", part.name(), spec.cluster), 128);
         let parn = policy_arn(facts, path, &pname);
@@ -244,11 +249,7 @@ fn identity(spec: &Spec, facts: &Facts, nodes: &mut Vec<Node>) {
             kind: Kind::IamPolicy,
             name: pname.clone(),
             fields: doc.map(|d| {
-                fields(vec![
-                    ("path", json!(path)),
-                    ("PolicyDocument", d),
-                    ("tags", crate::tags::to_value(&tags_for(spec, &pid))),
-                ])
+                fields(vec![("path", json!(path)), ("PolicyDocument", d), ("tags", crate::tags::to_value(&tags_for(spec, &pid)))])
             }),
             deps: vec![],
             spec: str_map(&[("arn", &parn)]),
@@ -356,11 +357,22 @@ mod tests {
     #[test]
     fn interruption_nodes() {
         let spec = plan_file::defaults("say-when-east").unwrap();
-        let nodes: Vec<Node> = build(&spec, &facts()).into_iter().filter(|n| matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule)).collect();
+        let nodes: Vec<Node> = build(&spec, &facts())
+            .into_iter()
+            .filter(|n| matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule))
+            .collect();
         let ids: Vec<&str> = nodes.iter().map(|n| n.id.as_str()).collect();
         assert_eq!(
             ids,
-            ["queue", "queue-policy", "rule-HealthEvent", "rule-SpotInterrupt", "rule-Rebalance", "rule-StateChange", "rule-CapacityReservation"]
+            [
+                "queue",
+                "queue-policy",
+                "rule-HealthEvent",
+                "rule-SpotInterrupt",
+                "rule-Rebalance",
+                "rule-StateChange",
+                "rule-CapacityReservation"
+            ]
         );
         let q = &nodes[0];
         assert_eq!(q.name, "Karpenter-say-when-east");
@@ -372,7 +384,10 @@ mod tests {
         let rule = &nodes[3];
         assert_eq!(rule.name, "Karpenter-say-when-east-SpotInterrupt");
         let rf = rule.fields.as_ref().unwrap();
-        assert_eq!(rf["EventPattern"], serde_json::json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}));
+        assert_eq!(
+            rf["EventPattern"],
+            serde_json::json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]})
+        );
         assert_eq!(rf["Targets"][0]["Arn"], "arn:aws:sqs:us-east-1:123456789012:Karpenter-say-when-east");
         assert_eq!(rf["Targets"][0]["Id"], "KarpenterInterruptionQueueTarget");
     }
@@ -381,7 +396,10 @@ mod tests {
     fn interruption_off_keeps_nodes_without_desired_fields() {
         let mut spec = plan_file::defaults("c").unwrap();
         spec.interruption.enabled = false;
-        let nodes: Vec<Node> = build(&spec, &facts()).into_iter().filter(|n| matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule)).collect();
+        let nodes: Vec<Node> = build(&spec, &facts())
+            .into_iter()
+            .filter(|n| matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule))
+            .collect();
         assert_eq!(nodes.len(), 7);
         assert!(nodes.iter().all(|n| n.fields.is_none()));
     }

@@ -21,12 +21,12 @@
 //! subnets or groups changed.
 
 use crate::aws::aws_err;
-use crate::resources::discovery_tags::NODE_PREFIX;
-use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use crate::facts::{Command, DiscoveryFacts, Facts, SecurityGroupFact, SubnetFact};
 use crate::model::{Finding, Level, Tags};
 use crate::plan_file::{Spec, UserError};
 use crate::resources::Ctx;
+use crate::resources::discovery_tags::NODE_PREFIX;
+use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use anyhow::Result;
 use aws_sdk_ec2::types::Filter;
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,7 +34,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Fewer free addresses than this in an AZ's best subnet is worth a warning.
 pub const LOW_FREE_ADDRESSES: i64 = 256;
 /// The description EKS gives the control-plane security group it makes for old clusters.
-const CONTROL_PLANE_DESCRIPTION: &str = "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes";
+const CONTROL_PLANE_DESCRIPTION: &str =
+    "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes";
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Subnet {
@@ -79,8 +80,7 @@ async fn describe_subnets(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Subnet>
 
 async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> {
     let req = ctx.aws.ec2.describe_security_groups().set_filters(Some(filters));
-    let groups =
-        req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeSecurityGroups", e))?;
+    let groups = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeSecurityGroups", e))?;
     Ok(groups
         .iter()
         .map(|g| Group {
@@ -176,7 +176,12 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> 
         vpc_id: vpc,
         subnets: chosen
             .iter()
-            .map(|s| SubnetFact { id: s.id.clone(), availability_zone: s.az.clone(), available_ips: s.free, vpc_id: s.vpc_id.clone() })
+            .map(|s| SubnetFact {
+                id: s.id.clone(),
+                availability_zone: s.az.clone(),
+                available_ips: s.free,
+                vpc_id: s.vpc_id.clone(),
+            })
             .collect(),
         security_group: Some(SecurityGroupFact { id: group.id.clone(), name: group.name.clone() }),
         findings,
@@ -272,7 +277,8 @@ pub fn explicit_subnets(ids: &[String], found: &[Subnet], vpc: &str) -> Result<V
         return Err(UserError::new(format!("`discovery.subnet_ids` names subnets that do not exist: {}", missing.join(", ")))
             .hint("check the ids (and the region)"));
     }
-    let outside: Vec<String> = found.iter().filter(|s| ids.contains(&s.id) && s.vpc_id != vpc).map(|s| format!("{} (in {})", s.id, s.vpc_id)).collect();
+    let outside: Vec<String> =
+        found.iter().filter(|s| ids.contains(&s.id) && s.vpc_id != vpc).map(|s| format!("{} (in {})", s.id, s.vpc_id)).collect();
     if !outside.is_empty() {
         return Err(UserError::new(format!(
             "`discovery.subnet_ids` names subnets outside the cluster's VPC {vpc}: {}",
@@ -292,11 +298,8 @@ pub fn explicit_subnets(ids: &[String], found: &[Subnet], vpc: &str) -> Result<V
 
 /// `discovery.subnet_tags`: subnets of the VPC carrying every tag of the filter.
 pub fn matching_subnets(want: &Tags, vpc: &str, all: &[Subnet]) -> Vec<Subnet> {
-    let mut out: Vec<Subnet> = all
-        .iter()
-        .filter(|s| s.vpc_id == vpc && want.iter().all(|(k, v)| s.tags.get(k) == Some(v)))
-        .cloned()
-        .collect();
+    let mut out: Vec<Subnet> =
+        all.iter().filter(|s| s.vpc_id == vpc && want.iter().all(|(k, v)| s.tags.get(k) == Some(v))).cloned().collect();
     out.sort_by(|a, b| a.id.cmp(&b.id));
     out.dedup_by(|a, b| a.id == b.id);
     out
@@ -323,15 +326,22 @@ async fn choose_group(ctx: &Ctx, spec: &Spec, facts: &Facts, vpc: &str) -> Resul
         return Ok(g);
     }
     if let Some(name) = &d.security_group_name {
-        let found = describe_groups(ctx, vec![filter("vpc-id", vec![vpc.to_string()]), filter("group-name", vec![name.clone()])]).await?;
+        let found =
+            describe_groups(ctx, vec![filter("vpc-id", vec![vpc.to_string()]), filter("group-name", vec![name.clone()])]).await?;
         return found.into_iter().find(|g| &g.name == name && g.vpc_id == vpc).ok_or_else(|| {
-            UserError::new(format!("`discovery.security_group_name` {name:?}: no security group of that name in the cluster's VPC {vpc}"))
-                .hint("check the name, or use `security_group_id`")
-                .into()
+            UserError::new(format!(
+                "`discovery.security_group_name` {name:?}: no security group of that name in the cluster's VPC {vpc}"
+            ))
+            .hint("check the name, or use `security_group_id`")
+            .into()
         });
     }
     let owned_key = format!("kubernetes.io/cluster/{c}");
-    let found = describe_groups(ctx, vec![filter("vpc-id", vec![vpc.to_string()]), filter(&format!("tag:{owned_key}"), vec!["owned".into()])]).await?;
+    let found = describe_groups(
+        ctx,
+        vec![filter("vpc-id", vec![vpc.to_string()]), filter(&format!("tag:{owned_key}"), vec!["owned".into()])],
+    )
+    .await?;
     let candidates: Vec<Group> =
         found.into_iter().filter(|g| g.vpc_id == vpc && g.tags.get(&owned_key).map(String::as_str) == Some("owned")).collect();
     if let Some(g) = pick_group(c, vpc, &facts.cluster.cluster_security_group_id, &candidates)? {
@@ -392,7 +402,9 @@ pub fn pick_group(cluster: &str, vpc: &str, cluster_sg: &str, owned: &[Group]) -
 pub fn check_not_claimed(cluster: &str, subnets: &[Subnet], group: &Group) -> Result<(), UserError> {
     let mut taken: Vec<String> = subnets
         .iter()
-        .filter_map(|s| s.tags.get(DISCOVERY_TAG).filter(|v| *v != cluster).map(|v| format!("subnet {} ({DISCOVERY_TAG}={v})", s.id)))
+        .filter_map(|s| {
+            s.tags.get(DISCOVERY_TAG).filter(|v| *v != cluster).map(|v| format!("subnet {} ({DISCOVERY_TAG}={v})", s.id))
+        })
         .collect();
     if let Some(v) = group.tags.get(DISCOVERY_TAG).filter(|v| *v != cluster) {
         taken.push(format!("security group {} ({DISCOVERY_TAG}={v})", group.id));
@@ -417,7 +429,9 @@ fn marked_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: 
         .map(|(id, what)| Finding {
             id: format!("{NODE_PREFIX}{id}"),
             level: Level::Info,
-            message: format!("{what} {id} carries karpctl's discovery tags for {cluster} and is not selected by the plan: they are removed"),
+            message: format!(
+                "{what} {id} carries karpctl's discovery tags for {cluster} and is not selected by the plan: they are removed"
+            ),
         })
         .collect()
 }
@@ -496,7 +510,6 @@ pub fn capacity_findings(tagged: &[Subnet], azs: &BTreeSet<String>) -> Vec<Findi
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,9 +534,17 @@ mod tests {
     fn cluster_and_control_plane_groups_are_excluded() {
         let g = [
             group("sg-cluster", "whatever", ""),
-            group("sg-eks", "eks-cluster-sg-c-123456", "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes, as well as any managed workloads."),
+            group(
+                "sg-eks",
+                "eks-cluster-sg-c-123456",
+                "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes, as well as any managed workloads.",
+            ),
             group("sg-cp", "c-ControlPlaneSecurityGroup-ABC", ""),
-            group("sg-old", "old", "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes"),
+            group(
+                "sg-old",
+                "old",
+                "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes",
+            ),
         ];
         assert_eq!(pick_group("c", "vpc-1", "sg-cluster", &g).unwrap(), None, "none left: use the cluster security group");
         let mut with_node = g.to_vec();
@@ -608,20 +629,19 @@ mod tests {
         let m = marked_findings("c", &subnets, &[g.clone()], &chosen);
         assert_eq!(m.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(), ["discovery-tags-subnet-old"]);
         let f = foreign_findings("c", &subnets, &[g], &chosen);
-        assert_eq!(f.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(), ["discovery-foreign-subnet-foreign", "discovery-foreign-sg-foreign"]);
+        assert_eq!(
+            f.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
+            ["discovery-foreign-subnet-foreign", "discovery-foreign-sg-foreign"]
+        );
         assert!(f.iter().all(|f| f.level == Level::Warning));
     }
 
     #[test]
     fn nodes_tag_chosen_objects_and_untag_old_ones() {
         let spec = crate::plan_file::defaults("c").unwrap();
-        let mut facts = Facts {
-            account_id: "1".into(),
-            region: "r".into(),
-            partition: "aws".into(),
-            ..Default::default()
-        };
-        facts.discovery.subnets = vec![SubnetFact { id: "subnet-1".into(), availability_zone: "a".into(), available_ips: 5, vpc_id: "v".into() }];
+        let mut facts = Facts { account_id: "1".into(), region: "r".into(), partition: "aws".into(), ..Default::default() };
+        facts.discovery.subnets =
+            vec![SubnetFact { id: "subnet-1".into(), availability_zone: "a".into(), available_ips: 5, vpc_id: "v".into() }];
         facts.discovery.security_group = Some(SecurityGroupFact { id: "sg-1".into(), name: "n".into() });
         facts.discovery.findings = vec![
             Finding { id: "discovery-tags-subnet-old".into(), level: Level::Info, message: String::new() },
@@ -632,7 +652,10 @@ mod tests {
         let ids: Vec<&str> = n.iter().map(|n| n.id.as_str()).collect();
         assert_eq!(ids, ["discovery-tags-subnet-1", "discovery-tags-sg-1", "discovery-tags-subnet-old"]);
         assert_eq!(n[0].name, "subnet-1");
-        assert_eq!(n[0].fields.as_ref().unwrap()["tags"], serde_json::json!({"karpenter.sh/discovery": "c", "karpctl.io/discovery": "c"}));
+        assert_eq!(
+            n[0].fields.as_ref().unwrap()["tags"],
+            serde_json::json!({"karpenter.sh/discovery": "c", "karpctl.io/discovery": "c"})
+        );
         assert_eq!(n[1].spec("resource_type"), "security-group");
         assert!(n[2].fields.is_none());
         assert_eq!(n[2].spec("batch"), "sg-1,subnet-1,subnet-old");

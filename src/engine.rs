@@ -2,12 +2,12 @@
 //! execute -> render, each a few calls over `prepare`, `observe`, `planner` and `executor`.
 
 use crate::cli::{Global, Output};
-use crate::facts::Command;
 use crate::executor;
+use crate::facts::Command;
 use crate::model::Outcome;
 use crate::model::{Node, Observed, Plan};
-use crate::plan_file::UserError;
 use crate::observe::observe_nodes;
+use crate::plan_file::UserError;
 use crate::planner::{self, PlanOptions};
 use crate::prepare::{Prepared, prepare};
 use crate::report::Style;
@@ -86,7 +86,11 @@ pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i3
         };
         std::fs::write(path, serde_json::to_string_pretty(&saved)?)
             .with_context(|| format!("writing the plan to {}", path.display()))?;
-        p.info(&format!("Saved the plan to {}; apply exactly it with `karpctl up --plan-file {}`", path.display(), path.display()));
+        p.info(&format!(
+            "Saved the plan to {}; apply exactly it with `karpctl up --plan-file {}`",
+            path.display(),
+            path.display()
+        ));
     }
     print_plan(&p, &plan);
     print_stats(&p);
@@ -110,22 +114,27 @@ pub async fn up(global: &Global, adopt: bool) -> Result<i32> {
 /// Apply a saved plan: only if it is for this cluster, account and region, and every object it
 /// was computed from still reads the same.
 pub async fn up_saved(global: &Global, file: &Path) -> Result<i32> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| UserError::new(format!("cannot read saved plan {}: {e}", file.display())).hint("check the --plan-file path"))?;
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        UserError::new(format!("cannot read saved plan {}: {e}", file.display())).hint("check the --plan-file path")
+    })?;
     let saved: SavedPlan = serde_json::from_str(&text).map_err(|e| {
-        UserError::new(format!("{} is not a karpctl saved plan: {e}", file.display())).hint("save one with `karpctl diff --out FILE`")
+        UserError::new(format!("{} is not a karpctl saved plan: {e}", file.display()))
+            .hint("save one with `karpctl diff --out FILE`")
     })?;
     if saved.format_version != SAVED_PLAN_VERSION {
-        return Err(UserError::new(format!("saved plan format {} is not supported (expected {SAVED_PLAN_VERSION})", saved.format_version))
-            .hint("save the plan again with this karpctl version")
-            .into());
+        return Err(UserError::new(format!(
+            "saved plan format {} is not supported (expected {SAVED_PLAN_VERSION})",
+            saved.format_version
+        ))
+        .hint("save the plan again with this karpctl version")
+        .into());
     }
-    if let Some(c) = &global.cluster {
-        if c != &saved.cluster {
-            return Err(UserError::new(format!("the saved plan is for cluster {}, not {c}", saved.cluster))
-                .hint("use the plan saved for this cluster")
-                .into());
-        }
+    if let Some(c) = &global.cluster
+        && c != &saved.cluster
+    {
+        return Err(UserError::new(format!("the saved plan is for cluster {}, not {c}", saved.cluster))
+            .hint("use the plan saved for this cluster")
+            .into());
     }
     let mut g = global.clone();
     g.cluster = Some(saved.cluster.clone());
@@ -139,10 +148,8 @@ pub async fn up_saved(global: &Global, file: &Path) -> Result<i32> {
         .into());
     }
     let nodes: Vec<Node> = saved.observations.iter().map(|(n, _)| n.clone()).collect();
-    let (now, extra) = tokio::try_join!(
-        observe_nodes(&p.ctx, nodes.clone(), g.concurrency as usize),
-        resources::discover(&p.ctx, &nodes)
-    )?;
+    let (now, extra) =
+        tokio::try_join!(observe_nodes(&p.ctx, nodes.clone(), g.concurrency as usize), resources::discover(&p.ctx, &nodes))?;
     let changed: Vec<String> = saved
         .observations
         .iter()
@@ -155,12 +162,9 @@ pub async fn up_saved(global: &Global, file: &Path) -> Result<i32> {
     let discovered: Vec<String> = extra.into_iter().map(|n| n.id).filter(|id| !before_ids.contains(id.as_str())).collect();
     if !changed.is_empty() || !discovered.is_empty() {
         let all: Vec<String> = changed.into_iter().chain(discovered).collect();
-        return Err(UserError::new(format!(
-            "AWS changed since the plan was saved ({}); nothing was applied",
-            all.join(", ")
-        ))
-        .hint("run `karpctl diff --out FILE` again and review the new plan")
-        .into());
+        return Err(UserError::new(format!("AWS changed since the plan was saved ({}); nothing was applied", all.join(", ")))
+            .hint("run `karpctl diff --out FILE` again and review the new plan")
+            .into());
     }
     apply_plan("up", &p, saved.plan).await
 }
@@ -265,7 +269,9 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
     }
     print_stats(p);
     if cancelled > 0 {
-        eprintln!("Interrupted: {cancelled} step(s) not started. Run `karpctl {command}` again to finish; it picks up from what exists.");
+        eprintln!(
+            "Interrupted: {cancelled} step(s) not started. Run `karpctl {command}` again to finish; it picks up from what exists."
+        );
         return Ok(EXIT_INTERRUPTED);
     }
     if let Some(f) = failure {
@@ -276,4 +282,3 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
     }
     Ok(EXIT_OK)
 }
-

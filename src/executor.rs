@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-
 /// Edges between steps as (before, after) pairs of step indexes. Creates and updates follow the
 /// dependency direction; deletes follow it reversed (a dependent goes before what it depends on),
 /// like Terraform's destroy edges.
@@ -70,8 +69,7 @@ where
     // behind short independent steps), then by id: deterministic.
     let height = chain_lengths(n, &dependents);
     let key = |i: usize| (std::cmp::Reverse(height[i]), steps[i].id.clone(), i);
-    let mut ready: BTreeSet<(std::cmp::Reverse<usize>, String, usize)> =
-        (0..n).filter(|&i| indegree[i] == 0).map(key).collect();
+    let mut ready: BTreeSet<(std::cmp::Reverse<usize>, String, usize)> = (0..n).filter(|&i| indegree[i] == 0).map(key).collect();
     let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut running: HashMap<tokio::task::Id, (usize, Instant, u64)> = HashMap::new();
     let mut set: JoinSet<Result<()>> = JoinSet::new();
@@ -224,7 +222,12 @@ mod tests {
 
     type Log = Arc<Mutex<Vec<String>>>;
 
-    async fn run_with(steps: Vec<Step>, conc: usize, fail: &'static [&'static str], delay_ms: u64) -> (BTreeMap<String, Outcome>, Vec<String>, usize) {
+    async fn run_with(
+        steps: Vec<Step>,
+        conc: usize,
+        fail: &'static [&'static str],
+        delay_ms: u64,
+    ) -> (BTreeMap<String, Outcome>, Vec<String>, usize) {
         let log: Log = Arc::new(Mutex::new(Vec::new()));
         let active = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
@@ -239,7 +242,9 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(delay_ms)).await;
                 log.lock().unwrap().push(format!("end {}", s.id));
                 active.fetch_sub(1, Ordering::SeqCst);
-                if fail.contains(&s.id.as_str()) { anyhow::bail!("boom") }
+                if fail.contains(&s.id.as_str()) {
+                    anyhow::bail!("boom")
+                }
                 Ok(())
             }
         })

@@ -63,4 +63,3 @@ pub struct ClusterFacts {
     pub oidc_issuer: String,
     pub ip_family: String,
 }
-

@@ -32,7 +32,6 @@ pub fn install_interrupt_handler() {
     });
 }
 
-
 /// From now on Ctrl-C lets in-flight writes finish instead of leaving at once.
 pub fn writes_started() {
     APPLYING.store(true, Ordering::SeqCst);

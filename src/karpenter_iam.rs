@@ -39,12 +39,8 @@ impl KarpenterVersion {
     /// the patch such as `1.14.0-rc.1` is accepted). Anything outside 1.0..=1.14 is an error.
     pub fn parse(s: &str) -> Result<Self, String> {
         let text = s.trim();
-        let bare = text
-            .strip_prefix('v')
-            .or_else(|| text.strip_prefix('V'))
-            .unwrap_or(text);
-        let invalid =
-            || format!("invalid Karpenter version `{text}`: expected MAJOR.MINOR such as 1.14");
+        let bare = text.strip_prefix('v').or_else(|| text.strip_prefix('V')).unwrap_or(text);
+        let invalid = || format!("invalid Karpenter version `{text}`: expected MAJOR.MINOR such as 1.14");
         let mut parts = bare.splitn(3, '.');
         let major = parts.next().filter(|p| is_number(p)).ok_or_else(invalid)?;
         let minor = parts.next().filter(|p| is_number(p)).ok_or_else(invalid)?;
@@ -54,13 +50,8 @@ impl KarpenterVersion {
                 return Err(invalid());
             }
         }
-        let supported = || {
-            format!(
-                "unsupported Karpenter version `{text}`: karpctl supports {} to {}",
-                Self::OLDEST,
-                Self::LATEST
-            )
-        };
+        let supported =
+            || format!("unsupported Karpenter version `{text}`: karpctl supports {} to {}", Self::OLDEST, Self::LATEST);
         let major: u32 = major.parse().map_err(|_| supported())?;
         let minor: u32 = minor.parse().map_err(|_| supported())?;
         if major != 1 || minor > Self::LATEST.minor {
@@ -194,16 +185,8 @@ pub fn controller_trust_pod_identity() -> Value {
 /// Trust policy of the controller role for IRSA. `issuer_host_path` is the cluster's OIDC
 /// issuer URL without `https://` (e.g. `oidc.eks.us-west-2.amazonaws.com/id/EXAMPLE`); a
 /// leading `https://` is tolerated and removed.
-pub fn controller_trust_irsa(
-    oidc_provider_arn: &str,
-    issuer_host_path: &str,
-    namespace: &str,
-    service_account: &str,
-) -> Value {
-    let issuer = issuer_host_path
-        .strip_prefix("https://")
-        .unwrap_or(issuer_host_path)
-        .trim_end_matches('/');
+pub fn controller_trust_irsa(oidc_provider_arn: &str, issuer_host_path: &str, namespace: &str, service_account: &str) -> Value {
+    let issuer = issuer_host_path.strip_prefix("https://").unwrap_or(issuer_host_path).trim_end_matches('/');
     document(vec![json!({
         "Effect": "Allow",
         "Principal": {"Federated": oidc_provider_arn},
@@ -221,29 +204,15 @@ pub fn controller_trust_irsa(
 /// AmazonEKS_CNI_Policy (IPv6: the customer policy `arn:<p>:iam::<a>:policy/AmazonEKS_CNI_IPv6_Policy`,
 /// which the user must already have), AmazonEC2ContainerRegistryPullOnly (before v1.4:
 /// AmazonEC2ContainerRegistryReadOnly), AmazonSSMManagedInstanceCore.
-pub fn node_managed_policy_arns(
-    partition: &str,
-    account_id: &str,
-    ipv6: bool,
-    version: KarpenterVersion,
-) -> Vec<String> {
+pub fn node_managed_policy_arns(partition: &str, account_id: &str, ipv6: bool, version: KarpenterVersion) -> Vec<String> {
     let aws = |name: &str| format!("arn:{partition}:iam::aws:policy/{name}");
     let cni = if ipv6 {
         format!("arn:{partition}:iam::{account_id}:policy/AmazonEKS_CNI_IPv6_Policy")
     } else {
         aws("AmazonEKS_CNI_Policy")
     };
-    let registry = if version.since(4) {
-        "AmazonEC2ContainerRegistryPullOnly"
-    } else {
-        "AmazonEC2ContainerRegistryReadOnly"
-    };
-    vec![
-        aws("AmazonEKSWorkerNodePolicy"),
-        cni,
-        aws(registry),
-        aws("AmazonSSMManagedInstanceCore"),
-    ]
+    let registry = if version.since(4) { "AmazonEC2ContainerRegistryPullOnly" } else { "AmazonEC2ContainerRegistryReadOnly" };
+    vec![aws("AmazonEKSWorkerNodePolicy"), cni, aws(registry), aws("AmazonSSMManagedInstanceCore")]
 }
 
 /// The interruption queue's policy: EventBridge (and SQS) may send messages; nothing may use
@@ -289,10 +258,7 @@ impl Builder<'_, '_> {
 
     /// `arn:<p>:ec2:<r>:*:<resource>`
     fn ec2(&self, resource: &str) -> String {
-        format!(
-            "arn:{}:ec2:{}:*:{resource}",
-            self.0.partition, self.0.region
-        )
+        format!("arn:{}:ec2:{}:*:{resource}", self.0.partition, self.0.region)
     }
 
     /// `arn:<p>:ec2:<r>::<resource>` (images and snapshots have no account)
@@ -306,17 +272,11 @@ impl Builder<'_, '_> {
 
     fn cluster_arn(&self) -> String {
         let i = self.0;
-        format!(
-            "arn:{}:eks:{}:{}:cluster/{}",
-            i.partition, i.region, i.account_id, i.cluster
-        )
+        format!("arn:{}:eks:{}:{}:cluster/{}", i.partition, i.region, i.account_id, i.cluster)
     }
 
     fn instance_profiles(&self) -> String {
-        format!(
-            "arn:{}:iam::{}:instance-profile/*",
-            self.0.partition, self.0.account_id
-        )
+        format!("arn:{}:iam::{}:instance-profile/*", self.0.partition, self.0.account_id)
     }
 
     /// `aws:ResourceTag/kubernetes.io/cluster/<c>` or `aws:RequestTag/...`
@@ -338,12 +298,8 @@ impl Builder<'_, '_> {
 
     fn node_lifecycle(&self) -> Vec<Value> {
         let c = self.0.cluster;
-        let mut accessed = vec![
-            self.ec2_shared("image/*"),
-            self.ec2_shared("snapshot/*"),
-            self.ec2("security-group/*"),
-            self.ec2("subnet/*"),
-        ];
+        let mut accessed =
+            vec![self.ec2_shared("image/*"), self.ec2_shared("snapshot/*"), self.ec2("security-group/*"), self.ec2("subnet/*")];
         if self.v().since(3) {
             accessed.push(self.ec2("capacity-reservation/*"));
         }
@@ -621,11 +577,7 @@ mod tests {
         KarpenterVersion { minor }
     }
 
-    fn inputs<'a>(
-        version: KarpenterVersion,
-        queue: Option<&'a str>,
-        zonal: bool,
-    ) -> ControllerPolicyInputs<'a> {
+    fn inputs<'a>(version: KarpenterVersion, queue: Option<&'a str>, zonal: bool) -> ControllerPolicyInputs<'a> {
         ControllerPolicyInputs {
             partition: "aws",
             region: "us-west-2",
@@ -649,30 +601,19 @@ mod tests {
     }
 
     fn all_statements(policies: &[(PolicyPart, Value)]) -> Vec<&Value> {
-        policies
-            .iter()
-            .flat_map(|(_, d)| d["Statement"].as_array().unwrap().iter())
-            .collect()
+        policies.iter().flat_map(|(_, d)| d["Statement"].as_array().unwrap().iter()).collect()
     }
 
     fn statement<'p>(policies: &'p [(PolicyPart, Value)], sid: &str) -> Option<&'p Value> {
-        all_statements(policies)
-            .into_iter()
-            .find(|s| s["Sid"] == sid)
+        all_statements(policies).into_iter().find(|s| s["Sid"] == sid)
     }
 
     fn strings(v: &Value) -> Vec<&str> {
-        v.as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s.as_str().unwrap())
-            .collect()
+        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect()
     }
 
     fn has_action(policies: &[(PolicyPart, Value)], action: &str) -> bool {
-        all_statements(policies)
-            .iter()
-            .any(|s| strings(&s["Action"]).contains(&action))
+        all_statements(policies).iter().any(|s| strings(&s["Action"]).contains(&action))
     }
 
     #[test]
@@ -683,9 +624,7 @@ mod tests {
         assert_eq!(KarpenterVersion::parse(" 1.0 "), Ok(v(0)));
         assert_eq!(KarpenterVersion::parse("v1.7.0-rc.1"), Ok(v(7)));
         assert_eq!("1.3".parse::<KarpenterVersion>(), Ok(v(3)));
-        for bad in [
-            "", "1", "v", "1.", "1.x", "x.1", "1.14.", "1.14.x", "1.-1", "1.14 .1",
-        ] {
+        for bad in ["", "1", "v", "1.", "1.x", "x.1", "1.14.", "1.14.x", "1.-1", "1.14 .1"] {
             let err = KarpenterVersion::parse(bad).unwrap_err();
             assert!(err.contains("invalid"), "{bad}: {err}");
         }
@@ -704,14 +643,7 @@ mod tests {
         let names: Vec<_> = PolicyPart::ALL.iter().map(PolicyPart::name).collect();
         assert_eq!(
             names,
-            [
-                "NodeLifecycle",
-                "IAMIntegration",
-                "EKSIntegration",
-                "Interruption",
-                "ResourceDiscovery",
-                "ZonalShift"
-            ]
+            ["NodeLifecycle", "IAMIntegration", "EKSIntegration", "Interruption", "ResourceDiscovery", "ZonalShift"]
         );
     }
 
@@ -721,10 +653,7 @@ mod tests {
         for (partition, region) in [("aws", "ap-northeast-1"), ("aws-us-gov", "us-gov-west-1")] {
             // Worst cases: a role under a path that names the cluster, a 64-character role
             // name, an 80-character queue name.
-            let node_role_arn = format!(
-                "arn:{partition}:iam::{ACCOUNT}:role/karpctl/{cluster}/{}",
-                "r".repeat(64)
-            );
+            let node_role_arn = format!("arn:{partition}:iam::{ACCOUNT}:role/karpctl/{cluster}/{}", "r".repeat(64));
             let queue_arn = format!("arn:{partition}:sqs:{region}:{ACCOUNT}:{}", "q".repeat(80));
             for version in KarpenterVersion::all() {
                 let docs = controller_policies(&ControllerPolicyInputs {
@@ -740,16 +669,10 @@ mod tests {
                 assert!(docs.len() >= 5);
                 for (part, doc) in &docs {
                     let size = size_without_whitespace(doc);
-                    assert!(
-                        size < 6144,
-                        "{partition} {region} v{version} {part}: {size}"
-                    );
+                    assert!(size < 6144, "{partition} {region} v{version} {part}: {size}");
                     let wire = policy_doc::to_wire(doc);
                     assert!(wire.contains(&format!("arn:{partition}:")), "{part}");
-                    assert!(
-                        !wire.contains("arn:aws:") || partition == "aws",
-                        "{part}: {wire}"
-                    );
+                    assert!(!wire.contains("arn:aws:") || partition == "aws", "{part}: {wire}");
                 }
             }
         }
@@ -881,11 +804,7 @@ mod tests {
         assert_eq!(got_parts, PolicyPart::ALL);
         for ((gp, gd), (wp, wd)) in got.iter().zip(&want) {
             assert_eq!(gp, wp);
-            assert!(
-                equivalent(gd, wd),
-                "{gp}: {}",
-                policy_doc::render_diff(Some(wd), Some(gd)).unwrap_or_default()
-            );
+            assert!(equivalent(gd, wd), "{gp}: {}", policy_doc::render_diff(Some(wd), Some(gd)).unwrap_or_default());
             assert_eq!(gd["Version"], "2012-10-17");
             assert_eq!(gd, &policy_doc::canonical(gd), "{gp} is returned canonical");
         }
@@ -899,10 +818,7 @@ mod tests {
             strings(&pass["Condition"]["StringEquals"]["iam:PassedToService"]),
             ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]
         );
-        assert_eq!(
-            strings(&pass["Resource"]),
-            [inputs(v(14), None, false).node_role_arn]
-        );
+        assert_eq!(strings(&pass["Resource"]), [inputs(v(14), None, false).node_role_arn]);
         let tagging = statement(&p, "AllowScopedResourceTagging").unwrap();
         assert_eq!(
             strings(&tagging["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"]),
@@ -941,14 +857,8 @@ mod tests {
                 "AllowUnscopedInstanceProfileListAction"
             ]
         );
-        assert_eq!(
-            sids(PolicyPart::EksIntegration),
-            ["AllowAPIServerEndpointDiscovery"]
-        );
-        assert_eq!(
-            sids(PolicyPart::Interruption),
-            ["AllowInterruptionQueueActions"]
-        );
+        assert_eq!(sids(PolicyPart::EksIntegration), ["AllowAPIServerEndpointDiscovery"]);
+        assert_eq!(sids(PolicyPart::Interruption), ["AllowInterruptionQueueActions"]);
         assert_eq!(sids(PolicyPart::NodeLifecycle).len(), 6);
         assert_eq!(sids(PolicyPart::IamIntegration).len(), 4);
     }
@@ -959,27 +869,13 @@ mod tests {
         assert!(has_action(&p, "ec2:DescribeAvailabilityZones"));
         let regional = statement(&p, "AllowRegionalReadActions").unwrap();
         assert!(strings(&regional["Action"]).contains(&"ec2:DescribeAvailabilityZones"));
-        assert!(
-            part(&p, PolicyPart::ResourceDiscovery).unwrap()["Statement"]
-                .as_array()
-                .unwrap()
-                .contains(regional)
-        );
+        assert!(part(&p, PolicyPart::ResourceDiscovery).unwrap()["Statement"].as_array().unwrap().contains(regional));
         let pass = statement(&p, "AllowPassingInstanceRole").unwrap();
-        assert_eq!(
-            strings(&pass["Condition"]["StringEquals"]["iam:PassedToService"]),
-            ["ec2.amazonaws.com"]
-        );
+        assert_eq!(strings(&pass["Condition"]["StringEquals"]["iam:PassedToService"]), ["ec2.amazonaws.com"]);
         assert!(!has_action(&p, "ec2:DescribeCapacityReservations"));
         assert!(!has_action(&p, "iam:ListInstanceProfiles"));
-        assert!(
-            !p.iter()
-                .any(|(_, d)| policy_doc::to_wire(d).contains("capacity-reservation"))
-        );
-        assert!(
-            part(&p, PolicyPart::ZonalShift).is_none(),
-            "zonal shift needs 1.12"
-        );
+        assert!(!p.iter().any(|(_, d)| policy_doc::to_wire(d).contains("capacity-reservation")));
+        assert!(part(&p, PolicyPart::ZonalShift).is_none(), "zonal shift needs 1.12");
     }
 
     #[test]
@@ -997,15 +893,10 @@ mod tests {
     fn capacity_reservations_from_v1_3() {
         for (minor, expected) in [(2, false), (3, true), (14, true)] {
             let p = policies(v(minor));
-            assert_eq!(
-                has_action(&p, "ec2:DescribeCapacityReservations"),
-                expected,
-                "1.{minor}"
-            );
+            assert_eq!(has_action(&p, "ec2:DescribeCapacityReservations"), expected, "1.{minor}");
             let access = statement(&p, "AllowScopedEC2InstanceAccessActions").unwrap();
             assert_eq!(
-                strings(&access["Resource"])
-                    .contains(&"arn:aws:ec2:us-west-2:*:capacity-reservation/*"),
+                strings(&access["Resource"]).contains(&"arn:aws:ec2:us-west-2:*:capacity-reservation/*"),
                 expected,
                 "1.{minor}"
             );
@@ -1026,16 +917,9 @@ mod tests {
     fn placement_groups_from_v1_11() {
         for (minor, expected) in [(10, false), (11, true)] {
             let p = policies(v(minor));
-            assert_eq!(
-                has_action(&p, "ec2:DescribePlacementGroups"),
-                expected,
-                "1.{minor}"
-            );
+            assert_eq!(has_action(&p, "ec2:DescribePlacementGroups"), expected, "1.{minor}");
             let access = statement(&p, "AllowScopedEC2InstanceAccessActions").unwrap();
-            assert_eq!(
-                strings(&access["Resource"]).contains(&"arn:aws:ec2:us-west-2:*:placement-group/*"),
-                expected
-            );
+            assert_eq!(strings(&access["Resource"]).contains(&"arn:aws:ec2:us-west-2:*:placement-group/*"), expected);
         }
     }
 
@@ -1064,20 +948,13 @@ mod tests {
             for enabled in [false, true] {
                 let docs = controller_policies(&inputs(version, Some(QUEUE), enabled));
                 let present = part(&docs, PolicyPart::ZonalShift).is_some();
-                assert_eq!(
-                    present,
-                    enabled && version >= v(12),
-                    "v{version} enabled={enabled}"
-                );
+                assert_eq!(present, enabled && version >= v(12), "v{version} enabled={enabled}");
             }
         }
         // 1.12 as released: resource = cluster ARN, no condition
         let p12 = policies(v(12));
         let z = statement(&p12, "AllowZonalShiftStatusReadOnly").unwrap();
-        assert_eq!(
-            strings(&z["Resource"]),
-            ["arn:aws:eks:us-west-2:111122223333:cluster/demo"]
-        );
+        assert_eq!(strings(&z["Resource"]), ["arn:aws:eks:us-west-2:111122223333:cluster/demo"]);
         assert!(z.get("Condition").is_none());
         // 1.13: fixed
         let p13 = policies(v(13));
@@ -1125,11 +1002,7 @@ mod tests {
             assert!(!wire.contains("arn:aws:"), "{part}: {wire}");
         }
         let arns = node_managed_policy_arns("aws-cn", ACCOUNT, false, KarpenterVersion::LATEST);
-        assert!(
-            arns.iter()
-                .all(|a| a.starts_with("arn:aws-cn:iam::aws:policy/")),
-            "{arns:?}"
-        );
+        assert!(arns.iter().all(|a| a.starts_with("arn:aws-cn:iam::aws:policy/")), "{arns:?}");
     }
 
     #[test]
@@ -1153,10 +1026,7 @@ mod tests {
                 "arn:aws-us-gov:iam::aws:policy/AmazonSSMManagedInstanceCore",
             ]
         );
-        assert!(
-            node_managed_policy_arns("aws", ACCOUNT, false, v(4))[2]
-                .ends_with("/AmazonEC2ContainerRegistryPullOnly")
-        );
+        assert!(node_managed_policy_arns("aws", ACCOUNT, false, v(4))[2].ends_with("/AmazonEC2ContainerRegistryPullOnly"));
     }
 
     #[test]
@@ -1183,12 +1053,7 @@ mod tests {
                 "oidc.eks.us-west-2.amazonaws.com/id/ABCDEF:aud":"sts.amazonaws.com",
                 "oidc.eks.us-west-2.amazonaws.com/id/ABCDEF:sub":"system:serviceaccount:kube-system:karpenter"}}}]});
         assert!(equivalent(&irsa, &want), "{irsa:#}");
-        let with_scheme = controller_trust_irsa(
-            &provider,
-            &format!("https://{issuer}"),
-            "kube-system",
-            "karpenter",
-        );
+        let with_scheme = controller_trust_irsa(&provider, &format!("https://{issuer}"), "kube-system", "karpenter");
         assert_eq!(with_scheme, irsa);
     }
 

@@ -82,10 +82,11 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             output::report_error(&e, cli.global.output, name);
-            if cli.global.stats && cli.global.output == cli::Output::Human {
-                if let Some(stats) = aws::STATS.get() {
-                    output::print_stats_report(&stats.report());
-                }
+            if cli.global.stats
+                && cli.global.output == cli::Output::Human
+                && let Some(stats) = aws::STATS.get()
+            {
+                output::print_stats_report(&stats.report());
             }
             output::EXIT_ERROR
         }

@@ -182,16 +182,10 @@ impl Conflict {
 
     fn base_message(&self) -> String {
         match &self.owner {
-            Owner::OtherCluster(c) => format!(
-                "{} {} exists but is managed by karpctl for cluster {c}",
-                self.kind.label(),
-                self.name
-            ),
-            _ => format!(
-                "{} {} exists but is not managed by karpctl (it has no {OWNER_TAG} tag)",
-                self.kind.label(),
-                self.name
-            ),
+            Owner::OtherCluster(c) => {
+                format!("{} {} exists but is managed by karpctl for cluster {c}", self.kind.label(), self.name)
+            }
+            _ => format!("{} {} exists but is not managed by karpctl (it has no {OWNER_TAG} tag)", self.kind.label(), self.name),
         }
     }
 }

@@ -143,4 +143,3 @@ pub async fn observe_nodes(ctx: &Arc<Ctx>, all: Vec<Node>, concurrency: usize) -
     done.sort_by_key(|(i, _, _)| *i);
     Ok(done.into_iter().map(|(_, n, o)| (n, o)).collect())
 }
-

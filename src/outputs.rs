@@ -2,8 +2,8 @@
 
 use crate::cli::{Global, OutputFormat};
 use crate::desired;
-use crate::output::EXIT_OK;
 use crate::model::{Kind, Owner};
+use crate::output::EXIT_OK;
 use crate::plan_file::{IdentityMode, UserError};
 use anyhow::Result;
 use serde_json::{Value, json};
@@ -15,7 +15,9 @@ pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
     // Read only what the outputs name.
     let wanted: Vec<_> = nodes
         .into_iter()
-        .filter(|n| n.fields.is_some() && matches!(n.kind, Kind::Queue | Kind::IamRole | Kind::InstanceProfile | Kind::PodIdentity))
+        .filter(|n| {
+            n.fields.is_some() && matches!(n.kind, Kind::Queue | Kind::IamRole | Kind::InstanceProfile | Kind::PodIdentity)
+        })
         .collect();
     let observed = crate::observe::observe_nodes(&p.ctx, wanted, global.concurrency as usize).await?;
     let missing: Vec<String> = observed
@@ -27,9 +29,12 @@ pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
         })
         .collect();
     if !missing.is_empty() {
-        return Err(UserError::new(format!("the cluster's Karpenter resources are not in place:\n  - {}", missing.join("\n  - ")))
-            .hint(format!("run `karpctl up --cluster {}` first", spec.cluster))
-            .into());
+        return Err(UserError::new(format!(
+            "the cluster's Karpenter resources are not in place:\n  - {}",
+            missing.join("\n  - ")
+        ))
+        .hint(format!("run `karpctl up --cluster {}` first", spec.cluster))
+        .into());
     }
     let id = &spec.identity;
     let controller_arn = desired::role_arn(&p.facts, &id.path, &id.controller_role.name);

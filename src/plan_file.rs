@@ -6,7 +6,6 @@ use crate::names;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPlan {
@@ -214,12 +213,44 @@ pub fn validate_cluster_name(name: &str) -> Result<(), String> {
 /// fail at the first AWS call) unless KARPCTL_ALLOW_UNKNOWN_REGION=1, for regions newer than
 /// this list.
 pub const KNOWN_REGIONS: &[&str] = &[
-    "af-south-1", "ap-east-1", "ap-east-2", "ap-northeast-1", "ap-northeast-2", "ap-northeast-3", "ap-south-1",
-    "ap-south-2", "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4", "ap-southeast-5",
-    "ap-southeast-6", "ap-southeast-7", "ca-central-1", "ca-west-1", "cn-north-1", "cn-northwest-1", "eu-central-1",
-    "eu-central-2", "eu-north-1", "eu-south-1", "eu-south-2", "eu-west-1", "eu-west-2", "eu-west-3", "il-central-1",
-    "me-central-1", "me-south-1", "mx-central-1", "sa-east-1", "us-east-1", "us-east-2", "us-gov-east-1",
-    "us-gov-west-1", "us-west-1", "us-west-2",
+    "af-south-1",
+    "ap-east-1",
+    "ap-east-2",
+    "ap-northeast-1",
+    "ap-northeast-2",
+    "ap-northeast-3",
+    "ap-south-1",
+    "ap-south-2",
+    "ap-southeast-1",
+    "ap-southeast-2",
+    "ap-southeast-3",
+    "ap-southeast-4",
+    "ap-southeast-5",
+    "ap-southeast-6",
+    "ap-southeast-7",
+    "ca-central-1",
+    "ca-west-1",
+    "cn-north-1",
+    "cn-northwest-1",
+    "eu-central-1",
+    "eu-central-2",
+    "eu-north-1",
+    "eu-south-1",
+    "eu-south-2",
+    "eu-west-1",
+    "eu-west-2",
+    "eu-west-3",
+    "il-central-1",
+    "me-central-1",
+    "me-south-1",
+    "mx-central-1",
+    "sa-east-1",
+    "us-east-1",
+    "us-east-2",
+    "us-gov-east-1",
+    "us-gov-west-1",
+    "us-west-1",
+    "us-west-2",
 ];
 
 pub fn validate_region(region: &str) -> Result<(), String> {
@@ -246,7 +277,11 @@ fn validate_region_format(region: &str) -> Result<(), String> {
 
 fn validate_tags(ctx: &Ctx, tags: &Tags) -> Result<(), UserError> {
     if tags.len() > 40 {
-        return Err(ctx.err("", "tags", &format!("has {} tags; at most 40 (AWS allows 50 per object and karpctl adds its own)", tags.len())));
+        return Err(ctx.err(
+            "",
+            "tags",
+            &format!("has {} tags; at most 40 (AWS allows 50 per object and karpctl adds its own)", tags.len()),
+        ));
     }
     for (k, v) in tags {
         let bad = if k.is_empty() || k.len() > 127 {
@@ -310,10 +345,10 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
     if let Some(r) = &raw.region {
         validate_region(r).map_err(|e| ctx.err("", "region", &e).hint("use an AWS region name such as us-east-1"))?;
     }
-    if let Some(a) = &raw.account_id {
-        if a.len() != 12 || !a.chars().all(|c| c.is_ascii_digit()) {
-            return Err(ctx.err("", "account_id", &format!("{a:?} is not a 12-digit AWS account id")));
-        }
+    if let Some(a) = &raw.account_id
+        && (a.len() != 12 || !a.chars().all(|c| c.is_ascii_digit()))
+    {
+        return Err(ctx.err("", "account_id", &format!("{a:?} is not a 12-digit AWS account id")));
     }
     validate_tags(ctx, &raw.tags)?;
 
@@ -335,16 +370,26 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
     };
     if let Some(k) = &i.kms_key_id {
         if k.trim().is_empty() {
-            return Err(ctx.err("interruption", "kms_key_id", "is empty").hint("remove it to use SSE-SQS, or give a KMS key id, ARN or alias"));
+            return Err(ctx
+                .err("interruption", "kms_key_id", "is empty")
+                .hint("remove it to use SSE-SQS, or give a KMS key id, ARN or alias"));
         }
         if i.sqs_managed_sse == Some(true) {
             return Err(ctx
-                .err("interruption", "sqs_managed_sse", "is true while `interruption.kms_key_id` is set; a queue uses one or the other")
+                .err(
+                    "interruption",
+                    "sqs_managed_sse",
+                    "is true while `interruption.kms_key_id` is set; a queue uses one or the other",
+                )
                 .hint("remove `sqs_managed_sse` to encrypt with the KMS key, or remove `kms_key_id` to use SSE-SQS"));
         }
     } else if i.sqs_managed_sse == Some(false) {
         return Err(ctx
-            .err("interruption", "sqs_managed_sse", "is false but no `interruption.kms_key_id` is set; the queue must be encrypted")
+            .err(
+                "interruption",
+                "sqs_managed_sse",
+                "is false but no `interruption.kms_key_id` is set; the queue must be encrypted",
+            )
             .hint("remove `sqs_managed_sse` (SSE-SQS is the default) or set `kms_key_id`"));
     }
     let identity = resolve_identity(&raw.identity, ctx, &cluster)?;
@@ -356,12 +401,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         region: raw.region,
         account_id: raw.account_id,
         tags: raw.tags,
-        interruption: Interruption {
-            enabled: i.enabled.unwrap_or(true),
-            queue_name,
-            queue_name_note,
-            kms_key_id: i.kms_key_id,
-        },
+        interruption: Interruption { enabled: i.enabled.unwrap_or(true), queue_name, queue_name_note, kms_key_id: i.kms_key_id },
         source,
     })
 }
@@ -386,7 +426,9 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
     let path = match &i.path {
         Some(p) => {
             if !(p.starts_with('/') && p.ends_with('/') && p.len() <= 512 && p.chars().all(|c| c.is_ascii_graphic())) {
-                return Err(ctx.err("identity", "path", &format!("{p:?} is not an IAM path")).hint("an IAM path starts and ends with '/' and is at most 512 characters, e.g. \"/karpctl/my-cluster/\""));
+                return Err(ctx
+                    .err("identity", "path", &format!("{p:?} is not an IAM path"))
+                    .hint("an IAM path starts and ends with '/' and is at most 512 characters, e.g. \"/karpctl/my-cluster/\""));
             }
             p.clone()
         }
@@ -397,16 +439,18 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
         ("controller_role_name", &i.controller_role_name, 64),
         ("instance_profile_name", &i.instance_profile_name, 128),
     ] {
-        if let Some(v) = val {
-            if !valid_iam_name(v, limit) {
-                return Err(ctx.err("identity", key, &format!("{v:?} is not a valid IAM name")).hint(format!("use 1 to {limit} letters, digits and +=,.@_-")));
-            }
+        if let Some(v) = val
+            && !valid_iam_name(v, limit)
+        {
+            return Err(ctx
+                .err("identity", key, &format!("{v:?} is not a valid IAM name"))
+                .hint(format!("use 1 to {limit} letters, digits and +=,.@_-")));
         }
     }
     if i.existing_node_role.is_some() && i.node_role_name.is_some() {
-        return Err(ctx
-            .err("identity", "existing_node_role", "and `identity.node_role_name` are both set")
-            .hint("set `existing_node_role` to use a role you already have, or `node_role_name` to have karpctl create one, not both"));
+        return Err(ctx.err("identity", "existing_node_role", "and `identity.node_role_name` are both set").hint(
+            "set `existing_node_role` to use a role you already have, or `node_role_name` to have karpctl create one, not both",
+        ));
     }
     if let Some(e) = &i.existing_node_role {
         let name = e.rsplit('/').next().unwrap_or(e);
@@ -416,31 +460,51 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
     }
     for a in &i.extra_node_policy_arns {
         if !(a.starts_with("arn:") && a.contains(":iam::") && a.contains(":policy/")) {
-            return Err(ctx.err("identity", "extra_node_policy_arns", &format!("{a:?} is not an IAM policy ARN")).hint("use ARNs like arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"));
+            return Err(ctx
+                .err("identity", "extra_node_policy_arns", &format!("{a:?} is not an IAM policy ARN"))
+                .hint("use ARNs like arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"));
         }
     }
     let access_entry_type = match i.access_entry_type.as_deref() {
         None => "EC2_LINUX".to_string(),
         Some(t @ ("EC2_LINUX" | "EC2_WINDOWS")) => t.to_string(),
-        Some(t) => return Err(ctx.err("identity", "access_entry_type", &format!("is {t:?}; use \"EC2_LINUX\" or \"EC2_WINDOWS\""))),
+        Some(t) => {
+            return Err(ctx.err("identity", "access_entry_type", &format!("is {t:?}; use \"EC2_LINUX\" or \"EC2_WINDOWS\"")));
+        }
     };
     let k8s_name = |key: &str, v: &str| -> Result<(), UserError> {
-        let ok = !v.is_empty() && v.len() <= 63 && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-            && !v.starts_with('-') && !v.ends_with('-');
-        if ok { Ok(()) } else { Err(ctx.err("identity", key, &format!("{v:?} is not a valid Kubernetes name (lower-case letters, digits, '-')"))) }
+        let ok = !v.is_empty()
+            && v.len() <= 63
+            && v.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !v.starts_with('-')
+            && !v.ends_with('-');
+        if ok {
+            Ok(())
+        } else {
+            Err(ctx.err("identity", key, &format!("{v:?} is not a valid Kubernetes name (lower-case letters, digits, '-')")))
+        }
     };
     let namespace = i.namespace.clone().unwrap_or_else(|| "kube-system".into());
     k8s_name("namespace", &namespace)?;
     let service_account = i.service_account.clone().unwrap_or_else(|| "karpenter".into());
     k8s_name("service_account", &service_account)?;
-    let instance_profile_name = named(i.instance_profile_name.as_deref(), format!("KarpenterNodeInstanceProfile-{cluster}"), 128, "instance profile");
+    let instance_profile_name =
+        named(i.instance_profile_name.as_deref(), format!("KarpenterNodeInstanceProfile-{cluster}"), 128, "instance profile");
     Ok(Identity {
         mode,
         karpenter_version,
         path,
-        node_role: i.existing_node_role.is_none().then(|| named(i.node_role_name.as_deref(), format!("KarpenterNodeRole-{cluster}"), 64, "node role")),
+        node_role: i
+            .existing_node_role
+            .is_none()
+            .then(|| named(i.node_role_name.as_deref(), format!("KarpenterNodeRole-{cluster}"), 64, "node role")),
         existing_node_role: i.existing_node_role.clone(),
-        controller_role: named(i.controller_role_name.as_deref(), format!("KarpenterController-{cluster}"), 64, "controller role"),
+        controller_role: named(
+            i.controller_role_name.as_deref(),
+            format!("KarpenterController-{cluster}"),
+            64,
+            "controller role",
+        ),
         extra_node_policy_arns: i.extra_node_policy_arns.clone(),
         instance_profile: i.instance_profile.unwrap_or(false).then(|| instance_profile_name.clone()),
         instance_profile_name,
@@ -466,20 +530,20 @@ fn resolve_discovery(d: RawDiscovery, ctx: &Ctx) -> Result<Discovery, UserError>
             return Err(ctx.err("discovery", "subnet_ids", &format!("{bad:?} is not a subnet id (subnet-...)")));
         }
     }
-    if let Some(t) = &d.subnet_tags {
-        if t.is_empty() {
-            return Err(ctx.err("discovery", "subnet_tags", "is empty").hint("remove it to use the cluster's subnets"));
-        }
+    if let Some(t) = &d.subnet_tags
+        && t.is_empty()
+    {
+        return Err(ctx.err("discovery", "subnet_tags", "is empty").hint("remove it to use the cluster's subnets"));
     }
     if d.security_group_id.is_some() && d.security_group_name.is_some() {
         return Err(ctx
             .err("discovery", "security_group_name", "and `discovery.security_group_id` are both set")
             .hint("name the security group either by id or by name"));
     }
-    if let Some(id) = &d.security_group_id {
-        if !id.starts_with("sg-") {
-            return Err(ctx.err("discovery", "security_group_id", &format!("{id:?} is not a security group id (sg-...)")));
-        }
+    if let Some(id) = &d.security_group_id
+        && !id.starts_with("sg-")
+    {
+        return Err(ctx.err("discovery", "security_group_id", &format!("{id:?} is not a security group id (sg-...)")));
     }
     Ok(Discovery {
         subnet_ids: d.subnet_ids,
@@ -493,9 +557,8 @@ fn resolve_discovery(d: RawDiscovery, ctx: &Ctx) -> Result<Discovery, UserError>
 /// defaults. Without a cluster: KARPCTL_CLUSTER, or the only plan in `plans/`.
 pub fn load(plan_flag: Option<&Path>, cluster_flag: Option<&str>, plans_dir: &Path) -> Result<Spec, UserError> {
     if let Some(p) = plan_flag {
-        let text = std::fs::read_to_string(p).map_err(|e| {
-            UserError::new(format!("cannot read plan file {}: {e}", p.display())).hint("check the --plan path")
-        })?;
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| UserError::new(format!("cannot read plan file {}: {e}", p.display())).hint("check the --plan path"))?;
         return parse(&text, &p.display().to_string(), cluster_flag);
     }
     let cluster = match cluster_flag {
@@ -513,10 +576,10 @@ pub fn load(plan_flag: Option<&Path>, cluster_flag: Option<&str>, plans_dir: &Pa
 }
 
 fn pick_cluster(plans_dir: &Path) -> Result<String, UserError> {
-    if let Ok(c) = std::env::var("KARPCTL_CLUSTER") {
-        if !c.is_empty() {
-            return Ok(c);
-        }
+    if let Ok(c) = std::env::var("KARPCTL_CLUSTER")
+        && !c.is_empty()
+    {
+        return Ok(c);
     }
     let mut found: Vec<String> = std::fs::read_dir(plans_dir)
         .map(|rd| {
@@ -531,8 +594,7 @@ fn pick_cluster(plans_dir: &Path) -> Result<String, UserError> {
     found.sort();
     match found.len() {
         1 => Ok(found.remove(0)),
-        0 => Err(UserError::new("no cluster given and no plan in plans/")
-            .hint("pass --cluster NAME or set KARPCTL_CLUSTER")),
+        0 => Err(UserError::new("no cluster given and no plan in plans/").hint("pass --cluster NAME or set KARPCTL_CLUSTER")),
         _ => Err(UserError::new(format!("no cluster given and plans/ holds several plans: {}", found.join(", ")))
             .hint("pass --cluster NAME or set KARPCTL_CLUSTER")),
     }
@@ -575,7 +637,10 @@ mod tests {
             ("cluster = \"a\"\nregion = \"moon-1\"\n", "`region`"),
             ("cluster = \"a\"\naccount_id = \"12\"\n", "`account_id`"),
             ("cluster = \"a\"\n[interruption]\nqueue_name = \"has space\"\n", "`interruption.queue_name`"),
-            ("cluster = \"a\"\n[interruption]\nkms_key_id = \"alias/k\"\nsqs_managed_sse = true\n", "`interruption.sqs_managed_sse`"),
+            (
+                "cluster = \"a\"\n[interruption]\nkms_key_id = \"alias/k\"\nsqs_managed_sse = true\n",
+                "`interruption.sqs_managed_sse`",
+            ),
             ("cluster = \"a\"\n[tags]\n\"aws:x\" = \"y\"\n", "`tags.aws:x`"),
         ];
         for (text, field) in cases {

@@ -1,9 +1,7 @@
 //! Pure planning: desired nodes + what was observed -> steps with field-level changes.
 //! `diff` renders the result; `up` and `down` execute it. Nothing here talks to AWS.
 
-use crate::model::{
-    Action, Change, Conflict, Finding, Kind, Level, Node, Observed, Owner, Plan, Step,
-};
+use crate::model::{Action, Change, Conflict, Finding, Kind, Level, Node, Observed, Owner, Plan, Step};
 use serde_json::Value;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -16,7 +14,9 @@ pub struct PlanOptions {
 fn forces_replacement(kind: Kind, field: &str) -> bool {
     matches!(
         (kind, field),
-        (Kind::AccessEntry, "type") | (Kind::AccessEntry, "username") | (Kind::AccessEntry, "groups")
+        (Kind::AccessEntry, "type")
+            | (Kind::AccessEntry, "username")
+            | (Kind::AccessEntry, "groups")
             | (Kind::IamRole, "path")
             | (Kind::IamPolicy, "path")
             | (Kind::InstanceProfile, "path")
@@ -180,12 +180,11 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
     let deleted: std::collections::BTreeSet<String> =
         p.steps.iter().filter(|s| s.action == Action::Delete).map(|s| s.id.clone()).collect();
     for s in &mut p.steps {
-        if s.action == Action::Delete {
-            if let Some(parent) = s.node.spec.get("contained_in") {
-                if deleted.contains(parent) {
-                    s.removed_with = Some(parent.clone());
-                }
-            }
+        if s.action == Action::Delete
+            && let Some(parent) = s.node.spec.get("contained_in")
+            && deleted.contains(parent)
+        {
+            s.removed_with = Some(parent.clone());
         }
     }
     p.steps.sort_by(|a, b| a.id.cmp(&b.id));
@@ -201,15 +200,7 @@ mod tests {
     use serde_json::json;
 
     fn node(id: &str, kind: Kind, fields: Option<Fields>) -> Node {
-        Node {
-            id: id.into(),
-            kind,
-            name: format!("name-{id}"),
-            fields,
-            deps: vec![],
-            spec: Default::default(),
-            notes: vec![],
-        }
+        Node { id: id.into(), kind, name: format!("name-{id}"), fields, deps: vec![], spec: Default::default(), notes: vec![] }
     }
     fn fields(v: Value) -> Fields {
         v.as_object().unwrap().clone().into_iter().collect()
@@ -220,10 +211,7 @@ mod tests {
 
     #[test]
     fn missing_object_is_created_with_every_field() {
-        let p = plan(
-            vec![(node("queue", Kind::Queue, Some(fields(json!({"a": "1", "b": "2"})))), None)],
-            PlanOptions::default(),
-        );
+        let p = plan(vec![(node("queue", Kind::Queue, Some(fields(json!({"a": "1", "b": "2"})))), None)], PlanOptions::default());
         assert_eq!(p.steps.len(), 1);
         assert_eq!(p.steps[0].action, Action::Create);
         assert_eq!(p.steps[0].changes.len(), 2);
@@ -266,10 +254,7 @@ mod tests {
         let want = fields(json!({"a": "1"}));
         let entries = vec![
             (node("x", Kind::Queue, Some(want.clone())), Some(obs(json!({"a": "1"}), Owner::Unowned))),
-            (
-                node("y", Kind::Queue, Some(want.clone())),
-                Some(obs(json!({"a": "1"}), Owner::OtherCluster("other".into()))),
-            ),
+            (node("y", Kind::Queue, Some(want.clone())), Some(obs(json!({"a": "1"}), Owner::OtherCluster("other".into())))),
         ];
         let p = plan(entries.clone(), PlanOptions::default());
         assert!(p.steps.is_empty());
@@ -324,7 +309,10 @@ mod tests {
     fn external_objects_satisfy_the_plan() {
         let want = fields(json!({"type": "EC2_LINUX"}));
         let p = plan(
-            vec![(node("ae", Kind::AccessEntry, Some(want)), Some(obs(json!({"type": "EC2_LINUX", "tags": {}}), Owner::External)))],
+            vec![(
+                node("ae", Kind::AccessEntry, Some(want)),
+                Some(obs(json!({"type": "EC2_LINUX", "tags": {}}), Owner::External)),
+            )],
             PlanOptions::default(),
         );
         assert!(p.steps.is_empty());

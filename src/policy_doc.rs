@@ -90,8 +90,7 @@ pub fn equivalent(a: &Value, b: &Value) -> bool {
 pub fn to_wire(doc: &Value) -> String {
     let mut doc = canonical(doc);
     if let Value::Object(map) = &mut doc {
-        map.entry("Version")
-            .or_insert_with(|| Value::String(POLICY_VERSION.to_string()));
+        map.entry("Version").or_insert_with(|| Value::String(POLICY_VERSION.to_string()));
     }
     doc.to_string()
 }
@@ -139,18 +138,14 @@ fn decode_and_parse(text: &str) -> Result<Value, PolicyDocError> {
     if !looks_percent_encoded(trimmed) {
         return parse_object(trimmed);
     }
-    let decoded = percent_decode_str(trimmed)
-        .decode_utf8()
-        .map_err(PolicyDocError::NotUtf8)?;
+    let decoded = percent_decode_str(trimmed).decode_utf8().map_err(PolicyDocError::NotUtf8)?;
     match parse_object(decoded.trim()) {
         Ok(doc) => Ok(doc),
         // IAM encodes per RFC 3986 (space = %20), but a form-style encoder writes a space as
         // `+`. `+` is never valid between JSON tokens, so retry with `+` read as a space.
         Err(first) if trimmed.contains('+') => {
             let spaced = trimmed.replace('+', "%20");
-            let decoded = percent_decode_str(&spaced)
-                .decode_utf8()
-                .map_err(PolicyDocError::NotUtf8)?;
+            let decoded = percent_decode_str(&spaced).decode_utf8().map_err(PolicyDocError::NotUtf8)?;
             parse_object(decoded.trim()).map_err(|_| first)
         }
         Err(e) => Err(e),
@@ -164,21 +159,14 @@ fn looks_percent_encoded(text: &str) -> bool {
         return false;
     }
     let bytes = text.as_bytes();
-    bytes
-        .windows(3)
-        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit())
+    bytes.windows(3).any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit())
 }
 
 fn parse_object(text: &str) -> Result<Value, PolicyDocError> {
-    let value: Value = serde_json::from_str(text).map_err(|source| PolicyDocError::NotJson {
-        snippet: snippet(text),
-        source,
-    })?;
+    let value: Value = serde_json::from_str(text).map_err(|source| PolicyDocError::NotJson { snippet: snippet(text), source })?;
     match value {
         Value::Object(_) => Ok(value),
-        other => Err(PolicyDocError::NotObject {
-            found: kind(&other),
-        }),
+        other => Err(PolicyDocError::NotObject { found: kind(&other) }),
     }
 }
 
@@ -211,8 +199,7 @@ fn canonical_statements(value: &Value) -> Value {
         Value::Object(_) => vec![canonical_statement(value)],
         other => return other.clone(),
     };
-    let mut keyed: Vec<(String, Value)> =
-        statements.into_iter().map(|s| (s.to_string(), s)).collect();
+    let mut keyed: Vec<(String, Value)> = statements.into_iter().map(|s| (s.to_string(), s)).collect();
     keyed.sort_by(|a, b| a.0.cmp(&b.0));
     keyed.dedup_by(|a, b| a.0 == b.0);
     Value::Array(keyed.into_iter().map(|(_, s)| s).collect())
@@ -246,11 +233,7 @@ fn canonical_effect(value: &Value) -> Value {
 
 fn canonical_principal(value: &Value) -> Value {
     match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(kind, ids)| (kind.clone(), string_set(ids)))
-                .collect(),
-        ),
+        Value::Object(map) => Value::Object(map.iter().map(|(kind, ids)| (kind.clone(), string_set(ids))).collect()),
         // "*" (and anything malformed) stays as it is.
         other => other.clone(),
     }
@@ -263,11 +246,7 @@ fn canonical_condition(value: &Value) -> Value {
     let mut out = Map::new();
     for (operator, block) in operators {
         let block = match block {
-            Value::Object(keys) => Value::Object(
-                keys.iter()
-                    .map(|(key, values)| (key.clone(), string_set(values)))
-                    .collect(),
-            ),
+            Value::Object(keys) => Value::Object(keys.iter().map(|(key, values)| (key.clone(), string_set(values))).collect()),
             other => other.clone(),
         };
         out.insert(operator.clone(), block);
@@ -314,11 +293,7 @@ fn display_text(doc: &Value) -> String {
     let mut doc = canonical(doc);
     if let Some(Value::Array(statements)) = doc.get_mut("Statement") {
         statements.sort_by_cached_key(|s| {
-            let sid = s
-                .get("Sid")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
+            let sid = s.get("Sid").and_then(Value::as_str).unwrap_or("").to_string();
             (sid, s.to_string())
         });
     }
@@ -339,11 +314,7 @@ fn line_diff<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<Op<'a>> {
     let mut lcs = vec![vec![0u32; m + 1]; n + 1];
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            lcs[i][j] = if old[i] == new[j] {
-                lcs[i + 1][j + 1] + 1
-            } else {
-                lcs[i + 1][j].max(lcs[i][j + 1])
-            };
+            lcs[i][j] = if old[i] == new[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
         }
     }
     let mut ops = Vec::with_capacity(n + m);
@@ -419,16 +390,12 @@ mod tests {
         let a = parse(&encoded).unwrap();
         let b = parse(PLAIN).unwrap();
         assert_eq!(a, b);
-        assert_eq!(
-            a["Statement"][0]["Principal"]["Service"],
-            json!(["ec2.amazonaws.com"])
-        );
+        assert_eq!(a["Statement"][0]["Principal"]["Service"], json!(["ec2.amazonaws.com"]));
     }
 
     #[test]
     fn pretty_percent_encoded_document_with_spaces_parses() {
-        let pretty =
-            serde_json::to_string_pretty(&serde_json::from_str::<Value>(PLAIN).unwrap()).unwrap();
+        let pretty = serde_json::to_string_pretty(&serde_json::from_str::<Value>(PLAIN).unwrap()).unwrap();
         // RFC 3986 style (%20) ...
         assert_eq!(parse(&encode(&pretty)).unwrap(), parse(PLAIN).unwrap());
         // ... and form style, where a space is '+'.
@@ -439,24 +406,15 @@ mod tests {
     #[test]
     fn plain_json_with_percent_in_a_value_is_not_decoded() {
         let doc = parse(r#"{"Statement":{"Effect":"Allow","Action":"s3:GetObject","Resource":"arn:aws:s3:::b/%41"}}"#).unwrap();
-        assert_eq!(
-            doc["Statement"][0]["Resource"],
-            json!(["arn:aws:s3:::b/%41"])
-        );
+        assert_eq!(doc["Statement"][0]["Resource"], json!(["arn:aws:s3:::b/%41"]));
     }
 
     #[test]
     fn parse_errors_say_what_is_wrong() {
         assert!(matches!(parse(""), Err(PolicyDocError::Empty)));
         assert!(matches!(parse("   "), Err(PolicyDocError::Empty)));
-        assert!(matches!(
-            parse("[1,2]"),
-            Err(PolicyDocError::NotObject { found: "an array" })
-        ));
-        assert!(matches!(
-            parse("%5B%5D"),
-            Err(PolicyDocError::NotObject { found: "an array" })
-        ));
+        assert!(matches!(parse("[1,2]"), Err(PolicyDocError::NotObject { found: "an array" })));
+        assert!(matches!(parse("%5B%5D"), Err(PolicyDocError::NotObject { found: "an array" })));
         let err = parse(r#"{"Version": "#).unwrap_err();
         assert!(matches!(err, PolicyDocError::NotJson { .. }));
         assert!(err.to_string().contains("not valid JSON"), "{err}");
@@ -473,12 +431,10 @@ mod tests {
 
     #[test]
     fn string_equals_one_element_array_and_order_and_duplicates_are_ignored() {
-        let a =
-            json!({"Statement":[{"Effect":"Allow","Action":"ec2:RunInstances","NotResource":"x"}]});
+        let a = json!({"Statement":[{"Effect":"Allow","Action":"ec2:RunInstances","NotResource":"x"}]});
         let b = json!({"Statement":[{"Effect":"Allow","Action":["ec2:RunInstances"],"NotResource":["x"]}]});
         assert!(equivalent(&a, &b));
-        let c =
-            json!({"Statement":[{"Effect":"Allow","Action":["b","a","b"],"Resource":["2","1"]}]});
+        let c = json!({"Statement":[{"Effect":"Allow","Action":["b","a","b"],"Resource":["2","1"]}]});
         let d = json!({"Statement":[{"Effect":"Allow","Action":["a","b"],"Resource":["1","2"]}]});
         assert!(equivalent(&c, &d));
         assert_eq!(canonical(&c)["Statement"][0]["Action"], json!(["a", "b"]));
@@ -501,10 +457,7 @@ mod tests {
         let b = json!({"Statement":[{"Effect":"Deny","Action":"sqs:*","Resource":"q","Principal":"*",
             "Condition":{"Bool":{"aws:SecureTransport":"false"},"NumericLessThan":{"s3:max-keys":["10"]}}}]});
         assert!(equivalent(&a, &b));
-        assert_eq!(
-            canonical(&a)["Statement"][0]["Condition"]["Bool"]["aws:SecureTransport"],
-            json!(["false"])
-        );
+        assert_eq!(canonical(&a)["Statement"][0]["Condition"]["Bool"]["aws:SecureTransport"], json!(["false"]));
         let c = json!({"Statement":[{"Effect":"Deny","Action":"sqs:*","Resource":"q","Principal":"*",
             "Condition":{"Bool":{"aws:SecureTransport":true},"NumericLessThan":{"s3:max-keys":10}}}]});
         assert!(!equivalent(&a, &c));
@@ -601,14 +554,8 @@ mod tests {
         let c = parse_event_pattern(r#"{"detail-type":["B","A"],"source":["aws.ec2"]}"#).unwrap();
         assert_eq!(a, b);
         assert_ne!(a, c);
-        assert!(matches!(
-            parse_event_pattern("[]"),
-            Err(PolicyDocError::NotObject { .. })
-        ));
-        assert!(matches!(
-            parse_event_pattern("nope"),
-            Err(PolicyDocError::NotJson { .. })
-        ));
+        assert!(matches!(parse_event_pattern("[]"), Err(PolicyDocError::NotObject { .. })));
+        assert!(matches!(parse_event_pattern("nope"), Err(PolicyDocError::NotJson { .. })));
     }
 
     fn three_statements(middle_action: &str) -> Value {
@@ -624,33 +571,14 @@ mod tests {
         let before = three_statements("beta:Two");
         let after = three_statements("beta:Zwei");
         let diff = render_diff(Some(&before), Some(&after)).expect("documents differ");
-        assert!(
-            diff.lines()
-                .any(|l| l.starts_with("- ") && l.trim_end().ends_with("\"beta:Two\"")),
-            "{diff}"
-        );
-        assert!(
-            diff.lines()
-                .any(|l| l.starts_with("+ ") && l.trim_end().ends_with("\"beta:Zwei\"")),
-            "{diff}"
-        );
+        assert!(diff.lines().any(|l| l.starts_with("- ") && l.trim_end().ends_with("\"beta:Two\"")), "{diff}");
+        assert!(diff.lines().any(|l| l.starts_with("+ ") && l.trim_end().ends_with("\"beta:Zwei\"")), "{diff}");
         for line in diff.lines() {
-            assert!(
-                line.starts_with("  ") || line.starts_with("+ ") || line.starts_with("- "),
-                "bad prefix: {line:?}"
-            );
+            assert!(line.starts_with("  ") || line.starts_with("+ ") || line.starts_with("- "), "bad prefix: {line:?}");
             assert!(!line.contains("alpha") && !line.contains("gamma"), "{diff}");
         }
-        assert_eq!(
-            diff.lines().filter(|l| l.starts_with("- ")).count(),
-            1,
-            "{diff}"
-        );
-        assert_eq!(
-            diff.lines().filter(|l| l.starts_with("+ ")).count(),
-            1,
-            "{diff}"
-        );
+        assert_eq!(diff.lines().filter(|l| l.starts_with("- ")).count(), 1, "{diff}");
+        assert_eq!(diff.lines().filter(|l| l.starts_with("+ ")).count(), 1, "{diff}");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!
 //! `down` skips them all: removing what karpctl made must work on a half-configured cluster.
 
-use crate::aws::{Classify, self, aws_err};
+use crate::aws::{self, Classify, aws_err};
 use crate::error::combine_errors;
 use crate::facts::Command;
 use crate::facts::Facts;
@@ -22,7 +22,6 @@ use anyhow::Result;
 use std::sync::Arc;
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
-
 
 #[derive(Debug, PartialEq, Eq)]
 enum Agent {
@@ -79,8 +78,6 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
     }
     Ok(agent_missing && cmd == Command::Up)
 }
-
-
 
 fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
     if facts.cluster.authentication_mode == "CONFIG_MAP" {
@@ -230,7 +227,8 @@ mod tests {
         let a = || anyhow::Error::from(UserError::new("a").hint("ha"));
         let b = || anyhow::Error::from(UserError::new("b").hint("hb"));
         let inner = combine_errors(vec![a(), b()]).unwrap_err();
-        let e = combine_errors(vec![anyhow::Error::from(UserError::new("c")), inner]).unwrap_err().downcast::<UserError>().unwrap();
+        let e =
+            combine_errors(vec![anyhow::Error::from(UserError::new("c")), inner]).unwrap_err().downcast::<UserError>().unwrap();
         assert_eq!(e.message, "3 preflight checks failed:\n  - c\n  - a\n  - b");
         assert_eq!(e.hint.as_deref(), Some("ha\n      hb"));
         let one = combine_errors(vec![a()]).unwrap_err().downcast::<UserError>().unwrap();
@@ -258,7 +256,11 @@ mod tests {
         facts.cluster.authentication_mode = "CONFIG_MAP".into();
         let e = authentication_mode(&spec, &facts).unwrap_err().downcast::<UserError>().unwrap();
         assert!(e.message.contains("CONFIG_MAP"));
-        assert!(e.hint.unwrap().contains("aws eks update-cluster-config --name c1 --access-config authenticationMode=API_AND_CONFIG_MAP"));
+        assert!(
+            e.hint
+                .unwrap()
+                .contains("aws eks update-cluster-config --name c1 --access-config authenticationMode=API_AND_CONFIG_MAP")
+        );
         facts.cluster.authentication_mode = "API_AND_CONFIG_MAP".into();
         assert!(authentication_mode(&spec, &facts).is_ok());
     }

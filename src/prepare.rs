@@ -119,14 +119,14 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
             spec.cluster,
             spec.source.as_ref().map(|p| format!(", plan {}", p.display())).unwrap_or_else(|| ", plan: defaults".into())
         )));
-        if let Some(pin) = &spec.account_id {
-            if pin != &account_id {
-                return Err(UserError::new(format!(
-                    "the plan is pinned to account {pin} (`account_id`), but the credentials are for account {account_id}"
-                ))
-                .hint("use credentials (or --profile) for the pinned account, or fix `account_id` in the plan")
-                .into());
-            }
+        if let Some(pin) = &spec.account_id
+            && pin != &account_id
+        {
+            return Err(UserError::new(format!(
+                "the plan is pinned to account {pin} (`account_id`), but the credentials are for account {account_id}"
+            ))
+            .hint("use credentials (or --profile) for the pinned account, or fix `account_id` in the plan")
+            .into());
         }
         let ctx = Arc::new(Ctx {
             aws: clients.clone(),
@@ -179,16 +179,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
         facts.existing_node_role_arn = resources::iam_role::get_role(&ctx, name).await?.map(|r| r.arn);
     }
     facts.discovery = crate::discovery::select(&ctx, &spec, &facts, cmd).await?;
-    Ok(Prepared {
-        spec,
-        facts,
-        ctx,
-        stats,
-        global: global.clone(),
-        install_agent,
-        cmd,
-        ahead: std::sync::Mutex::new(ahead),
-    })
+    Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), install_agent, cmd, ahead: std::sync::Mutex::new(ahead) })
 }
 
 /// The nodes a command works on: the desired graph; for `down`, every node unwanted.
@@ -231,11 +222,13 @@ async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result
                 .into());
         }
         Err(e) => {
-            return Err(anyhow::Error::new(UserError::new(format!(
-                "cannot describe EKS cluster {name}: {}",
-                aws_smithy_types::error::display::DisplayErrorContext(&e)
-            ))
-            .hint(credentials_hint())));
+            return Err(anyhow::Error::new(
+                UserError::new(format!(
+                    "cannot describe EKS cluster {name}: {}",
+                    aws_smithy_types::error::display::DisplayErrorContext(&e)
+                ))
+                .hint(credentials_hint()),
+            ));
         }
     };
     let c = o.cluster().context("eks:DescribeCluster returned no cluster")?;
@@ -261,4 +254,3 @@ async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result
             .unwrap_or_else(|| "ipv4".into()),
     })
 }
-

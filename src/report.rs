@@ -79,9 +79,8 @@ impl Reporter for Progress {
                 }
             }
             // On a terminal the live line shows elapsed time; elsewhere a line every 10 s.
-            Event::Still { step, elapsed } => (!self.live).then(|| {
-                format!("{}: Still {}... [{} elapsed]", step.id, step.action.progress().to_lowercase(), secs(elapsed))
-            }),
+            Event::Still { step, elapsed } => (!self.live)
+                .then(|| format!("{}: Still {}... [{} elapsed]", step.id, step.action.progress().to_lowercase(), secs(elapsed))),
             Event::Finished { step, elapsed } => Some(if let Some(p) = &step.removed_with {
                 format!("{}: removed with {p}", step.id)
             } else {
@@ -227,13 +226,17 @@ pub fn render_plan(plan: &Plan, style: Style) -> String {
         steps.sort_by_key(|s| (s.kind, s.id.clone()));
         for s in steps {
             let header = format!("{} {} {} ({})", style.action(s.action), style.bold(&s.id), s.kind.label(), s.name);
-            let _ = writeln!(out, "  {header} will be {}", match s.action {
-                Action::Create => "created",
-                Action::Update => "updated in place",
-                Action::Replace => "replaced",
-                Action::Delete => "destroyed",
-                Action::Adopt => "adopted (karpctl's tags added) and updated",
-            });
+            let _ = writeln!(
+                out,
+                "  {header} will be {}",
+                match s.action {
+                    Action::Create => "created",
+                    Action::Update => "updated in place",
+                    Action::Replace => "replaced",
+                    Action::Delete => "destroyed",
+                    Action::Adopt => "adopted (karpctl's tags added) and updated",
+                }
+            );
             for n in &s.node.notes {
                 let _ = writeln!(out, "      # {n}");
             }
@@ -307,16 +310,54 @@ mod tests {
     use serde_json::json;
 
     fn step(id: &str, kind: Kind, action: Action, changes: Vec<Change>) -> Step {
-        let node = Node { id: id.into(), kind, name: format!("Name-{id}"), fields: None, deps: vec![], spec: Default::default(), notes: vec![] };
-        Step { id: id.into(), kind, name: node.name.clone(), action, changes, deps: vec![], node, observed: None, removed_with: None }
+        let node = Node {
+            id: id.into(),
+            kind,
+            name: format!("Name-{id}"),
+            fields: None,
+            deps: vec![],
+            spec: Default::default(),
+            notes: vec![],
+        };
+        Step {
+            id: id.into(),
+            kind,
+            name: node.name.clone(),
+            action,
+            changes,
+            deps: vec![],
+            node,
+            observed: None,
+            removed_with: None,
+        }
     }
 
     #[test]
     fn plain_rendering_has_symbols_fields_and_summary() {
         let plan = Plan {
             steps: vec![
-                step("queue", Kind::Queue, Action::Create, vec![Change { field: "MessageRetentionPeriod".into(), before: Value::Null, after: json!("300"), forces_replacement: false }]),
-                step("rule-Rebalance", Kind::EventRule, Action::Update, vec![Change { field: "State".into(), before: json!("DISABLED"), after: json!("ENABLED"), forces_replacement: false }]),
+                step(
+                    "queue",
+                    Kind::Queue,
+                    Action::Create,
+                    vec![Change {
+                        field: "MessageRetentionPeriod".into(),
+                        before: Value::Null,
+                        after: json!("300"),
+                        forces_replacement: false,
+                    }],
+                ),
+                step(
+                    "rule-Rebalance",
+                    Kind::EventRule,
+                    Action::Update,
+                    vec![Change {
+                        field: "State".into(),
+                        before: json!("DISABLED"),
+                        after: json!("ENABLED"),
+                        forces_replacement: false,
+                    }],
+                ),
                 step("rule-Old", Kind::EventRule, Action::Delete, vec![]),
             ],
             ..Default::default()
@@ -338,24 +379,80 @@ mod tests {
             {"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Action": ["iam:ListInstanceProfiles"], "Resource": ["*"]}
         ]});
         let mut after_policy = before_policy.clone();
-        after_policy["Statement"][0]["Condition"] = json!({"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}});
-        let mut update = step("controller-policy-IAMIntegration", Kind::IamPolicy, Action::Update, vec![Change {
-            field: "PolicyDocument".into(), before: before_policy, after: after_policy, forces_replacement: false,
-        }]);
-        update.observed = Some(Observed { fields: Default::default(), owner: Owner::Ours, ids: [("arn".to_string(), "arn:aws:iam::123456789012:policy/karpctl/c/KarpenterControllerIAMIntegrationPolicy-c".to_string())].into() });
+        after_policy["Statement"][0]["Condition"] =
+            json!({"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}});
+        let mut update = step(
+            "controller-policy-IAMIntegration",
+            Kind::IamPolicy,
+            Action::Update,
+            vec![Change {
+                field: "PolicyDocument".into(),
+                before: before_policy,
+                after: after_policy,
+                forces_replacement: false,
+            }],
+        );
+        update.observed = Some(Observed {
+            fields: Default::default(),
+            owner: Owner::Ours,
+            ids: [(
+                "arn".to_string(),
+                "arn:aws:iam::123456789012:policy/karpctl/c/KarpenterControllerIAMIntegrationPolicy-c".to_string(),
+            )]
+            .into(),
+        });
         Plan {
             steps: vec![
-                step("queue", Kind::Queue, Action::Create, vec![
-                    Change { field: "MessageRetentionPeriod".into(), before: Value::Null, after: json!("300"), forces_replacement: false },
-                    Change { field: "tags".into(), before: Value::Null, after: json!({"karpctl.io/cluster": "c", "karpctl.io/resource": "queue"}), forces_replacement: false },
-                ]),
+                step(
+                    "queue",
+                    Kind::Queue,
+                    Action::Create,
+                    vec![
+                        Change {
+                            field: "MessageRetentionPeriod".into(),
+                            before: Value::Null,
+                            after: json!("300"),
+                            forces_replacement: false,
+                        },
+                        Change {
+                            field: "tags".into(),
+                            before: Value::Null,
+                            after: json!({"karpctl.io/cluster": "c", "karpctl.io/resource": "queue"}),
+                            forces_replacement: false,
+                        },
+                    ],
+                ),
                 update,
-                step("node-access-entry", Kind::AccessEntry, Action::Replace, vec![Change { field: "type".into(), before: json!("STANDARD"), after: json!("EC2_LINUX"), forces_replacement: true }]),
-                step("rule-Old", Kind::EventRule, Action::Delete, vec![Change { field: "State".into(), before: json!("ENABLED"), after: Value::Null, forces_replacement: false }]),
+                step(
+                    "node-access-entry",
+                    Kind::AccessEntry,
+                    Action::Replace,
+                    vec![Change {
+                        field: "type".into(),
+                        before: json!("STANDARD"),
+                        after: json!("EC2_LINUX"),
+                        forces_replacement: true,
+                    }],
+                ),
+                step(
+                    "rule-Old",
+                    Kind::EventRule,
+                    Action::Delete,
+                    vec![Change {
+                        field: "State".into(),
+                        before: json!("ENABLED"),
+                        after: Value::Null,
+                        forces_replacement: false,
+                    }],
+                ),
                 step("node-instance-profile", Kind::InstanceProfile, Action::Delete, vec![]),
             ],
             conflicts: vec![],
-            findings: vec![Finding { id: "discovery".into(), level: Level::Warning, message: "us-east-1c: subnet-0c has 12 free addresses (fewer than 256)".into() }],
+            findings: vec![Finding {
+                id: "discovery".into(),
+                level: Level::Warning,
+                message: "us-east-1c: subnet-0c has 12 free addresses (fewer than 256)".into(),
+            }],
             in_sync: vec!["controller-role".into()],
         }
     }

@@ -37,11 +37,18 @@ pub fn classify(code: &str, message: &str) -> ErrorKind {
             ErrorKind::NotFound
         }
         _ if c.ends_with(".NotFound") => ErrorKind::NotFound,
-        "EntityAlreadyExists" | "QueueAlreadyExists" | "QueueNameExists" | "ResourceInUseException" | "ResourceAlreadyExistsException" => {
-            ErrorKind::AlreadyExists
-        }
-        "Throttling" | "ThrottlingException" | "RequestThrottled" | "TooManyRequestsException" | "RequestLimitExceeded"
-        | "LimitExceededException" | "RequestThrottledException" => ErrorKind::Throttled,
+        "EntityAlreadyExists"
+        | "QueueAlreadyExists"
+        | "QueueNameExists"
+        | "ResourceInUseException"
+        | "ResourceAlreadyExistsException" => ErrorKind::AlreadyExists,
+        "Throttling"
+        | "ThrottlingException"
+        | "RequestThrottled"
+        | "TooManyRequestsException"
+        | "RequestLimitExceeded"
+        | "LimitExceededException"
+        | "RequestThrottledException" => ErrorKind::Throttled,
         "ConcurrentModification" | "DeleteConflict" | "QueueDeletedRecently" => ErrorKind::Consistency,
         "InvalidParameterException"
             if message.contains("invalid principal")
@@ -51,11 +58,25 @@ pub fn classify(code: &str, message: &str) -> ErrorKind {
             ErrorKind::Consistency
         }
         "InvalidAttributeValue" if message.contains("Invalid value for the parameter Policy") => ErrorKind::Consistency,
-        "AccessDenied" | "AccessDeniedException" | "UnauthorizedOperation" | "AuthFailure" | "UnrecognizedClientException"
-        | "InvalidClientTokenId" | "ExpiredToken" | "ExpiredTokenException" => ErrorKind::AccessDenied,
-        "ValidationError" | "ValidationException" | "InvalidParameterException" | "InvalidParameterValue"
-        | "InvalidParameterValueException" | "InvalidRequestException" | "MalformedPolicyDocument" | "InvalidInput"
-        | "InvalidAttributeValue" | "InvalidAttributeName" | "LimitExceeded" => ErrorKind::Validation,
+        "AccessDenied"
+        | "AccessDeniedException"
+        | "UnauthorizedOperation"
+        | "AuthFailure"
+        | "UnrecognizedClientException"
+        | "InvalidClientTokenId"
+        | "ExpiredToken"
+        | "ExpiredTokenException" => ErrorKind::AccessDenied,
+        "ValidationError"
+        | "ValidationException"
+        | "InvalidParameterException"
+        | "InvalidParameterValue"
+        | "InvalidParameterValueException"
+        | "InvalidRequestException"
+        | "MalformedPolicyDocument"
+        | "InvalidInput"
+        | "InvalidAttributeValue"
+        | "InvalidAttributeName"
+        | "LimitExceeded" => ErrorKind::Validation,
         _ => ErrorKind::Other,
     }
 }

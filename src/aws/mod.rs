@@ -3,7 +3,6 @@
 
 pub mod error;
 
-pub use error::{AwsError, Classify, ErrorKind, kind_of};
 use crate::report::{Event, Reporter};
 use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
@@ -18,12 +17,13 @@ use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::{
     BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
 };
-use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::{RuntimeComponents, RuntimeComponentsBuilder};
 use aws_smithy_types::config_bag::ConfigBag;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
+pub use error::{AwsError, Classify, ErrorKind, kind_of};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -240,9 +240,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     let counter = Counter(stats);
     macro_rules! client {
         ($krate:ident) => {
-            $krate::Client::from_conf(
-                $krate::config::Builder::from(&conf).interceptor(counter.clone()).build(),
-            )
+            $krate::Client::from_conf($krate::config::Builder::from(&conf).interceptor(counter.clone()).build())
         };
     }
     Clients {
@@ -265,7 +263,10 @@ pub fn message<E: ProvideErrorMetadata>(e: &E) -> &str {
 }
 
 /// An AWS error turned into an [`AwsError`] (operation, code, message, class) inside anyhow.
-pub fn aws_err<E>(op: &str, e: aws_smithy_runtime_api::client::result::SdkError<E, aws_smithy_runtime_api::http::Response>) -> anyhow::Error
+pub fn aws_err<E>(
+    op: &str,
+    e: aws_smithy_runtime_api::client::result::SdkError<E, aws_smithy_runtime_api::http::Response>,
+) -> anyhow::Error
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -301,11 +302,12 @@ pub struct ConsistencyPolicy {
 
 impl Default for ConsistencyPolicy {
     fn default() -> Self {
-        let secs = std::env::var("KARPCTL_CONSISTENCY_DEADLINE_SECS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(150);
-        ConsistencyPolicy { deadline: Duration::from_secs(secs), initial: Duration::from_millis(500), max: Duration::from_secs(10) }
+        let secs = std::env::var("KARPCTL_CONSISTENCY_DEADLINE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
+        ConsistencyPolicy {
+            deadline: Duration::from_secs(secs),
+            initial: Duration::from_millis(500),
+            max: Duration::from_secs(10),
+        }
     }
 }
 

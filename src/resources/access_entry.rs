@@ -15,7 +15,7 @@
 
 use super::ctx::eks_cluster_of as cluster_of;
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{Classify, self, Retryable, aws_err};
+use crate::aws::{self, Classify, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use crate::report::Event;
 use anyhow::{Result, bail};
@@ -177,10 +177,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     // Never delete what is not ours, even if the plan is stale.
     let Some(live) = read(ctx, node).await? else { return Ok(()) };
     if live.owner != Owner::Ours {
-        bail!(
-            "EKS access entry {principal} is not tagged as karpctl's for cluster {}; not deleting it",
-            ctx.cluster
-        );
+        bail!("EKS access entry {principal} is not tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
     }
     match ctx.aws.eks.delete_access_entry().cluster_name(cluster_of(ctx, node)).principal_arn(principal).send().await {
         Ok(_) => Ok(()),

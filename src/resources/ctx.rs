@@ -89,10 +89,7 @@ impl Ctx {
         F: FnOnce() -> Fut,
         Fut: Future<Output = Result<T>>,
     {
-        let v = self
-            .any
-            .get(key, || async { f().await.map(|t| Arc::new(t) as Arc<dyn std::any::Any + Send + Sync>) })
-            .await?;
+        let v = self.any.get(key, || async { f().await.map(|t| Arc::new(t) as Arc<dyn std::any::Any + Send + Sync>) }).await?;
         Ok(v.downcast_ref::<T>().cloned().expect("one type per memo key"))
     }
     pub fn forget_cached(&self, key: &str) {
@@ -141,11 +138,10 @@ pub fn want_str<'a>(node: &'a Node, field: &str) -> &'a str {
 /// another cluster can never overwrite another owner.
 pub fn ensure_still_ours(step: &Step, live: Option<&Tags>, cluster: &str) -> Result<()> {
     let owner = live.map(|t| crate::model::Owner::from_tags(t, cluster));
-    let ok = match (step.action, &owner) {
-        (_, Some(crate::model::Owner::Ours)) => true,
-        (Action::Adopt, Some(crate::model::Owner::Unowned)) => true,
-        _ => false,
-    };
+    let ok = matches!(
+        (step.action, &owner),
+        (_, Some(crate::model::Owner::Ours)) | (Action::Adopt, Some(crate::model::Owner::Unowned))
+    );
     if ok {
         return Ok(());
     }
@@ -164,4 +160,3 @@ pub fn ensure_still_ours(step: &Step, live: Option<&Tags>, cluster: &str) -> Res
 pub fn changed(step: &Step, field: &str) -> bool {
     matches!(step.action, Action::Create | Action::Replace) || step.changes.iter().any(|c| c.field == field)
 }
-

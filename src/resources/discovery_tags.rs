@@ -16,16 +16,16 @@
 
 use super::ctx::Ctx;
 use crate::aws::{self, Classify, aws_err};
-use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
-use serde_json::json;
-use std::collections::BTreeSet;
 use crate::report::Event;
+use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use anyhow::{Result, bail};
 use aws_sdk_ec2::types::{Filter, Tag};
+use serde_json::json;
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Node ids are this prefix plus the subnet or security group id.
@@ -47,7 +47,11 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     };
     let mut entries: Vec<(String, bool, Vec<String>)> = Vec::new();
     for s in &d.subnets {
-        entries.push((s.id.clone(), true, vec![format!("subnet in {} ({} free addresses)", s.availability_zone, s.available_ips)]));
+        entries.push((
+            s.id.clone(),
+            true,
+            vec![format!("subnet in {} ({} free addresses)", s.availability_zone, s.available_ips)],
+        ));
     }
     if let Some(g) = &d.security_group {
         entries.push((g.id.clone(), true, vec![format!("security group {}", g.name)]));
@@ -142,7 +146,8 @@ pub fn observe(id: &str, live: &Tags, cluster: &str) -> Option<Observed> {
         (Some(_), None) => Owner::External,
         (None, None) => unreachable!(),
     };
-    let shown: Tags = live.iter().filter(|(k, _)| *k == DISCOVERY_TAG || *k == MARKER_TAG).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let shown: Tags =
+        live.iter().filter(|(k, _)| *k == DISCOVERY_TAG || *k == MARKER_TAG).map(|(k, v)| (k.clone(), v.clone())).collect();
     let mut fields = Fields::new();
     fields.insert("tags".into(), Ctx::tags_value(&shown));
     let mut ids = BTreeMap::new();
@@ -272,7 +277,11 @@ mod tests {
         assert_eq!(observe("s", &tags(&[]), "c"), None);
         let both = tags(&[(DISCOVERY_TAG, "c"), (MARKER_TAG, "c")]);
         assert_eq!(observe("s", &both, "c").unwrap().owner, Owner::Ours);
-        assert_eq!(observe("s", &tags(&[(MARKER_TAG, "c")]), "c").unwrap().owner, Owner::Ours, "discovery tag removed out of band");
+        assert_eq!(
+            observe("s", &tags(&[(MARKER_TAG, "c")]), "c").unwrap().owner,
+            Owner::Ours,
+            "discovery tag removed out of band"
+        );
         assert_eq!(observe("s", &tags(&[(DISCOVERY_TAG, "c")]), "c").unwrap().owner, Owner::External, "pre-existing");
         assert_eq!(observe("s", &tags(&[(DISCOVERY_TAG, "d")]), "c").unwrap().owner, Owner::OtherCluster("d".into()));
         assert_eq!(

@@ -8,7 +8,7 @@
 //! AWS still sees targets.
 
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{Classify, self, Retryable, aws_err};
+use crate::aws::{self, Classify, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -88,10 +88,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     fields.insert("EventPattern".into(), pattern);
     fields.insert("State".into(), d.state().map(|s| json!(s.as_str())).unwrap_or(Value::Null));
     fields.insert("Description".into(), d.description().map(|s| json!(s)).unwrap_or(Value::Null));
-    fields.insert(
-        "Targets".into(),
-        Value::Array(targets.iter().map(|(id, arn)| json!({"Id": id, "Arn": arn})).collect()),
-    );
+    fields.insert("Targets".into(), Value::Array(targets.iter().map(|(id, arn)| json!({"Id": id, "Arn": arn})).collect()));
     fields.insert("tags".into(), Ctx::tags_value(&tags));
     let mut ids = BTreeMap::new();
     ids.insert("arn".to_string(), arn);
@@ -99,9 +96,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
 }
 
 fn sdk_tags(tags: &Tags) -> Result<Vec<Tag>> {
-    tags.iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build().context("building a tag"))
-        .collect()
+    tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build().context("building a tag")).collect()
 }
 
 async fn put_rule(ctx: &Ctx, step: &Step) -> Result<String> {
@@ -125,7 +120,8 @@ async fn put_rule(ctx: &Ctx, step: &Step) -> Result<String> {
 
 async fn put_targets(ctx: &Ctx, step: &Step) -> Result<()> {
     let node = &step.node;
-    let want = node.fields.as_ref().and_then(|f| f.get("Targets")).and_then(|t| t.as_array()).context("no targets in the plan")?;
+    let want =
+        node.fields.as_ref().and_then(|f| f.get("Targets")).and_then(|t| t.as_array()).context("no targets in the plan")?;
     let mut targets = Vec::new();
     for t in want {
         targets.push(
@@ -149,7 +145,9 @@ async fn put_targets(ctx: &Ctx, step: &Step) -> Result<()> {
         let why: Vec<String> = o
             .failed_entries()
             .iter()
-            .map(|f| format!("{}: {} {}", f.target_id().unwrap_or("?"), f.error_code().unwrap_or(""), f.error_message().unwrap_or("")))
+            .map(|f| {
+                format!("{}: {} {}", f.target_id().unwrap_or("?"), f.error_code().unwrap_or(""), f.error_message().unwrap_or(""))
+            })
             .collect();
         bail!("events:PutTargets failed for rule {}: {}", node.name, why.join("; "));
     }
@@ -165,7 +163,14 @@ async fn remove_targets(ctx: &Ctx, name: &str, ids: Vec<String>) -> Result<()> {
             let why: Vec<String> = o
                 .failed_entries()
                 .iter()
-                .map(|f| format!("{}: {} {}", f.target_id().unwrap_or("?"), f.error_code().unwrap_or(""), f.error_message().unwrap_or("")))
+                .map(|f| {
+                    format!(
+                        "{}: {} {}",
+                        f.target_id().unwrap_or("?"),
+                        f.error_code().unwrap_or(""),
+                        f.error_message().unwrap_or("")
+                    )
+                })
                 .collect();
             bail!("events:RemoveTargets failed for rule {name}: {}", why.join("; "))
         }
@@ -180,10 +185,13 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
     match step.action {
         Action::Create | Action::Replace => {
             // PutRule upserts: make sure we are not about to overwrite someone else's rule.
-            if let Some(live) = read(ctx, &step.node).await? {
-                if live.owner != Owner::Ours {
-                    bail!("EventBridge rule {name} exists but is not managed by karpctl for cluster {}; it was left untouched", ctx.cluster);
-                }
+            if let Some(live) = read(ctx, &step.node).await?
+                && live.owner != Owner::Ours
+            {
+                bail!(
+                    "EventBridge rule {name} exists but is not managed by karpctl for cluster {}; it was left untouched",
+                    ctx.cluster
+                );
             }
             put_rule(ctx, step).await?;
             put_targets(ctx, step).await
@@ -229,7 +237,10 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
         .unwrap_or_default();
     remove_targets(ctx, name, ids).await?;
     // AWS can keep seeing removed targets for up to 5 minutes (AWS.md section 5).
-    let patience = aws::ConsistencyPolicy { deadline: ctx.consistency.deadline.max(std::time::Duration::from_secs(330)), ..ctx.consistency.clone() };
+    let patience = aws::ConsistencyPolicy {
+        deadline: ctx.consistency.deadline.max(std::time::Duration::from_secs(330)),
+        ..ctx.consistency.clone()
+    };
     let r = aws::with_consistency(&patience, ctx.reporter.as_ref(), &step.id, "events:DeleteRule", &HAS_TARGETS, || {
         ctx.aws.events.delete_rule().name(name).send()
     })

@@ -47,4 +47,3 @@ pub fn not_managed(kind: Kind, name: &str, cluster: &str, owner: &Owner) -> Stri
         _ => format!("{} {name} exists but is not managed by karpctl for cluster {cluster}; it was left untouched", kind.label()),
     }
 }
-

@@ -22,10 +22,10 @@
 //! that order: AWS refuses DeletePolicy while the policy is attached or has other versions
 //! (DeleteConflict; a concurrent change is cleaned up again, a few times).
 
+use super::ctx::{Ctx, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use super::iam_role::detach;
-use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{Classify, self, aws_err};
+use crate::aws::{self, Classify, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, RESOURCE_TAG, Step, Tags};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -55,11 +55,7 @@ pub fn version_to_prune(versions: &[Version]) -> Option<String> {
     if versions.len() < MAX_VERSIONS {
         return None;
     }
-    versions
-        .iter()
-        .filter(|v| !v.is_default)
-        .min_by_key(|v| (v.created, version_number(&v.id)))
-        .map(|v| v.id.clone())
+    versions.iter().filter(|v| !v.is_default).min_by_key(|v| (v.created, version_number(&v.id))).map(|v| v.id.clone())
 }
 
 /// What GetPolicy says.
@@ -83,7 +79,7 @@ async fn get_policy(ctx: &Ctx, arn: &str) -> Result<Option<LivePolicy>> {
     }
 }
 
-fn policy_arn<'a>(node: &'a Node) -> Result<&'a str> {
+fn policy_arn(node: &Node) -> Result<&str> {
     let arn = node.spec("arn");
     if arn.is_empty() {
         bail!("IAM policy {} has no ARN in the plan", node.name);
@@ -214,9 +210,9 @@ async fn replace_elsewhere(ctx: &Ctx, step: &Step) -> Result<()> {
         bail!("iam:CreatePolicy said a policy named {name} already exists, but it cannot be found; run karpctl up again")
     };
     let live = get_policy(ctx, &other).await?;
-    let ours = live.as_ref().is_some_and(|l| {
-        Owner::from_tags(&l.tags, &ctx.cluster) == Owner::Ours && l.tags.get(RESOURCE_TAG) == Some(&step.id)
-    });
+    let ours = live
+        .as_ref()
+        .is_some_and(|l| Owner::from_tags(&l.tags, &ctx.cluster) == Owner::Ours && l.tags.get(RESOURCE_TAG) == Some(&step.id));
     if !ours {
         bail!(
             "a customer managed policy named {name} already exists at {other} and is not karpctl's {} for cluster {}; \
@@ -365,14 +361,18 @@ async fn detach_everywhere(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
         match ctx.aws.iam.detach_user_policy().user_name(&u).policy_arn(arn).send().await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(aws_err("iam:DetachUserPolicy", e)).with_context(|| format!("detaching {arn} from IAM user {u}")),
+            Err(e) => {
+                return Err(aws_err("iam:DetachUserPolicy", e)).with_context(|| format!("detaching {arn} from IAM user {u}"));
+            }
         }
     }
     for g in groups {
         match ctx.aws.iam.detach_group_policy().group_name(&g).policy_arn(arn).send().await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(aws_err("iam:DetachGroupPolicy", e)).with_context(|| format!("detaching {arn} from IAM group {g}")),
+            Err(e) => {
+                return Err(aws_err("iam:DetachGroupPolicy", e)).with_context(|| format!("detaching {arn} from IAM group {g}"));
+            }
         }
     }
     Ok(())

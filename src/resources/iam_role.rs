@@ -31,7 +31,7 @@
 
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
 use super::iam::{CONCURRENT, NO_SUCH_ENTITY, not_managed, path_from_arn, sdk_tags, tags_from, tags_satisfied};
-use crate::aws::{Classify, self, Retryable, aws_err};
+use crate::aws::{self, Classify, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -40,10 +40,8 @@ use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// DeleteRole while IAM still sees something attached (eventual consistency).
-const DELETE_CONFLICT: [Retryable; 2] = [
-    Retryable { code: "DeleteConflict", message: "" },
-    Retryable { code: "ConcurrentModification", message: "" },
-];
+const DELETE_CONFLICT: [Retryable; 2] =
+    [Retryable { code: "DeleteConflict", message: "" }, Retryable { code: "ConcurrentModification", message: "" }];
 
 /// What GetRole says about a role.
 #[derive(Clone, Debug)]
@@ -223,14 +221,7 @@ async fn tag_role(ctx: &Ctx, name: &str, tags: &Tags) -> Result<()> {
     if tags.is_empty() {
         return Ok(());
     }
-    ctx.aws
-        .iam
-        .tag_role()
-        .role_name(name)
-        .set_tags(Some(sdk_tags(tags)?))
-        .send()
-        .await
-        .map_err(|e| aws_err("iam:TagRole", e))?;
+    ctx.aws.iam.tag_role().role_name(name).set_tags(Some(sdk_tags(tags)?)).send().await.map_err(|e| aws_err("iam:TagRole", e))?;
     Ok(())
 }
 
@@ -259,13 +250,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
 /// The path changed: delete the old role (which also detaches its policies), create it under the
 /// new path, and attach again what it had, except karpctl's own policies under the old path.
 async fn replace(ctx: &Ctx, step: &Step) -> Result<()> {
-    let old_path = step
-        .observed
-        .as_ref()
-        .and_then(|o| o.fields.get("path"))
-        .and_then(|p| p.as_str())
-        .unwrap_or("/")
-        .to_string();
+    let old_path = step.observed.as_ref().and_then(|o| o.fields.get("path")).and_then(|p| p.as_str()).unwrap_or("/").to_string();
     let detached = delete(ctx, step, false).await?;
     create(ctx, step).await?;
     let own_prefix = format!("arn:{}:iam::{}:policy{old_path}", ctx.partition, ctx.account_id);
@@ -273,11 +258,17 @@ async fn replace(ctx: &Ctx, step: &Step) -> Result<()> {
         if old_path != "/" && arn.starts_with(&own_prefix) {
             continue;
         }
-        let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "iam:AttachRolePolicy", &ATTACH_FRESH_ROLE, || {
-            ctx.aws.iam.attach_role_policy().role_name(&step.node.name).policy_arn(&arn).send()
-        })
+        let r = aws::with_consistency(
+            &ctx.consistency,
+            ctx.reporter.as_ref(),
+            &step.id,
+            "iam:AttachRolePolicy",
+            &ATTACH_FRESH_ROLE,
+            || ctx.aws.iam.attach_role_policy().role_name(&step.node.name).policy_arn(&arn).send(),
+        )
         .await;
-        r.map_err(|e| aws_err("iam:AttachRolePolicy", e)).with_context(|| format!("re-attaching {arn} to the replaced IAM role {}", step.node.name))?;
+        r.map_err(|e| aws_err("iam:AttachRolePolicy", e))
+            .with_context(|| format!("re-attaching {arn} to the replaced IAM role {}", step.node.name))?;
     }
     Ok(())
 }
@@ -336,7 +327,10 @@ async fn delete(ctx: &Ctx, step: &Step, for_good: bool) -> Result<Vec<String>> {
         match ctx.aws.iam.delete_role_policy().role_name(name).policy_name(&p).send().await {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(aws_err("iam:DeleteRolePolicy", e)).with_context(|| format!("deleting inline policy {p} of IAM role {name}")),
+            Err(e) => {
+                return Err(aws_err("iam:DeleteRolePolicy", e))
+                    .with_context(|| format!("deleting inline policy {p} of IAM role {name}"));
+            }
         }
     }
     let attached = attached_policies(ctx, name).await?.unwrap_or_default();
@@ -402,7 +396,8 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
         // Not scoped to karpctl: listing would read every role, policy and profile in the account.
         return Ok(vec![]);
     }
-    let (roles, policies, profiles) = tokio::try_join!(list_roles(ctx, &path), list_policies(ctx, &path), list_profiles(ctx, &path))?;
+    let (roles, policies, profiles) =
+        tokio::try_join!(list_roles(ctx, &path), list_policies(ctx, &path), list_profiles(ctx, &path))?;
 
     let mut out = Vec::new();
     let known_roles = known(nodes, Kind::IamRole);
@@ -411,12 +406,8 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
             out.push(orphan(Kind::IamRole, "role", &name, &arn, &path, vec![]));
         }
     }
-    let role_ids: Vec<String> = nodes
-        .iter()
-        .filter(|n| n.kind == Kind::IamRole)
-        .map(|n| n.id.clone())
-        .chain(out.iter().map(|n| n.id.clone()))
-        .collect();
+    let role_ids: Vec<String> =
+        nodes.iter().filter(|n| n.kind == Kind::IamRole).map(|n| n.id.clone()).chain(out.iter().map(|n| n.id.clone())).collect();
     let known_policies = known(nodes, Kind::IamPolicy);
     for (name, arn) in policies {
         if !known_policies.contains(&name.to_lowercase()) {

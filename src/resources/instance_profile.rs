@@ -18,9 +18,9 @@
 //! The role's own delete also uses [`release_role`] here to empty (and, for Karpenter's profiles
 //! for this cluster and karpctl's, delete) every profile that still holds the role.
 
-use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{Classify, self, Retryable, aws_err};
+use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
+use crate::aws::{self, Classify, Retryable, aws_err};
 use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -63,8 +63,8 @@ pub async fn get(ctx: &Ctx, name: &str) -> Result<Option<LiveProfile>> {
 /// (one `owned` tag alone could be a Terraform or eksctl profile, which is never deleted).
 pub fn karpenter_made_for(tags: &Tags, cluster: &str) -> bool {
     let owned = tags.get(&format!("kubernetes.io/cluster/{cluster}")).is_some_and(|v| v == "owned");
-    let nodeclass = tags.contains_key("karpenter.k8s.aws/ec2nodeclass")
-        && tags.get("eks:eks-cluster-name").is_some_and(|v| v == cluster);
+    let nodeclass =
+        tags.contains_key("karpenter.k8s.aws/ec2nodeclass") && tags.get("eks:eks-cluster-name").is_some_and(|v| v == cluster);
     owned && nodeclass
 }
 
@@ -92,9 +92,14 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
 }
 
 async fn add_role(ctx: &Ctx, step_id: &str, profile: &str, role: &str) -> Result<()> {
-    let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), step_id, "iam:AddRoleToInstanceProfile", &ADD_ROLE_RETRY, || {
-        ctx.aws.iam.add_role_to_instance_profile().instance_profile_name(profile).role_name(role).send()
-    })
+    let r = aws::with_consistency(
+        &ctx.consistency,
+        ctx.reporter.as_ref(),
+        step_id,
+        "iam:AddRoleToInstanceProfile",
+        &ADD_ROLE_RETRY,
+        || ctx.aws.iam.add_role_to_instance_profile().instance_profile_name(profile).role_name(role).send(),
+    )
     .await;
     r.map_err(|e| aws_err("iam:AddRoleToInstanceProfile", e))
         .with_context(|| format!("adding IAM role {role} to instance profile {profile}"))?;
@@ -142,7 +147,9 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         Ok(_) => add_role(ctx, &step.id, name, want_str(node, "Role")).await,
         Err(e) if e.is_already_exists() => {
             let Some(live) = get(ctx, name).await? else {
-                bail!("iam:CreateInstanceProfile said instance profile {name} already exists, but iam:GetInstanceProfile cannot find it; run karpctl up again")
+                bail!(
+                    "iam:CreateInstanceProfile said instance profile {name} already exists, but iam:GetInstanceProfile cannot find it; run karpctl up again"
+                )
             };
             let owner = Owner::from_tags(&live.tags, &ctx.cluster);
             if owner != Owner::Ours {
@@ -150,7 +157,10 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
             }
             let want_path = want_str(node, "path");
             if live.path != want_path {
-                bail!("instance profile {name} is karpctl's but lives under path {}, not {want_path}; run karpctl up again to replace it", live.path);
+                bail!(
+                    "instance profile {name} is karpctl's but lives under path {}, not {want_path}; run karpctl up again to replace it",
+                    live.path
+                );
             }
             let tags = wanted_tags(node);
             if !tags_satisfied(&live.tags, &tags) {
@@ -257,7 +267,10 @@ mod tests {
         assert!(karpenter_made_for(&karpenter, "c1"));
         assert!(!karpenter_made_for(&karpenter, "c2"), "another cluster's profile");
         assert!(!karpenter_made_for(&karpenter, "c"), "a prefix of the cluster name is not the cluster");
-        assert!(!karpenter_made_for(&tags(&[("kubernetes.io/cluster/c1", "owned")]), "c1"), "an owned tag alone may be Terraform's");
+        assert!(
+            !karpenter_made_for(&tags(&[("kubernetes.io/cluster/c1", "owned")]), "c1"),
+            "an owned tag alone may be Terraform's"
+        );
         assert!(!karpenter_made_for(&tags(&[("kubernetes.io/cluster/c1", "shared")]), "c1"));
         assert!(!karpenter_made_for(&tags(&[("karpenter.k8s.aws/ec2nodeclass", "x"), ("eks:eks-cluster-name", "c1")]), "c1"));
         assert!(!karpenter_made_for(&tags(&[("eks:eks-cluster-name", "c1")]), "c1"), "EKS's tag alone is not Karpenter's");

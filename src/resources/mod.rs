@@ -3,9 +3,9 @@
 
 pub mod access_entry;
 pub mod ctx;
-pub mod iam;
 pub mod discovery_tags;
 pub mod event_rule;
+pub mod iam;
 pub mod iam_policy;
 pub mod iam_role;
 pub mod instance_profile;
@@ -14,9 +14,9 @@ pub mod queue;
 pub mod queue_policy;
 pub mod role_policy_attachment;
 
-pub use ctx::{Background, Ctx};
 use crate::model::{Kind, Node, Observed, Step};
 use anyhow::Result;
+pub use ctx::{Background, Ctx};
 
 /// A kind's read time, as a rank (slowest first). Reads start in this order, so that the longest
 /// ones do not wait for a free slot behind quick ones: EKS calls are the slowest karpctl makes (a

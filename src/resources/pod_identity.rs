@@ -11,7 +11,7 @@
 
 use super::ctx::eks_cluster_of as cluster_of;
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{Classify, self, Retryable, aws_err};
+use crate::aws::{self, Classify, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
@@ -73,7 +73,15 @@ async fn find(ctx: &Ctx, node: &Node) -> Result<Option<String>> {
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let Some(id) = find(ctx, node).await? else { return Ok(None) };
-    let o = match ctx.aws.eks.describe_pod_identity_association().cluster_name(cluster_of(ctx, node)).association_id(&id).send().await {
+    let o = match ctx
+        .aws
+        .eks
+        .describe_pod_identity_association()
+        .cluster_name(cluster_of(ctx, node))
+        .association_id(&id)
+        .send()
+        .await
+    {
         Ok(o) => o,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(aws_err("eks:DescribePodIdentityAssociation", e)),
@@ -164,14 +172,8 @@ async fn update(ctx: &Ctx, step: &Step, live: &Observed, tags: bool, role: bool)
     let id = live.ids.get("association_id").context("no association id")?;
     if tags {
         let arn = live.ids.get("arn").context("no association ARN")?;
-        if let Err(e) = ctx
-            .aws
-            .eks
-            .tag_resource()
-            .resource_arn(arn)
-            .set_tags(Some(wanted_tags(node).into_iter().collect()))
-            .send()
-            .await
+        if let Err(e) =
+            ctx.aws.eks.tag_resource().resource_arn(arn).set_tags(Some(wanted_tags(node).into_iter().collect())).send().await
         {
             // An emulator (ministack 1.5.33) cannot tag an association by ARN; AWS can.
             return Err(aws_err("eks:TagResource", e).context(format!(

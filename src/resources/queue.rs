@@ -7,7 +7,7 @@
 //! again, then DeleteQueue; a missing queue is success.
 
 use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use crate::aws::{Classify, self, Retryable, aws_err};
+use crate::aws::{self, Classify, Retryable, aws_err};
 use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
 use anyhow::{Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -58,9 +58,7 @@ pub async fn attributes(ctx: &Ctx, url: &str) -> Result<Option<HashMap<String, S
                 .send()
                 .await
                 .map_err(|e| aws_err("sqs:GetQueueAttributes", e))?;
-            Ok(o.attributes()
-                .map(|m| m.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect())
-                .unwrap_or_default())
+            Ok(o.attributes().map(|m| m.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect()).unwrap_or_default())
         })
         .await;
     missing_is_none(r)
@@ -70,14 +68,7 @@ pub async fn tags(ctx: &Ctx, url: &str) -> Result<Option<Tags>> {
     let r = ctx
         .queue_tags
         .get(url, || async {
-            let o = ctx
-                .aws
-                .sqs
-                .list_queue_tags()
-                .queue_url(url)
-                .send()
-                .await
-                .map_err(|e| aws_err("sqs:ListQueueTags", e))?;
+            let o = ctx.aws.sqs.list_queue_tags().queue_url(url).send().await.map_err(|e| aws_err("sqs:ListQueueTags", e))?;
             Ok(o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default())
         })
         .await;
@@ -99,10 +90,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let (Some(attrs), Some(tags)) = (attrs, tags) else { return Ok(None) };
     let mut fields = Fields::new();
     fields.insert("MessageRetentionPeriod".into(), attrs.get("MessageRetentionPeriod").map(|v| json!(v)).unwrap_or(Value::Null));
-    fields.insert(
-        "SqsManagedSseEnabled".into(),
-        json!(attrs.get("SqsManagedSseEnabled").map(String::as_str).unwrap_or("false")),
-    );
+    fields.insert("SqsManagedSseEnabled".into(), json!(attrs.get("SqsManagedSseEnabled").map(String::as_str).unwrap_or("false")));
     fields.insert(
         "KmsMasterKeyId".into(),
         attrs.get("KmsMasterKeyId").filter(|v| !v.is_empty()).map(|v| json!(v)).unwrap_or(Value::Null),
@@ -161,16 +149,17 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     let name = &step.node.name;
     let tags = wanted_tags(&step.node);
     let attrs = wanted_attributes(step, false);
-    let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:CreateQueue", &DELETED_RECENTLY, || {
-        ctx.aws
-            .sqs
-            .create_queue()
-            .queue_name(name)
-            .set_attributes(Some(attrs.clone()))
-            .set_tags(Some(tags.clone().into_iter().collect()))
-            .send()
-    })
-    .await;
+    let r =
+        aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:CreateQueue", &DELETED_RECENTLY, || {
+            ctx.aws
+                .sqs
+                .create_queue()
+                .queue_name(name)
+                .set_attributes(Some(attrs.clone()))
+                .set_tags(Some(tags.clone().into_iter().collect()))
+                .send()
+        })
+        .await;
     let (url, existed) = match r {
         Ok(o) => (o.queue_url().unwrap_or_default().to_string(), false),
         Err(e) if matches!(e.code(), Some("QueueAlreadyExists" | "QueueNameExists")) => {
@@ -182,20 +171,10 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     };
     // CreateQueue returns an existing queue with the same attributes without error, whoever made
     // it: confirm the queue is ours before anything builds on it.
-    let live = ctx
-        .aws
-        .sqs
-        .list_queue_tags()
-        .queue_url(&url)
-        .send()
-        .await
-        .map_err(|e| aws_err("sqs:ListQueueTags", e))?;
+    let live = ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await.map_err(|e| aws_err("sqs:ListQueueTags", e))?;
     let live: Tags = live.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
     if Owner::from_tags(&live, &ctx.cluster) != Owner::Ours {
-        bail!(
-            "SQS queue {name} exists but is not managed by karpctl for cluster {}; it was left untouched",
-            ctx.cluster
-        );
+        bail!("SQS queue {name} exists but is not managed by karpctl for cluster {}; it was left untouched", ctx.cluster);
     }
     ctx.queue_urls.put(name, Some(url.clone()));
     if existed {

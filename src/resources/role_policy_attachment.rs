@@ -120,7 +120,10 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
             match get_role_fresh(ctx, role).await? {
                 None => Ok(()),
                 Some(live) if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours => {
-                    bail!("IAM role {role} is no longer tagged as karpctl's for cluster {}; not detaching {arn} from it", ctx.cluster)
+                    bail!(
+                        "IAM role {role} is no longer tagged as karpctl's for cluster {}; not detaching {arn} from it",
+                        ctx.cluster
+                    )
                 }
                 Some(_) => detach(ctx, &step.id, role, arn).await,
             }
