@@ -25,8 +25,12 @@ pub struct Global {
     /// EKS cluster name (default: KARPCTL_CLUSTER, or the only plan in plans/)
     #[arg(long, global = true, value_name = "NAME")]
     pub cluster: Option<String>,
-    /// Plan file (default: plans/<cluster>.toml if it exists, else built-in defaults)
-    #[arg(long, global = true, value_name = "FILE")]
+    /// The cluster's settings file, TOML (default: plans/<cluster>.toml if it exists, else built-in
+    /// defaults). Not a saved plan: that is `diff --out FILE` / `up --plan-file FILE`
+    #[arg(long, global = true, value_name = "FILE", conflicts_with = "plan")]
+    pub config: Option<PathBuf>,
+    /// Deprecated spelling of --config
+    #[arg(long, global = true, value_name = "FILE", hide = true)]
     pub plan: Option<PathBuf>,
     /// AWS region (default: the plan's `region`, then AWS_REGION / the profile)
     #[arg(long, global = true, value_name = "REGION")]
@@ -116,4 +120,18 @@ pub struct DownArgs {
     /// Do not ask for confirmation (required when not on a terminal)
     #[arg(long, short = 'y')]
     pub yes: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_is_the_settings_file_and_plan_its_deprecated_spelling() {
+        let c = Cli::try_parse_from(["karpctl", "--config", "a.toml", "diff"]).unwrap();
+        assert_eq!(c.global.config.as_deref(), Some(std::path::Path::new("a.toml")));
+        let old = Cli::try_parse_from(["karpctl", "diff", "--plan", "b.toml"]).unwrap();
+        assert_eq!(old.global.plan.as_deref(), Some(std::path::Path::new("b.toml")));
+        assert!(Cli::try_parse_from(["karpctl", "--config", "a", "--plan", "b", "diff"]).is_err());
+    }
 }

@@ -553,12 +553,12 @@ fn resolve_discovery(d: RawDiscovery, ctx: &Ctx) -> Result<Discovery, UserError>
     })
 }
 
-/// Find the plan for a command: `--plan`, else `plans/<cluster>.toml` if it exists, else
+/// Find the plan for a command: `--config`, else `plans/<cluster>.toml` if it exists, else
 /// defaults. Without a cluster: KARPCTL_CLUSTER, or the only plan in `plans/`.
 pub fn load(plan_flag: Option<&Path>, cluster_flag: Option<&str>, plans_dir: &Path) -> Result<Spec, UserError> {
     if let Some(p) = plan_flag {
         let text = std::fs::read_to_string(p)
-            .map_err(|e| UserError::new(format!("cannot read plan file {}: {e}", p.display())).hint("check the --plan path"))?;
+            .map_err(|e| UserError::new(format!("cannot read plan file {}: {e}", p.display())).hint("check the --config path"))?;
         return parse(&text, &p.display().to_string(), cluster_flag);
     }
     let cluster = match cluster_flag {

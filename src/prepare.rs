@@ -93,7 +93,12 @@ async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserErro
 /// reads start as soon as the account is known, while EKS still describes the cluster (see
 /// `ReadAhead`); `Prepared::observe` then uses them.
 pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<Prepared> {
-    let spec = plan_file::load(global.plan.as_deref(), global.cluster.as_deref(), Path::new("plans"))?;
+    if global.plan.is_some() {
+        reporter_for(global)
+            .event(Event::Info("warning: --plan is deprecated and will be removed; use --config FILE (the TOML settings)"));
+    }
+    let settings = global.config.as_deref().or(global.plan.as_deref());
+    let spec = plan_file::load(settings, global.cluster.as_deref(), Path::new("plans"))?;
     let region = resolve_region(global, &spec).await?;
     let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
     let concurrency = global.concurrency as usize;
