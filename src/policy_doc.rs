@@ -103,7 +103,7 @@ pub fn size_without_whitespace(doc: &Value) -> usize {
 
 /// Human diff for a plan. Both documents are canonicalised and pretty-printed (statements
 /// ordered by `Sid` so that a changed statement stays in place), then compared line by line
-/// (LCS). Only changed lines and [`DIFF_CONTEXT`] lines around them are shown, prefixed
+/// (Myers, from the `similar` crate). Only changed lines and [`DIFF_CONTEXT`] lines around them are shown, prefixed
 /// `"- "`, `"+ "` or `"  "`; separate hunks are divided by a `"  ..."` line.
 /// `None` when both are absent or the documents are equivalent.
 pub fn render_diff(before: Option<&Value>, after: Option<&Value>) -> Option<String> {
@@ -119,8 +119,7 @@ pub fn render_diff(before: Option<&Value>, after: Option<&Value>) -> Option<Stri
     let new = after.map(display_text).unwrap_or_default();
     let old_lines: Vec<&str> = old.lines().collect();
     let new_lines: Vec<&str> = new.lines().collect();
-    let ops = line_diff(&old_lines, &new_lines);
-    Some(render_hunks(&ops, DIFF_CONTEXT))
+    Some(render_hunks(&old_lines, &new_lines, DIFF_CONTEXT))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -300,72 +299,26 @@ fn display_text(doc: &Value) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_else(|_| doc.to_string())
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Op<'a> {
-    Same(&'a str),
-    Removed(&'a str),
-    Added(&'a str),
-}
-
-/// Line diff by longest common subsequence; removals come before additions in each change.
-fn line_diff<'a>(old: &[&'a str], new: &[&'a str]) -> Vec<Op<'a>> {
-    let (n, m) = (old.len(), new.len());
-    // lcs[i][j] = length of the LCS of old[i..] and new[j..]
-    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            lcs[i][j] = if old[i] == new[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
-        }
-    }
-    let mut ops = Vec::with_capacity(n + m);
-    let (mut i, mut j) = (0, 0);
-    while i < n && j < m {
-        if old[i] == new[j] {
-            ops.push(Op::Same(old[i]));
-            i += 1;
-            j += 1;
-        } else if lcs[i + 1][j] >= lcs[i][j + 1] {
-            ops.push(Op::Removed(old[i]));
-            i += 1;
-        } else {
-            ops.push(Op::Added(new[j]));
-            j += 1;
-        }
-    }
-    ops.extend(old[i..].iter().map(|l| Op::Removed(l)));
-    ops.extend(new[j..].iter().map(|l| Op::Added(l)));
-    ops
-}
-
-fn render_hunks(ops: &[Op<'_>], context: usize) -> String {
-    let mut shown = vec![false; ops.len()];
-    for (idx, op) in ops.iter().enumerate() {
-        if !matches!(op, Op::Same(_)) {
-            let start = idx.saturating_sub(context);
-            let end = (idx + context + 1).min(ops.len());
-            shown[start..end].iter_mut().for_each(|s| *s = true);
-        }
-    }
+/// Changed lines with `context` unchanged lines around them (the `similar` crate's diff and
+/// hunk grouping), prefixed `"- "`, `"+ "` or `"  "`; hunks divided by a `"  ..."` line.
+fn render_hunks(old: &[&str], new: &[&str], context: usize) -> String {
+    let diff = similar::TextDiff::configure().algorithm(similar::Algorithm::Myers).diff_slices(old, new);
     let mut out = String::new();
-    let mut last_shown: Option<usize> = None;
-    for (idx, op) in ops.iter().enumerate() {
-        if !shown[idx] {
-            continue;
-        }
-        if let Some(prev) = last_shown
-            && idx > prev + 1
-        {
+    for (i, group) in diff.grouped_ops(context).iter().enumerate() {
+        if i > 0 {
             out.push_str("  ...\n");
         }
-        let (prefix, line) = match op {
-            Op::Same(l) => ("  ", l),
-            Op::Removed(l) => ("- ", l),
-            Op::Added(l) => ("+ ", l),
-        };
-        out.push_str(prefix);
-        out.push_str(line);
-        out.push('\n');
-        last_shown = Some(idx);
+        for op in group {
+            for change in diff.iter_changes(op) {
+                out.push_str(match change.tag() {
+                    similar::ChangeTag::Equal => "  ",
+                    similar::ChangeTag::Delete => "- ",
+                    similar::ChangeTag::Insert => "+ ",
+                });
+                out.push_str(change.value());
+                out.push('\n');
+            }
+        }
     }
     out
 }
