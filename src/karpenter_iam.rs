@@ -1,4 +1,4 @@
-//! Every IAM document karpctl creates for Karpenter, by Karpenter version (AWS.md section 3).
+//! Every IAM document karpctl creates for Karpenter, by Karpenter version (docs/aws-behaviour.md section 3).
 //!
 //! The controller's permissions are always split into the v1.14 parts (NodeLifecycle,
 //! IAMIntegration, EKSIntegration, Interruption, ResourceDiscovery, ZonalShift), even for older
@@ -678,7 +678,7 @@ mod tests {
         }
     }
 
-    /// AWS.md section 3, transcribed for cluster `demo` in us-west-2.
+    /// docs/aws-behaviour.md section 3, transcribed for cluster `demo` in us-west-2.
     fn expected_v1_14() -> Vec<(PolicyPart, Value)> {
         let ec2 = |r: &str| format!("arn:aws:ec2:us-west-2:*:{r}");
         let created = [

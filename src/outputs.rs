@@ -1,4 +1,4 @@
-//! `karpctl output`: what a user passes on to Karpenter (AWS.md section 4), read from live AWS.
+//! `karpctl output`: what a user passes on to Karpenter (docs/aws-behaviour.md section 4), read from live AWS.
 
 use crate::cli::{Global, OutputFormat};
 use crate::desired;

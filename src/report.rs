@@ -1,5 +1,6 @@
 //! Events from the engine, and how they reach a person: plan rendering and progress lines.
-//! The engine never prints; it emits events to a `Reporter`.
+//! Progress during a run goes through a `Reporter`; what else is printed (the plan, JSON
+//! documents, the stats table, errors) is printed by `engine.rs` and `output.rs` only.
 
 use crate::model::{Action, Change, Level, Plan, Step};
 use serde_json::Value;

@@ -280,7 +280,7 @@ where
 }
 
 /// Which errors are the eventual-consistency kind that deserves a retry with a deadline
-/// (AWS.md section 5), by code and message.
+/// (docs/aws-behaviour.md section 5), by code and message.
 #[derive(Clone, Copy, Debug)]
 pub struct Retryable {
     pub code: &'static str,

@@ -22,7 +22,7 @@ use anyhow::{Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// CreateAccessEntry right after CreateRole: EKS does not see the role yet (AWS.md section 5).
+/// CreateAccessEntry right after CreateRole: EKS does not see the role yet (docs/aws-behaviour.md section 5).
 const PRINCIPAL_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "The specified principalArn is invalid: invalid principal" }];
 

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
-/// The interruption rules of AWS.md section 2: (part, source, detail-type, since minor version).
+/// The interruption rules of docs/aws-behaviour.md section 2: (part, source, detail-type, since minor version).
 pub const RULES: [(&str, &str, &str, u32); 5] = [
     ("HealthEvent", "aws.health", "AWS Health Event", 0),
     ("SpotInterrupt", "aws.ec2", "EC2 Spot Instance Interruption Warning", 0),
@@ -236,7 +236,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
         .map(|a| a.iter().filter_map(|t| t["Id"].as_str().map(str::to_string)).collect())
         .unwrap_or_default();
     remove_targets(ctx, name, ids).await?;
-    // AWS can keep seeing removed targets for up to 5 minutes (AWS.md section 5).
+    // AWS can keep seeing removed targets for up to 5 minutes (docs/aws-behaviour.md section 5).
     let patience = aws::ConsistencyPolicy {
         deadline: ctx.consistency.deadline.max(std::time::Duration::from_secs(330)),
         ..ctx.consistency.clone()

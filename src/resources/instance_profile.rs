@@ -26,7 +26,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
-/// AddRoleToInstanceProfile just after either was created (AWS.md section 5).
+/// AddRoleToInstanceProfile just after either was created (docs/aws-behaviour.md section 5).
 const ADD_ROLE_RETRY: [Retryable; 3] = [
     Retryable { code: "InvalidParameterValue", message: "Invalid IAM Instance Profile name" },
     Retryable { code: "NoSuchEntity", message: "The role with name" },

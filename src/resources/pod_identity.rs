@@ -17,7 +17,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
 
-/// Create/UpdatePodIdentityAssociation right after CreateRole (AWS.md section 5).
+/// Create/UpdatePodIdentityAssociation right after CreateRole (docs/aws-behaviour.md section 5).
 const ROLE_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "Role provided in the request does not exist" }];
 

@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::collections::BTreeMap;
 
-/// SQS codes come in two spellings (AWS.md section 5): accept both.
+/// SQS codes come in two spellings (docs/aws-behaviour.md section 5): accept both.
 const PROPAGATING: [Retryable; 2] = [
     Retryable { code: "InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
     Retryable { code: "AWS.SimpleQueueService.InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
