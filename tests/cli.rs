@@ -13,7 +13,18 @@ fn help_lists_each_command_and_flag_with_one_line_help() {
     for sub in ["up", "diff", "down"] {
         let r = karpctl(&wd, &[sub, "--help"]);
         assert_eq!(r.code, 0, "{r:?}");
-        for flag in ["--cluster", "--plan", "--region", "--profile", "--endpoint-url", "--concurrency", "--output", "--verbose", "--quiet", "--stats"] {
+        for flag in [
+            "--cluster",
+            "--plan",
+            "--region",
+            "--profile",
+            "--endpoint-url",
+            "--concurrency",
+            "--output",
+            "--verbose",
+            "--quiet",
+            "--stats",
+        ] {
             assert!(r.stdout.contains(flag), "{sub} --help lacks {flag}: {r:?}");
         }
     }

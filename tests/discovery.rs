@@ -2,7 +2,7 @@
 //! group, with karpctl's marker `karpctl.io/discovery=<c>`, and a clean way back. Every result
 //! is read back through the EC2 API (DescribeTags / DescribeSubnets / DescribeSecurityGroups).
 //!
-//! Emulator gap (AWS.md section 8): ministack's DeleteTags ignores the value and deletes the key
+//! Emulator gap (docs/aws-behaviour.md section 8): ministack's DeleteTags ignores the value and deletes the key
 //! whatever its value. That makes the "survives down" checks here stricter than AWS would be: a
 //! DeleteTags naming `karpenter.sh/discovery` on an object whose tag karpctl did not add would
 //! remove it on the emulator, so any such call shows up as a lost tag.
@@ -32,7 +32,11 @@ impl Seeded {
     fn of(c: &str, extra: &[&str]) -> Seeded {
         let v = seed(c, extra);
         let list = |k: &str| -> Vec<String> {
-            v[k].as_array().unwrap_or_else(|| panic!("seed JSON lacks {k}: {v}")).iter().map(|s| s.as_str().unwrap().to_string()).collect()
+            v[k].as_array()
+                .unwrap_or_else(|| panic!("seed JSON lacks {k}: {v}"))
+                .iter()
+                .map(|s| s.as_str().unwrap().to_string())
+                .collect()
         };
         let s = |k: &str| v[k].as_str().map(str::to_string);
         let seeded = Seeded {
@@ -299,7 +303,10 @@ fn two_candidate_groups_fail_listing_both_with_no_write() {
         let r = karpctl(&wd, &[cmd, "--cluster", &c, "--output", "json"]);
         let msg = failed_without_writes(&r, cmd);
         assert!(msg.contains(&s.node_sg) && msg.contains(&extra), "{cmd}: both candidates are listed: {msg}");
-        assert!(msg.contains("security_group_id") || msg.contains("security_group_name"), "{cmd}: asks the plan to name one: {msg}");
+        assert!(
+            msg.contains("security_group_id") || msg.contains("security_group_name"),
+            "{cmd}: asks the plan to name one: {msg}"
+        );
     }
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 1, "{r:?}");
@@ -332,7 +339,8 @@ fn a_pre_existing_discovery_tag_is_reported_never_marked_and_survives_down() {
     let doc = r.json();
     assert_eq!(step_action(&doc, &node_id(&s.node_sg)), None, "nothing to do on the group: {doc}");
     let reported = findings(&doc).into_iter().any(|(_, _, m)| {
-        m.contains(&s.node_sg) && (m.contains("pre-existing") || m.contains("not managed by karpctl") || m.contains("not added by karpctl"))
+        m.contains(&s.node_sg)
+            && (m.contains("pre-existing") || m.contains("not managed by karpctl") || m.contains("not added by karpctl"))
     });
     assert!(reported, "the group's tag is reported as pre-existing: {doc}");
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
@@ -367,8 +375,12 @@ fn other_tags_on_subnets_and_groups_survive_up_and_down() {
     let sdk = sdk();
     // Same key prefixes as karpctl's two tags, another cluster's discovery-looking key, and
     // ordinary tags; plus the seed's own (Name, kubernetes.io/role/*, kubernetes.io/cluster/<c>).
-    let extra: [(&str, &str); 4] =
-        [("karpenter.sh/discovery-extra", "x"), ("karpctl.io/discovery-note", "y"), ("karpctl.io/discoveryx", c.as_str()), ("team", "platform")];
+    let extra: [(&str, &str); 4] = [
+        ("karpenter.sh/discovery-extra", "x"),
+        ("karpctl.io/discovery-note", "y"),
+        ("karpctl.io/discoveryx", c.as_str()),
+        ("team", "platform"),
+    ];
     for id in s.all().iter().filter(|id| Some(*id) != s.cluster_sg.as_ref()) {
         add_tags(&sdk, id, &extra);
     }
@@ -490,7 +502,8 @@ fn a_foreign_group_and_subnet_tagged_for_the_cluster_are_distinct_warnings() {
 fn check_capacity(doc: &Value, human: &str, picks: &BTreeMap<String, (String, i64)>, what: &str) {
     let f = findings(doc);
     for (subnet, (az, free)) in picks {
-        let about_az: Vec<_> = f.iter().filter(|(_, _, m)| m.contains(&format!("{az}:")) || m.contains(&format!("{az} "))).collect();
+        let about_az: Vec<_> =
+            f.iter().filter(|(_, _, m)| m.contains(&format!("{az}:")) || m.contains(&format!("{az} "))).collect();
         let pick: Vec<_> = about_az.iter().filter(|(_, _, m)| m.contains(subnet.as_str())).collect();
         assert_eq!(pick.len(), 1, "{what}: one finding names {az}'s pick {subnet}: {f:?}");
         let (_, level, msg) = pick[0];
@@ -500,7 +513,12 @@ fn check_capacity(doc: &Value, human: &str, picks: &BTreeMap<String, (String, i6
         }
         let line = human
             .lines()
-            .find(|l| l.contains(az.as_str()) && l.contains(subnet.as_str()) && l.contains(&free.to_string()) && !l.trim_start().starts_with('#'))
+            .find(|l| {
+                l.contains(az.as_str())
+                    && l.contains(subnet.as_str())
+                    && l.contains(&free.to_string())
+                    && !l.trim_start().starts_with('#')
+            })
             .unwrap_or_else(|| panic!("{what}: the human output lists {az} -> {subnet} ({free} free):\n{human}"));
         if *free < 256 {
             assert!(line.to_lowercase().contains("warning"), "{what}: {line}");

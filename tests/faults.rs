@@ -89,7 +89,10 @@ impl Proxy {
             .into_iter()
             .flatten()
             .map(|s| {
-                (s["service"].as_str().unwrap_or("?").to_string(), (s["requests"].as_u64().unwrap_or(0), s["faulted"].as_u64().unwrap_or(0)))
+                (
+                    s["service"].as_str().unwrap_or("?").to_string(),
+                    (s["requests"].as_u64().unwrap_or(0), s["faulted"].as_u64().unwrap_or(0)),
+                )
             })
             .collect()
     }
@@ -293,7 +296,10 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
         let roles = sdk.iam.list_roles().path_prefix(iam_path(c)).send().await.expect("iam:ListRoles");
         for r in roles.roles() {
             let g = sdk.iam.get_role().role_name(r.role_name()).send().await.expect("iam:GetRole");
-            let tags = g.role().map(|r| r.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()).unwrap_or_default();
+            let tags = g
+                .role()
+                .map(|r| r.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect())
+                .unwrap_or_default();
             inv.roles.push((r.role_name().to_string(), tags));
         }
 
@@ -308,12 +314,21 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
         for p in pols.policies() {
             let arn = p.arn().unwrap_or_default();
             let t = sdk.iam.list_policy_tags().policy_arn(arn).send().await.expect("iam:ListPolicyTags");
-            inv.policies.push((p.policy_name().unwrap_or_default().to_string(), t.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()));
+            inv.policies.push((
+                p.policy_name().unwrap_or_default().to_string(),
+                t.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect(),
+            ));
         }
 
         let profs = sdk.iam.list_instance_profiles().path_prefix(iam_path(c)).send().await.expect("iam:ListInstanceProfiles");
         for p in profs.instance_profiles() {
-            let g = sdk.iam.get_instance_profile().instance_profile_name(p.instance_profile_name()).send().await.expect("iam:GetInstanceProfile");
+            let g = sdk
+                .iam
+                .get_instance_profile()
+                .instance_profile_name(p.instance_profile_name())
+                .send()
+                .await
+                .expect("iam:GetInstanceProfile");
             let ip = g.instance_profile();
             inv.profiles.push((
                 p.instance_profile_name().to_string(),
@@ -329,7 +344,13 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
             if !RULE_PARTS.iter().any(|p| name == format!("{prefix}{p}")) {
                 continue;
             }
-            let tags = sdk.events.list_tags_for_resource().resource_arn(r.arn().unwrap_or_default()).send().await.expect("events:ListTagsForResource");
+            let tags = sdk
+                .events
+                .list_tags_for_resource()
+                .resource_arn(r.arn().unwrap_or_default())
+                .send()
+                .await
+                .expect("events:ListTagsForResource");
             let targets = sdk.events.list_targets_by_rule().rule(name).send().await.expect("events:ListTargetsByRule");
             inv.rules.push((
                 name.to_string(),
@@ -343,7 +364,8 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
             if !arn.ends_with(&node_role_arn_suffix) {
                 continue;
             }
-            let d = sdk.eks.describe_access_entry().cluster_name(c).principal_arn(arn).send().await.expect("eks:DescribeAccessEntry");
+            let d =
+                sdk.eks.describe_access_entry().cluster_name(c).principal_arn(arn).send().await.expect("eks:DescribeAccessEntry");
             let tags = d.access_entry().and_then(|e| e.tags()).map(|m| m.clone().into_iter().collect()).unwrap_or_default();
             inv.access_entries.push((arn.clone(), tags));
         }
@@ -362,7 +384,14 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
                 continue;
             }
             let id = a.association_id().unwrap_or_default();
-            let d = sdk.eks.describe_pod_identity_association().cluster_name(c).association_id(id).send().await.expect("eks:DescribePodIdentityAssociation");
+            let d = sdk
+                .eks
+                .describe_pod_identity_association()
+                .cluster_name(c)
+                .association_id(id)
+                .send()
+                .await
+                .expect("eks:DescribePodIdentityAssociation");
             let tags = d.association().and_then(|x| x.tags()).map(|m| m.clone().into_iter().collect()).unwrap_or_default();
             inv.pod_identities.push((id.to_string(), tags));
         }
@@ -446,10 +475,7 @@ fn seeded(prefix: &str) -> (String, Workdir) {
 // ------------------------------------------------------------------- transient faults (item 2)
 
 fn per_service(fail: u32, pass: u32, errors: &[(&str, Value)]) -> Vec<Value> {
-    errors
-        .iter()
-        .map(|(svc, err)| json!({"service": svc, "sequence": {"fail": fail, "pass": pass}, "error": err}))
-        .collect()
+    errors.iter().map(|(svc, err)| json!({"service": svc, "sequence": {"fail": fail, "pass": pass}, "error": err})).collect()
 }
 
 /// Services every `up` on a fresh cluster calls (EC2 for the discovery tags).
@@ -473,14 +499,18 @@ fn thirty_percent_throttling_on_every_service_converges_without_duplicates() {
     let px = Proxy::start(
         &wd,
         &c,
-        json!(per_service(3, 7, &[
-            ("iam", json!({"code": "Throttling", "message": "Rate exceeded"})),
-            ("sts", json!({"code": "Throttling", "message": "Rate exceeded"})),
-            ("sqs", json!({"code": "RequestThrottled", "status": 503, "message": "Rate exceeded"})),
-            ("events", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
-            ("eks", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
-            ("ec2", json!({"code": "RequestLimitExceeded", "message": "Request limit exceeded."})),
-        ])),
+        json!(per_service(
+            3,
+            7,
+            &[
+                ("iam", json!({"code": "Throttling", "message": "Rate exceeded"})),
+                ("sts", json!({"code": "Throttling", "message": "Rate exceeded"})),
+                ("sqs", json!({"code": "RequestThrottled", "status": 503, "message": "Rate exceeded"})),
+                ("events", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
+                ("eks", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
+                ("ec2", json!({"code": "RequestLimitExceeded", "message": "Request limit exceeded."})),
+            ]
+        )),
     );
     let up = up_via(&wd, &c, &px, &[]);
     assert_up_converged(&wd, &c, &up);
@@ -497,14 +527,18 @@ fn five_xx_bursts_on_every_service_converge_without_duplicates() {
     let px = Proxy::start(
         &wd,
         &c,
-        json!(per_service(3, 4, &[
-            ("iam", json!({"code": "ServiceFailure", "status": 500, "message": "Internal failure"})),
-            ("sts", json!({"code": "InternalFailure", "status": 500, "message": "Internal failure"})),
-            ("sqs", json!({"code": "InternalError", "status": 500, "message": "We encountered an internal error."})),
-            ("events", json!({"code": "InternalException", "status": 500, "message": "Internal error"})),
-            ("eks", json!({"code": "ServerException", "status": 500, "message": "Internal server error"})),
-            ("ec2", json!({"code": "Unavailable", "status": 503, "message": "The server is overloaded"})),
-        ])),
+        json!(per_service(
+            3,
+            4,
+            &[
+                ("iam", json!({"code": "ServiceFailure", "status": 500, "message": "Internal failure"})),
+                ("sts", json!({"code": "InternalFailure", "status": 500, "message": "Internal failure"})),
+                ("sqs", json!({"code": "InternalError", "status": 500, "message": "We encountered an internal error."})),
+                ("events", json!({"code": "InternalException", "status": 500, "message": "Internal error"})),
+                ("eks", json!({"code": "ServerException", "status": 500, "message": "Internal server error"})),
+                ("ec2", json!({"code": "Unavailable", "status": 503, "message": "The server is overloaded"})),
+            ]
+        )),
     );
     let up = up_via(&wd, &c, &px, &[]);
     assert_up_converged(&wd, &c, &up);
@@ -581,7 +615,7 @@ fn requests_queued_for_their_turn_at_concurrency_1_never_time_out() {
     assert_eq!(stats_retries(&diff), 0, "no request timed out while it waited: {diff:?}");
 }
 
-// ------------------------------------------------------ eventual consistency (item 2, AWS.md 5)
+// ------------------------------------------------------ eventual consistency (item 2, docs/aws-behaviour.md section 5)
 
 /// `up` through a proxy injecting `rules`: converges, the injected error was really served
 /// `times` times, and the progress on stderr shows each retry of `operation` with `code`.
@@ -618,7 +652,7 @@ fn create_queue_deleted_recently_is_retried_until_the_name_is_free() {
 #[test]
 fn queue_policy_rejected_while_the_queue_propagates_is_retried() {
     // microburst serves SQS codes as `AWS.SimpleQueueService.<code>` (x-amzn-query-error); real
-    // SQS sends this one bare. karpctl must accept both spellings (AWS.md section 5).
+    // SQS sends this one bare. karpctl must accept both spellings (docs/aws-behaviour.md section 5).
     consistency_up(
         "f-qpol",
         "",
@@ -704,7 +738,10 @@ fn consistency_down(prefix: &str, rules: impl Fn(&str) -> Value, op: &str, times
     let sdk = sdk();
     let first = karpctl(&wd, &["up", "--cluster", &c]);
     let inv = inventory(&sdk, &c);
-    assert!(inv.roles.len() == 2 && inv.rules.len() == 5 && inv.queues.len() == 1, "set-up up made the roles, queue and rules: {first:?}\n{inv:#?}");
+    assert!(
+        inv.roles.len() == 2 && inv.rules.len() == 5 && inv.queues.len() == 1,
+        "set-up up made the roles, queue and rules: {first:?}\n{inv:#?}"
+    );
 
     let px = Proxy::start(&wd, &c, rules(&c));
     let down = karpctl_via(&wd, &["down", "--cluster", &c, "--yes"], &px, &[("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")]);
@@ -714,7 +751,12 @@ fn consistency_down(prefix: &str, rules: impl Fn(&str) -> Value, op: &str, times
     assert_eq!(down.code, 0, "down must finish despite the faults: {down:?}");
     let inv = inventory(&sdk, &c);
     assert!(
-        inv.queues.is_empty() && inv.roles.is_empty() && inv.policies.is_empty() && inv.rules.is_empty() && inv.access_entries.is_empty() && inv.pod_identities.is_empty(),
+        inv.queues.is_empty()
+            && inv.roles.is_empty()
+            && inv.policies.is_empty()
+            && inv.rules.is_empty()
+            && inv.access_entries.is_empty()
+            && inv.pod_identities.is_empty(),
         "down removed everything: {inv:#?}"
     );
     let again = karpctl(&wd, &["down", "--cluster", &c, "--yes", "--output", "json"]);
@@ -860,7 +902,11 @@ fn up_killed_at_several_points_converges_on_the_next_run_with_no_orphan() {
         let mut run = spawn_via(&wd, &["up", "--cluster", c], &px);
         assert!(run.wait_for_line(": Creating...", Duration::from_secs(30)).is_some(), "up started applying");
         for k in 0..done_before {
-            assert!(run.wait_for_line("complete after", Duration::from_secs(30)).is_some(), "step {} of {done_before} completed", k + 1);
+            assert!(
+                run.wait_for_line("complete after", Duration::from_secs(30)).is_some(),
+                "step {} of {done_before} completed",
+                k + 1
+            );
         }
         let point = format!("once {done_before} steps were done");
         assert!(run.running(), "up must still be running {point} to be killed mid-flight");
@@ -894,12 +940,18 @@ fn sigint_waits_for_in_flight_calls_reports_and_exits_130() {
     assert!(st.success());
     let r = run.finish(Duration::from_secs(45));
     assert_eq!(r.code, 130, "interrupted runs exit 130: {r:?}");
-    assert!(r.stderr.contains("Interrupt received") && r.stderr.contains("in-flight"), "says it waits for in-flight calls: {r:?}");
+    assert!(
+        r.stderr.contains("Interrupt received") && r.stderr.contains("in-flight"),
+        "says it waits for in-flight calls: {r:?}"
+    );
     assert!(r.stderr.contains("not started"), "says which steps did not start: {r:?}");
     // Every step that had started was waited for: it finished or failed, none was abandoned.
     for line in r.stderr.lines().filter(|l| l.contains(": Creating...")) {
         let id = line.split(':').next().unwrap();
-        let ended = r.stderr.lines().any(|l| l.starts_with(&format!("{id}: Creation complete")) || l.starts_with(&format!("{id}: failed")));
+        let ended = r
+            .stderr
+            .lines()
+            .any(|l| l.starts_with(&format!("{id}: Creation complete")) || l.starts_with(&format!("{id}: failed")));
         assert!(ended, "step {id} was in flight at the interrupt and must have been waited for: {r:?}");
     }
     let sdk = sdk();

@@ -1,5 +1,5 @@
 //! Node and controller identity end to end (issue 3): IAM roles and their trust policies, the split
-//! controller policies (statements written here from AWS.md section 3, not from karpctl's code),
+//! controller policies (statements written here from docs/aws-behaviour.md section 3, not from karpctl's code),
 //! the node role's managed policies, the access entry, the Pod Identity association, IRSA, an
 //! existing node role, drift, a Karpenter version bump, `down` with Karpenter-made instance
 //! profiles, preflight failures and a 100-character cluster name. Every result is read back
@@ -15,12 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 const REGION: &str = "us-east-1";
 const OWNER_TAG: &str = "karpctl.io/cluster";
 
-const NODE_MANAGED_POLICIES: [&str; 4] = [
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonSSMManagedInstanceCore",
-];
+const NODE_MANAGED_POLICIES: [&str; 4] =
+    ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"];
 const CONTROLLER_PARTS: [&str; 5] = ["NodeLifecycle", "IAMIntegration", "EKSIntegration", "Interruption", "ResourceDiscovery"];
 
 const TRUST_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
@@ -189,7 +185,8 @@ fn all_associations(sdk: &Sdk, c: &str) -> usize {
 fn queue_arn(sdk: &Sdk, name: &str) -> Option<String> {
     rt().block_on(async {
         let url = sdk.sqs.get_queue_url().queue_name(name).send().await.ok()?.queue_url()?.to_string();
-        let a = sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::QueueArn).send().await.unwrap();
+        let a =
+            sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::QueueArn).send().await.unwrap();
         a.attributes().and_then(|m| m.get(&QueueAttributeName::QueueArn)).cloned()
     })
 }
@@ -211,7 +208,8 @@ fn norm(s: &Value) -> Value {
             for (k, v) in kv.as_object().expect("condition operator object") {
                 let vals: Vec<String> = match v {
                     Value::Array(a) => {
-                        let mut x: Vec<String> = a.iter().map(|e| e.as_str().map(str::to_string).unwrap_or(e.to_string())).collect();
+                        let mut x: Vec<String> =
+                            a.iter().map(|e| e.as_str().map(str::to_string).unwrap_or(e.to_string())).collect();
                         x.sort();
                         x
                     }
@@ -248,16 +246,19 @@ fn assert_statements(what: &str, live: &Value, expected: &[Value]) {
     let want = by_sid(expected);
     assert_eq!(have.keys().collect::<Vec<_>>(), want.keys().collect::<Vec<_>>(), "{what}: Sids\n{live:#}");
     for (sid, w) in &want {
-        assert_eq!(&have[sid], w, "{what}: statement {sid} differs (left live, right AWS.md)");
+        assert_eq!(&have[sid], w, "{what}: statement {sid} differs (left live, right docs/aws-behaviour.md)");
     }
 }
 
-/// The controller policies of Karpenter v1.14 for cluster `c`, from AWS.md section 3.
+/// The controller policies of Karpenter v1.14 for cluster `c`, from docs/aws-behaviour.md section 3.
 fn expected_v1_14(c: &str, a: &str, node_role_arn: &str, queue_arn: &str) -> BTreeMap<&'static str, Vec<Value>> {
     let r = REGION;
     let ec2 = |res: &str| format!("arn:aws:ec2:{r}:*:{res}");
     let launch_created: Vec<String> =
-        ["fleet/*", "instance/*", "volume/*", "network-interface/*", "launch-template/*", "spot-instances-request/*"].iter().map(|x| ec2(x)).collect();
+        ["fleet/*", "instance/*", "volume/*", "network-interface/*", "launch-template/*", "spot-instances-request/*"]
+            .iter()
+            .map(|x| ec2(x))
+            .collect();
     let res_cluster = format!("aws:ResourceTag/kubernetes.io/cluster/{c}");
     let req_cluster = format!("aws:RequestTag/kubernetes.io/cluster/{c}");
     let profiles = format!("arn:aws:iam::{a}:instance-profile/*");
@@ -441,7 +442,11 @@ fn assert_trust(what: &str, live: &Value, principal_kind: &str, principal: &str,
     assert_eq!(strings(&s["Action"]), want, "{what}: actions");
     match condition {
         None => assert!(s.get("Condition").is_none(), "{what}: no condition: {s}"),
-        Some(c) => assert_eq!(norm(&json!({"Condition": s["Condition"]}))["Condition"], norm(&json!({"Condition": c}))["Condition"], "{what}: condition"),
+        Some(c) => assert_eq!(
+            norm(&json!({"Condition": s["Condition"]}))["Condition"],
+            norm(&json!({"Condition": c}))["Condition"],
+            "{what}: condition"
+        ),
     }
 }
 
@@ -815,7 +820,8 @@ fn config_map_authentication_mode_fails_preflight_with_the_remedy_and_no_write()
     let sdk = sdk();
     assert_nothing_created(&sdk, &c);
     let mode = rt().block_on(sdk.eks.describe_cluster().name(&c).send()).unwrap();
-    let mode = mode.cluster().and_then(|x| x.access_config()).and_then(|x| x.authentication_mode()).map(|m| m.as_str().to_string());
+    let mode =
+        mode.cluster().and_then(|x| x.access_config()).and_then(|x| x.authentication_mode()).map(|m| m.as_str().to_string());
     assert_eq!(mode.as_deref(), Some("CONFIG_MAP"), "karpctl never changes the mode");
 }
 
@@ -834,7 +840,10 @@ fn a_missing_pod_identity_agent_fails_preflight_with_a_hint_and_no_write() {
     wd.plan(&c, &plan(&c, "create_pod_identity_agent = true\n"));
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(rt().block_on(sdk.eks.describe_addon().cluster_name(&c).addon_name("eks-pod-identity-agent").send()).is_ok(), "add-on installed");
+    assert!(
+        rt().block_on(sdk.eks.describe_addon().cluster_name(&c).addon_name("eks-pod-identity-agent").send()).is_ok(),
+        "add-on installed"
+    );
     assert_eq!(associations(&sdk, &c, "kube-system", "karpenter").len(), 1);
 }
 
@@ -941,7 +950,11 @@ fn existing_role_end_to_end(prefix: &str, role_path: &str, by_arn: bool) {
     let (typ, principal, _) = access_entry(&sdk, &c, &before.arn).expect("access entry for the existing role");
     assert_eq!((typ.as_str(), principal.as_str()), ("EC2_LINUX", before.arn.as_str()));
     let iam_doc = policy(&sdk, &policy_arn(&a, &c, "IAMIntegration")).unwrap().doc;
-    assert_eq!(strings(&find_sid(&statements(&iam_doc), "AllowPassingInstanceRole")["Resource"]), [before.arn.clone()], "PassRole on the existing role");
+    assert_eq!(
+        strings(&find_sid(&statements(&iam_doc), "AllowPassingInstanceRole")["Resource"]),
+        [before.arn.clone()],
+        "PassRole on the existing role"
+    );
     assert_eq!(profile_roles(&sdk, &format!("KarpenterNodeInstanceProfile-{c}")), Some(vec![name.clone()]));
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -978,7 +991,9 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
 
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 2, "{r:?}");
-    for what in ["node role name shortened", "controller role name shortened", "policy name shortened", "instance profile name shortened"] {
+    for what in
+        ["node role name shortened", "controller role name shortened", "policy name shortened", "instance profile name shortened"]
+    {
         assert!(r.stdout.contains(what), "plan output reports `{what}`: {r:?}");
     }
     let r = karpctl(&wd, &["up", "--cluster", &c]);
@@ -1017,7 +1032,10 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     assert_eq!(profile_roles(&sdk, profile), Some(vec![node_name.clone()]));
     let (typ, _, _) = access_entry(&sdk, &c, &node.arn).expect("access entry for the shortened role");
     assert_eq!(typ, "EC2_LINUX");
-    assert_eq!(associations(&sdk, &c, "kube-system", "karpenter").into_iter().map(|x| x.1).collect::<Vec<_>>(), vec![ctrl.arn.clone()]);
+    assert_eq!(
+        associations(&sdk, &c, "kube-system", "karpenter").into_iter().map(|x| x.1).collect::<Vec<_>>(),
+        vec![ctrl.arn.clone()]
+    );
     let iam_doc = policy(&sdk, &want_ctrl.iter().find(|x| x.contains("IAMIntegration")).unwrap().clone()).unwrap().doc;
     assert_eq!(strings(&find_sid(&statements(&iam_doc), "AllowPassingInstanceRole")["Resource"]), [node.arn.clone()]);
 

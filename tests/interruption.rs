@@ -14,7 +14,9 @@ const PARTS: [(&str, &str, &str); 5] = [
 ];
 
 fn plan_body(cluster: &str, extra: &str) -> String {
-    format!("cluster = \"{cluster}\"\nregion = \"us-east-1\"\n\n[tags]\nteam = \"platform\"\n\n[interruption]\nenabled = true\n{extra}")
+    format!(
+        "cluster = \"{cluster}\"\nregion = \"us-east-1\"\n\n[tags]\nteam = \"platform\"\n\n[interruption]\nenabled = true\n{extra}"
+    )
 }
 
 struct Live {
@@ -79,7 +81,7 @@ fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     assert_eq!(q.tags["team"], "platform");
     let qarn = q.attrs["QueueArn"].clone();
 
-    // The policy: exactly the two statements of AWS.md, compared after parsing.
+    // The policy: exactly the two statements of docs/aws-behaviour.md, compared after parsing.
     let doc = policy_json(&q.attrs["Policy"]);
     let st = statements(&doc);
     assert_eq!(st.len(), 2, "{doc}");
@@ -128,7 +130,13 @@ fn out_of_band_changes_are_found_by_diff_and_repaired_by_up() {
         sdk.events.remove_targets().rule(&r).ids("KarpenterInterruptionQueueTarget").send().await.unwrap();
         sdk.events.delete_rule().name(&r).send().await.unwrap();
         // A target removed from another rule.
-        sdk.events.remove_targets().rule(rule_name(&c, "SpotInterrupt")).ids("KarpenterInterruptionQueueTarget").send().await.unwrap();
+        sdk.events
+            .remove_targets()
+            .rule(rule_name(&c, "SpotInterrupt"))
+            .ids("KarpenterInterruptionQueueTarget")
+            .send()
+            .await
+            .unwrap();
         // Retention changed.
         sdk.sqs
             .set_queue_attributes()
@@ -141,7 +149,13 @@ fn out_of_band_changes_are_found_by_diff_and_repaired_by_up() {
         let mut doc = policy_json(&q.attrs["Policy"]);
         let kept: Vec<Value> = statements(&doc).into_iter().filter(|s| s["Sid"] != "DenyHTTP").collect();
         doc["Statement"] = Value::Array(kept);
-        sdk.sqs.set_queue_attributes().queue_url(&url).attributes(QueueAttributeName::Policy, doc.to_string()).send().await.unwrap();
+        sdk.sqs
+            .set_queue_attributes()
+            .queue_url(&url)
+            .attributes(QueueAttributeName::Policy, doc.to_string())
+            .send()
+            .await
+            .unwrap();
     });
 
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
@@ -196,7 +210,10 @@ fn switching_interruption_off_removes_queue_and_rules() {
     let wd = Workdir::new();
     wd.plan(&c, &plan_body(&c, ""));
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[tags]\nteam = \"platform\"\n[interruption]\nenabled = false\n"));
+    wd.plan(
+        &c,
+        &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[tags]\nteam = \"platform\"\n[interruption]\nenabled = false\n"),
+    );
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stdout.contains("- queue aws_sqs_queue"), "{r:?}");

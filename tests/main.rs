@@ -1,5 +1,7 @@
 //! The one integration-test binary (one binary keeps builds fast): the real karpctl against the
 //! emulator started by `scripts/test`.
+// Lints whose fixes would rewrite test assertions; the assertions stay as they were written.
+#![allow(clippy::cloned_ref_to_slice_refs, clippy::type_complexity, clippy::needless_borrow)]
 
 mod bad_input;
 mod cli;

@@ -6,7 +6,8 @@ use crate::common::*;
 use aws_sdk_iam::types::Tag as IamTag;
 
 const TRUST_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-const SOME_POLICY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:DescribeInstances","Resource":"*"}]}"#;
+const SOME_POLICY: &str =
+    r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:DescribeInstances","Resource":"*"}]}"#;
 
 /// Who a pre-made object claims to belong to.
 #[derive(Clone, Copy, Debug)]
@@ -132,7 +133,13 @@ fn still_theirs(sdk: &Sdk, c: &str, kind: &str) {
                 t.tags().and_then(|m| m.get("owner").cloned())
             }
             "rule" => {
-                let d = sdk.events.describe_rule().name(format!("Karpenter-{c}-HealthEvent")).send().await.expect("rule still exists");
+                let d = sdk
+                    .events
+                    .describe_rule()
+                    .name(format!("Karpenter-{c}-HealthEvent"))
+                    .send()
+                    .await
+                    .expect("rule still exists");
                 assert_eq!(d.event_pattern(), Some(r#"{"source":["aws.health"]}"#), "pattern untouched");
                 let t = sdk.events.list_targets_by_rule().rule(format!("Karpenter-{c}-HealthEvent")).send().await.unwrap();
                 assert!(t.targets().is_empty(), "no target was added");

@@ -2,7 +2,7 @@
 //! STS served by moto 5.2.5 (server mode, AWS managed policies loaded) and EKS by ministack, through
 //! the SDK's per-service endpoint variables (`karpctl_strict*` in common/mod.rs).
 //!
-//! What moto enforces that ministack forgives (measured, AWS.md section 8), and so what these tests
+//! What moto enforces that ministack forgives (measured, docs/aws-behaviour.md section 8), and so what these tests
 //! prove against AWS's rules rather than the emulator's leniency:
 //! - IAM `DeleteRole` refuses (`DeleteConflict`) while managed or inline policies are attached or
 //!   the role is in an instance profile; `AttachRolePolicy` of a managed-policy ARN that does not
@@ -52,8 +52,7 @@ const OWNER: &str = "karpctl.io/cluster";
 const MARKER: &str = "karpctl.io/discovery";
 const DISCOVERY: &str = "karpenter.sh/discovery";
 const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
-const TRUST_EC2: &str =
-    r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+const TRUST_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
 fn plan(c: &str) -> String {
     format!(
@@ -711,7 +710,11 @@ fn strict_down_removes_everything_in_the_order_aws_requires() {
         // it too, concurrently: a second DetachRolePolicy, before or after, is harmless.)
         assert!(ops[..del].contains(&"DetachRolePolicy"), "{arn}: detached before DeletePolicy: {ops:?}");
         let want = extra_versions.get(arn).copied().unwrap_or(0);
-        assert_eq!(ops[..del].iter().filter(|o| **o == "DeletePolicyVersion").count(), want, "{arn}: non-default versions first: {ops:?}");
+        assert_eq!(
+            ops[..del].iter().filter(|o| **o == "DeletePolicyVersion").count(),
+            want,
+            "{arn}: non-default versions first: {ops:?}"
+        );
         assert!(!ops[del..].contains(&"DeletePolicyVersion"), "{arn}: {ops:?}");
     }
     // Both roles deleted once each; moto refuses DeleteRole while a policy is attached or the
@@ -773,7 +776,10 @@ fn strict_an_unowned_role_and_queue_stop_up_and_survive_down() {
         let (_, tags, arn) = role(sdk, &node_role(&c)).expect("their role is still there");
         assert_eq!(arn, format!("arn:aws:iam::000000000000:role/{}", node_role(&c)));
         assert_eq!(tags, BTreeMap::from([("owner".to_string(), "terraform".to_string())]), "role tags untouched");
-        assert_eq!(attached(sdk, &node_role(&c)), BTreeSet::from(["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy".to_string()]));
+        assert_eq!(
+            attached(sdk, &node_role(&c)),
+            BTreeSet::from(["arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy".to_string()])
+        );
         let q = queue(sdk, &queue_name(&c)).expect("their queue is still there");
         assert_eq!(q.attrs["MessageRetentionPeriod"], "900");
         assert!(!q.attrs.contains_key("Policy"), "no policy added");
@@ -876,8 +882,9 @@ fn strict_iam_propagation_delays_seen_by_eks_and_iam_are_retried_until_the_roles
     let (_, _, ctrl_arn) = role(&sdk, &controller_role(&c)).unwrap();
     assert_eq!(access_entries(&sdk, &c).get(&node_arn).map(String::as_str), Some("EC2_LINUX"), "one entry, made once");
     assert_eq!(pod_identity_roles(&sdk, &c), vec![ctrl_arn], "one association, made once");
-    let ip =
-        rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(format!("KarpenterNodeInstanceProfile-{c}")).send()).unwrap();
+    let ip = rt()
+        .block_on(sdk.iam.get_instance_profile().instance_profile_name(format!("KarpenterNodeInstanceProfile-{c}")).send())
+        .unwrap();
     assert_eq!(ip.instance_profile().unwrap().roles().len(), 1);
     stop_all(vec![eks, iam]);
     assert_converged(&wd, &c);

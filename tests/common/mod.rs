@@ -14,9 +14,8 @@ pub fn repo() -> PathBuf {
 }
 
 pub fn endpoint() -> String {
-    std::env::var("KARPCTL_TEST_ENDPOINT").expect(
-        "KARPCTL_TEST_ENDPOINT is not set: run the integration tests with scripts/test, which starts the emulator",
-    )
+    std::env::var("KARPCTL_TEST_ENDPOINT")
+        .expect("KARPCTL_TEST_ENDPOINT is not set: run the integration tests with scripts/test, which starts the emulator")
 }
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -75,7 +74,8 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
     }
     /// Write calls counted by karpctl's interceptor (from `--output json`).
     pub fn writes(&self) -> u64 {
