@@ -12,9 +12,6 @@ use aws_sdk_ec2::types::{Filter, Tag};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 
-const DISCOVERY: &str = "karpenter.sh/discovery";
-const MARKER: &str = "karpctl.io/discovery";
-
 type Tags = BTreeMap<String, String>;
 
 /// What `scripts/seed.py` made for one cluster.

@@ -23,9 +23,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const RULE_PARTS: [&str; 5] = ["HealthEvent", "SpotInterrupt", "Rebalance", "StateChange", "CapacityReservation"];
-const OWNER_TAG: &str = "karpctl.io/cluster";
-
 // ------------------------------------------------------------------------------------- proxy
 
 /// One microburst proxy in front of the test emulator; stopped when dropped (also on panic).

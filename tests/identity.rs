@@ -12,15 +12,6 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
-const REGION: &str = "us-east-1";
-const OWNER_TAG: &str = "karpctl.io/cluster";
-
-const NODE_MANAGED_POLICIES: [&str; 4] =
-    ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"];
-const CONTROLLER_PARTS: [&str; 5] = ["NodeLifecycle", "IAMIntegration", "EKSIntegration", "Interruption", "ResourceDiscovery"];
-
-const TRUST_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
-
 // ------------------------------------------------------------------------------------- names
 
 fn path(c: &str) -> String {
@@ -250,177 +241,6 @@ fn assert_statements(what: &str, live: &Value, expected: &[Value]) {
     }
 }
 
-/// The controller policies of Karpenter v1.14 for cluster `c`, from docs/aws-behaviour.md section 3.
-fn expected_v1_14(c: &str, a: &str, node_role_arn: &str, queue_arn: &str) -> BTreeMap<&'static str, Vec<Value>> {
-    let r = REGION;
-    let ec2 = |res: &str| format!("arn:aws:ec2:{r}:*:{res}");
-    let launch_created: Vec<String> =
-        ["fleet/*", "instance/*", "volume/*", "network-interface/*", "launch-template/*", "spot-instances-request/*"]
-            .iter()
-            .map(|x| ec2(x))
-            .collect();
-    let res_cluster = format!("aws:ResourceTag/kubernetes.io/cluster/{c}");
-    let req_cluster = format!("aws:RequestTag/kubernetes.io/cluster/{c}");
-    let profiles = format!("arn:aws:iam::{a}:instance-profile/*");
-    let mut m = BTreeMap::new();
-    m.insert(
-        "NodeLifecycle",
-        vec![
-            json!({
-                "Sid": "AllowScopedEC2InstanceAccessActions", "Effect": "Allow",
-                "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
-                "Resource": [
-                    format!("arn:aws:ec2:{r}::image/*"), format!("arn:aws:ec2:{r}::snapshot/*"),
-                    ec2("security-group/*"), ec2("subnet/*"), ec2("capacity-reservation/*"), ec2("placement-group/*"),
-                ],
-            }),
-            json!({
-                "Sid": "AllowScopedEC2LaunchTemplateAccessActions", "Effect": "Allow",
-                "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
-                "Resource": ec2("launch-template/*"),
-                "Condition": {
-                    "StringEquals": {res_cluster.clone(): "owned"},
-                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
-                },
-            }),
-            json!({
-                "Sid": "AllowScopedEC2InstanceActionsWithTags", "Effect": "Allow",
-                "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
-                "Resource": launch_created.clone(),
-                "Condition": {
-                    "StringEquals": {req_cluster.clone(): "owned", "aws:RequestTag/eks:eks-cluster-name": c},
-                    "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
-                },
-            }),
-            json!({
-                "Sid": "AllowScopedResourceCreationTagging", "Effect": "Allow",
-                "Action": "ec2:CreateTags",
-                "Resource": launch_created,
-                "Condition": {
-                    "StringEquals": {
-                        req_cluster.clone(): "owned",
-                        "aws:RequestTag/eks:eks-cluster-name": c,
-                        "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
-                    },
-                    "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
-                },
-            }),
-            json!({
-                "Sid": "AllowScopedResourceTagging", "Effect": "Allow",
-                "Action": "ec2:CreateTags",
-                "Resource": ec2("instance/*"),
-                "Condition": {
-                    "StringEquals": {res_cluster.clone(): "owned"},
-                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
-                    "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": c},
-                    "ForAllValues:StringEquals": {"aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]},
-                },
-            }),
-            json!({
-                "Sid": "AllowScopedDeletion", "Effect": "Allow",
-                "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
-                "Resource": [ec2("instance/*"), ec2("launch-template/*")],
-                "Condition": {
-                    "StringEquals": {res_cluster.clone(): "owned"},
-                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
-                },
-            }),
-        ],
-    );
-    m.insert(
-        "IAMIntegration",
-        vec![
-            json!({
-                "Sid": "AllowPassingInstanceRole", "Effect": "Allow",
-                "Action": "iam:PassRole",
-                "Resource": node_role_arn,
-                "Condition": {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}},
-            }),
-            json!({
-                "Sid": "AllowScopedInstanceProfileCreationActions", "Effect": "Allow",
-                "Action": "iam:CreateInstanceProfile",
-                "Resource": profiles.clone(),
-                "Condition": {
-                    "StringEquals": {
-                        req_cluster.clone(): "owned",
-                        "aws:RequestTag/eks:eks-cluster-name": c,
-                        "aws:RequestTag/topology.kubernetes.io/region": r,
-                    },
-                    "StringLike": {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"},
-                },
-            }),
-            json!({
-                "Sid": "AllowScopedInstanceProfileTagActions", "Effect": "Allow",
-                "Action": "iam:TagInstanceProfile",
-                "Resource": profiles.clone(),
-                "Condition": {
-                    "StringEquals": {
-                        res_cluster.clone(): "owned",
-                        "aws:ResourceTag/topology.kubernetes.io/region": r,
-                        req_cluster.clone(): "owned",
-                        "aws:RequestTag/eks:eks-cluster-name": c,
-                        "aws:RequestTag/topology.kubernetes.io/region": r,
-                    },
-                    "StringLike": {
-                        "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
-                        "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*",
-                    },
-                },
-            }),
-            json!({
-                "Sid": "AllowScopedInstanceProfileActions", "Effect": "Allow",
-                "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"],
-                "Resource": profiles.clone(),
-                "Condition": {
-                    "StringEquals": {res_cluster.clone(): "owned", "aws:ResourceTag/topology.kubernetes.io/region": r},
-                    "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
-                },
-            }),
-        ],
-    );
-    m.insert(
-        "EKSIntegration",
-        vec![json!({
-            "Sid": "AllowAPIServerEndpointDiscovery", "Effect": "Allow",
-            "Action": "eks:DescribeCluster",
-            "Resource": format!("arn:aws:eks:{r}:{a}:cluster/{c}"),
-        })],
-    );
-    m.insert(
-        "Interruption",
-        vec![json!({
-            "Sid": "AllowInterruptionQueueActions", "Effect": "Allow",
-            "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
-            "Resource": queue_arn,
-        })],
-    );
-    m.insert(
-        "ResourceDiscovery",
-        vec![
-            json!({
-                "Sid": "AllowRegionalReadActions", "Effect": "Allow",
-                "Action": [
-                    "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances",
-                    "ec2:DescribeInstanceStatus", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
-                    "ec2:DescribeLaunchTemplates", "ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups",
-                    "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
-                ],
-                "Resource": "*",
-                "Condition": {"StringEquals": {"aws:RequestedRegion": r}},
-            }),
-            json!({
-                "Sid": "AllowSSMReadActions", "Effect": "Allow",
-                "Action": "ssm:GetParameter",
-                "Resource": format!("arn:aws:ssm:{r}::parameter/aws/service/*"),
-            }),
-            json!({"Sid": "AllowPricingReadActions", "Effect": "Allow", "Action": "pricing:GetProducts", "Resource": "*"}),
-            json!({"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Action": "iam:ListInstanceProfiles", "Resource": "*"}),
-            json!({"Sid": "AllowInstanceProfileReadActions", "Effect": "Allow", "Action": "iam:GetInstanceProfile", "Resource": profiles}),
-        ],
-    );
-    m
-}
-
 /// One statement of one Effect/Principal/Action as a trust policy, compared exactly.
 fn assert_trust(what: &str, live: &Value, principal_kind: &str, principal: &str, actions: &[&str], condition: Option<Value>) {
     assert_eq!(live["Version"], "2012-10-17", "{what}: Version");
@@ -508,9 +328,9 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     node_trust("node role trust", &node.trust);
     pod_identity_trust("controller role trust", &ctrl.trust);
 
-    // The controller policies: exactly AWS.md's v1.14 statements, conditions included.
+    // The controller policies: exactly the v1.14 statements of docs/aws-behaviour.md section 3, conditions included.
     let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).expect("queue exists");
-    let expected = expected_v1_14(&c, &a, &node.arn, &qarn);
+    let expected = controller_policies_v1_14(&c, REGION, &a, PARTITION, &node.arn, &qarn);
     let names: BTreeSet<String> = CONTROLLER_PARTS.iter().map(|p| policy_name(&c, p)).collect();
     assert_eq!(policies_under(&sdk, &path(&c)), names, "exactly the five parts (no ZonalShift by default)");
     for part in CONTROLLER_PARTS {
@@ -644,7 +464,11 @@ fn drift_in_trust_policy_statement_attachment_association_and_access_entry_is_fo
     pod_identity_trust("controller trust repaired", &role(&sdk, &controller_role(&c)).unwrap().trust);
     let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).unwrap();
     let after = policy(&sdk, &iam_arn).unwrap();
-    assert_statements("IAMIntegration repaired", &after.doc, &expected_v1_14(&c, &a, &node.arn, &qarn)["IAMIntegration"]);
+    assert_statements(
+        "IAMIntegration repaired",
+        &after.doc,
+        &controller_policies_v1_14(&c, REGION, &a, PARTITION, &node.arn, &qarn)["IAMIntegration"],
+    );
     let want_node: BTreeSet<String> = NODE_MANAGED_POLICIES.iter().map(|n| aws_managed(n)).collect();
     assert_eq!(attached(&sdk, &node_role(&c)), want_node);
     let want_ctrl: BTreeSet<String> = CONTROLLER_PARTS.iter().map(|p| policy_arn(&a, &c, p)).collect();
@@ -700,7 +524,7 @@ fn karpenter_version_bump_from_1_6_to_1_14_shows_the_added_permissions() {
     assert_ne!(new.default_version, old.default_version, "a new policy version");
     let node = role(&sdk, &node_role(&c)).unwrap();
     let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).unwrap();
-    let expected = expected_v1_14(&c, &a, &node.arn, &qarn);
+    let expected = controller_policies_v1_14(&c, REGION, &a, PARTITION, &node.arn, &qarn);
     for part in CONTROLLER_PARTS {
         assert_statements(part, &policy(&sdk, &policy_arn(&a, &c, part)).unwrap().doc, &expected[part]);
     }

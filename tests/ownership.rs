@@ -5,7 +5,6 @@
 use crate::common::*;
 use aws_sdk_iam::types::Tag as IamTag;
 
-const TRUST_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 const SOME_POLICY: &str =
     r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:DescribeInstances","Resource":"*"}]}"#;
 

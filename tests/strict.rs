@@ -44,15 +44,7 @@ use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const PARTS: [&str; 5] = ["HealthEvent", "SpotInterrupt", "Rebalance", "StateChange", "CapacityReservation"];
-const CONTROLLER_PARTS: [&str; 5] = ["NodeLifecycle", "IAMIntegration", "EKSIntegration", "Interruption", "ResourceDiscovery"];
-const NODE_POLICIES: [&str; 4] =
-    ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"];
-const OWNER: &str = "karpctl.io/cluster";
-const MARKER: &str = "karpctl.io/discovery";
-const DISCOVERY: &str = "karpenter.sh/discovery";
 const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
-const TRUST_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
 
 fn plan(c: &str) -> String {
     format!(
@@ -411,7 +403,7 @@ fn strict_up_creates_everything_then_a_second_up_writes_nothing() {
     // IAM (moto): both roles under the plan's path, with their tags and trust.
     let (trust, tags, node_arn) = role(&sdk, &node_role(&c)).expect("node role");
     assert_eq!(node_arn, format!("arn:aws:iam::{}:role/karpctl/{c}/{}", s.account, node_role(&c)));
-    assert_eq!(tags.get(OWNER), Some(&c));
+    assert_eq!(tags.get(OWNER_TAG), Some(&c));
     assert_eq!(tags.get("karpctl.io/resource").map(String::as_str), Some("node-role"));
     assert_eq!(tags.get("team").map(String::as_str), Some("platform"));
     let st = statements(&trust);
@@ -419,11 +411,11 @@ fn strict_up_creates_everything_then_a_second_up_writes_nothing() {
     assert_eq!(strings(&st[0]["Principal"]["Service"]), ["ec2.amazonaws.com"]);
     // The four AWS managed policies: moto knows them (MOTO_IAM_LOAD_MANAGED_POLICIES) and would
     // have refused a wrong ARN with NoSuchEntity.
-    let want: BTreeSet<String> = NODE_POLICIES.iter().map(|p| format!("arn:aws:iam::aws:policy/{p}")).collect();
+    let want: BTreeSet<String> = NODE_MANAGED_POLICIES.iter().map(|p| format!("arn:aws:iam::aws:policy/{p}")).collect();
     assert_eq!(attached(&sdk, &node_role(&c)), want);
 
     let (trust, tags, ctrl_arn) = role(&sdk, &controller_role(&c)).expect("controller role");
-    assert_eq!(tags.get(OWNER), Some(&c));
+    assert_eq!(tags.get(OWNER_TAG), Some(&c));
     let st = statements(&trust);
     assert_eq!(strings(&st[0]["Principal"]["Service"]), ["pods.eks.amazonaws.com"]);
     assert_eq!(strings(&st[0]["Action"]), ["sts:AssumeRole", "sts:TagSession"]);
@@ -444,13 +436,13 @@ fn strict_up_creates_everything_then_a_second_up_writes_nothing() {
     let q = queue(&sdk, &queue_name(&c)).expect("queue");
     assert_eq!(q.attrs["MessageRetentionPeriod"], "300");
     assert_eq!(q.attrs["SqsManagedSseEnabled"], "true");
-    assert_eq!(q.tags.get(OWNER), Some(&c));
+    assert_eq!(q.tags.get(OWNER_TAG), Some(&c));
     let qarn = q.attrs["QueueArn"].clone();
     assert_eq!(qarn, format!("arn:aws:sqs:us-east-1:{}:{}", s.account, queue_name(&c)));
     let pol = policy_json(&q.attrs["Policy"]);
     assert_eq!(statements(&pol).len(), 2, "{pol}");
     find_sid(&statements(&pol), "DenyHTTP");
-    for part in PARTS {
+    for part in RULE_PARTS {
         assert_eq!(targets(&sdk, &rule_name(&c, part)), Some(vec![(TARGET_ID.to_string(), qarn.clone())]), "{part}");
     }
 
@@ -726,7 +718,7 @@ fn strict_down_removes_everything_in_the_order_aws_requires() {
     assert_eq!(owned_iam(&sdk, &c), (vec![], vec![], vec![]), "no role, policy or instance profile under {}", iam_path(&c));
     assert!(role(&sdk, &node_role(&c)).is_none());
     assert!(queue(&sdk, &queue_name(&c)).is_none());
-    for part in PARTS {
+    for part in RULE_PARTS {
         assert!(targets(&sdk, &rule_name(&c, part)).is_none(), "rule {part} removed");
     }
     assert!(access_entries(&sdk, &c).keys().all(|p| !p.contains(&node_role(&c))), "access entry removed");
@@ -834,9 +826,9 @@ fn strict_create_queue_refused_after_down_is_retried_until_the_name_is_free() {
     px.begin_stop();
     assert!(r.stderr.contains("QueueDeletedRecently"), "the retries are shown: {r:?}");
     let q = queue(&sdk, &queue_name(&c)).expect("queue re-created");
-    assert_eq!(q.tags.get(OWNER), Some(&c));
+    assert_eq!(q.tags.get(OWNER_TAG), Some(&c));
     let qarn = q.attrs["QueueArn"].clone();
-    for part in PARTS {
+    for part in RULE_PARTS {
         assert_eq!(targets(&sdk, &rule_name(&c, part)), Some(vec![(TARGET_ID.to_string(), qarn.clone())]), "{part}");
     }
     assert_converged(&wd, &c);

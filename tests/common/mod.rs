@@ -4,7 +4,8 @@
 
 #![allow(dead_code)]
 
-use serde_json::Value;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -349,4 +350,196 @@ pub fn microburst_control(url: &str, method: &str, path: &str, body: &str) -> Va
     let (head, payload) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
     assert!(head.starts_with("HTTP/1.0 2") || head.starts_with("HTTP/1.1 2"), "{method} {path}: {head}\n{payload}");
     serde_json::from_str(payload).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {payload}"))
+}
+
+// ------------------------------------------------------------------ shared constants
+
+pub const REGION: &str = "us-east-1";
+pub const PARTITION: &str = "aws";
+pub const OWNER_TAG: &str = "karpctl.io/cluster";
+pub const MARKER: &str = "karpctl.io/discovery";
+pub const DISCOVERY: &str = "karpenter.sh/discovery";
+pub const RULE_PARTS: [&str; 5] = ["HealthEvent", "SpotInterrupt", "Rebalance", "StateChange", "CapacityReservation"];
+pub const CONTROLLER_PARTS: [&str; 5] =
+    ["NodeLifecycle", "IAMIntegration", "EKSIntegration", "Interruption", "ResourceDiscovery"];
+pub const NODE_MANAGED_POLICIES: [&str; 4] =
+    ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryPullOnly", "AmazonSSMManagedInstanceCore"];
+pub const TRUST_EC2: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+
+/// The controller policies of Karpenter v1.14 for cluster `c` in region `r`, account `a`,
+/// partition `p`, from docs/aws-behaviour.md section 3.
+pub fn controller_policies_v1_14(
+    c: &str,
+    r: &str,
+    a: &str,
+    p: &str,
+    node_role_arn: &str,
+    queue_arn: &str,
+) -> BTreeMap<&'static str, Vec<Value>> {
+    let ec2 = |res: &str| format!("arn:{p}:ec2:{r}:*:{res}");
+    let launch_created: Vec<String> =
+        ["fleet/*", "instance/*", "volume/*", "network-interface/*", "launch-template/*", "spot-instances-request/*"]
+            .iter()
+            .map(|x| ec2(x))
+            .collect();
+    let res_cluster = format!("aws:ResourceTag/kubernetes.io/cluster/{c}");
+    let req_cluster = format!("aws:RequestTag/kubernetes.io/cluster/{c}");
+    let profiles = format!("arn:{p}:iam::{a}:instance-profile/*");
+    let mut m = BTreeMap::new();
+    m.insert(
+        "NodeLifecycle",
+        vec![
+            json!({
+                "Sid": "AllowScopedEC2InstanceAccessActions", "Effect": "Allow",
+                "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+                "Resource": [
+                    format!("arn:{p}:ec2:{r}::image/*"), format!("arn:{p}:ec2:{r}::snapshot/*"),
+                    ec2("security-group/*"), ec2("subnet/*"), ec2("capacity-reservation/*"), ec2("placement-group/*"),
+                ],
+            }),
+            json!({
+                "Sid": "AllowScopedEC2LaunchTemplateAccessActions", "Effect": "Allow",
+                "Action": ["ec2:RunInstances", "ec2:CreateFleet"],
+                "Resource": ec2("launch-template/*"),
+                "Condition": {
+                    "StringEquals": {res_cluster.clone(): "owned"},
+                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+                },
+            }),
+            json!({
+                "Sid": "AllowScopedEC2InstanceActionsWithTags", "Effect": "Allow",
+                "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
+                "Resource": launch_created.clone(),
+                "Condition": {
+                    "StringEquals": {req_cluster.clone(): "owned", "aws:RequestTag/eks:eks-cluster-name": c},
+                    "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+                },
+            }),
+            json!({
+                "Sid": "AllowScopedResourceCreationTagging", "Effect": "Allow",
+                "Action": "ec2:CreateTags",
+                "Resource": launch_created,
+                "Condition": {
+                    "StringEquals": {
+                        req_cluster.clone(): "owned",
+                        "aws:RequestTag/eks:eks-cluster-name": c,
+                        "ec2:CreateAction": ["RunInstances", "CreateFleet", "CreateLaunchTemplate"],
+                    },
+                    "StringLike": {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+                },
+            }),
+            json!({
+                "Sid": "AllowScopedResourceTagging", "Effect": "Allow",
+                "Action": "ec2:CreateTags",
+                "Resource": ec2("instance/*"),
+                "Condition": {
+                    "StringEquals": {res_cluster.clone(): "owned"},
+                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+                    "StringEqualsIfExists": {"aws:RequestTag/eks:eks-cluster-name": c},
+                    "ForAllValues:StringEquals": {"aws:TagKeys": ["eks:eks-cluster-name", "karpenter.sh/nodeclaim", "Name"]},
+                },
+            }),
+            json!({
+                "Sid": "AllowScopedDeletion", "Effect": "Allow",
+                "Action": ["ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"],
+                "Resource": [ec2("instance/*"), ec2("launch-template/*")],
+                "Condition": {
+                    "StringEquals": {res_cluster.clone(): "owned"},
+                    "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+                },
+            }),
+        ],
+    );
+    m.insert(
+        "IAMIntegration",
+        vec![
+            json!({
+                "Sid": "AllowPassingInstanceRole", "Effect": "Allow",
+                "Action": "iam:PassRole",
+                "Resource": node_role_arn,
+                "Condition": {"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]}},
+            }),
+            json!({
+                "Sid": "AllowScopedInstanceProfileCreationActions", "Effect": "Allow",
+                "Action": "iam:CreateInstanceProfile",
+                "Resource": profiles.clone(),
+                "Condition": {
+                    "StringEquals": {
+                        req_cluster.clone(): "owned",
+                        "aws:RequestTag/eks:eks-cluster-name": c,
+                        "aws:RequestTag/topology.kubernetes.io/region": r,
+                    },
+                    "StringLike": {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+                },
+            }),
+            json!({
+                "Sid": "AllowScopedInstanceProfileTagActions", "Effect": "Allow",
+                "Action": "iam:TagInstanceProfile",
+                "Resource": profiles.clone(),
+                "Condition": {
+                    "StringEquals": {
+                        res_cluster.clone(): "owned",
+                        "aws:ResourceTag/topology.kubernetes.io/region": r,
+                        req_cluster.clone(): "owned",
+                        "aws:RequestTag/eks:eks-cluster-name": c,
+                        "aws:RequestTag/topology.kubernetes.io/region": r,
+                    },
+                    "StringLike": {
+                        "aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*",
+                        "aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*",
+                    },
+                },
+            }),
+            json!({
+                "Sid": "AllowScopedInstanceProfileActions", "Effect": "Allow",
+                "Action": ["iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"],
+                "Resource": profiles.clone(),
+                "Condition": {
+                    "StringEquals": {res_cluster.clone(): "owned", "aws:ResourceTag/topology.kubernetes.io/region": r},
+                    "StringLike": {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+                },
+            }),
+        ],
+    );
+    m.insert(
+        "EKSIntegration",
+        vec![json!({
+            "Sid": "AllowAPIServerEndpointDiscovery", "Effect": "Allow",
+            "Action": "eks:DescribeCluster",
+            "Resource": format!("arn:{p}:eks:{r}:{a}:cluster/{c}"),
+        })],
+    );
+    m.insert(
+        "Interruption",
+        vec![json!({
+            "Sid": "AllowInterruptionQueueActions", "Effect": "Allow",
+            "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
+            "Resource": queue_arn,
+        })],
+    );
+    m.insert(
+        "ResourceDiscovery",
+        vec![
+            json!({
+                "Sid": "AllowRegionalReadActions", "Effect": "Allow",
+                "Action": [
+                    "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances",
+                    "ec2:DescribeInstanceStatus", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
+                    "ec2:DescribeLaunchTemplates", "ec2:DescribePlacementGroups", "ec2:DescribeSecurityGroups",
+                    "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
+                ],
+                "Resource": "*",
+                "Condition": {"StringEquals": {"aws:RequestedRegion": r}},
+            }),
+            json!({
+                "Sid": "AllowSSMReadActions", "Effect": "Allow",
+                "Action": "ssm:GetParameter",
+                "Resource": format!("arn:{p}:ssm:{r}::parameter/aws/service/*"),
+            }),
+            json!({"Sid": "AllowPricingReadActions", "Effect": "Allow", "Action": "pricing:GetProducts", "Resource": "*"}),
+            json!({"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Action": "iam:ListInstanceProfiles", "Resource": "*"}),
+            json!({"Sid": "AllowInstanceProfileReadActions", "Effect": "Allow", "Action": "iam:GetInstanceProfile", "Resource": profiles}),
+        ],
+    );
+    m
 }
