@@ -139,7 +139,12 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> 
     let c = spec.cluster.as_str();
     if cmd == Command::Down {
         let (subnets, groups) = tokio::try_join!(tagged_subnets(ctx, c), tagged_groups(ctx, c))?;
-        return Ok(DiscoveryFacts { findings: marked_findings(c, &subnets, &groups, &BTreeSet::new()), ..Default::default() });
+        let none = BTreeSet::new();
+        return Ok(DiscoveryFacts {
+            findings: marked_findings(c, &subnets, &groups, &none),
+            previously_marked: marked_ids(c, &subnets, &groups, &none).into_iter().map(|(id, _)| id.to_string()).collect(),
+            ..Default::default()
+        });
     }
     let cluster_subnets = subnets_by_id(ctx, &facts.cluster.subnet_ids).await?;
     let mut findings = Vec::new();
@@ -185,6 +190,7 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> 
             .collect(),
         security_group: Some(SecurityGroupFact { id: group.id.clone(), name: group.name.clone() }),
         findings,
+        previously_marked: marked_ids(c, &tagged_s, &tagged_g, &chosen_ids).into_iter().map(|(id, _)| id.to_string()).collect(),
     })
 }
 
@@ -419,13 +425,22 @@ pub fn check_not_claimed(cluster: &str, subnets: &[Subnet], group: &Group) -> Re
     .hint("choose other subnets / a security group under [discovery], or remove the other cluster's tag if it is stale"))
 }
 
-/// Objects karpctl tagged before that the plan no longer selects. Encoded as findings whose id
-/// is the node id (`discovery-tags-<id>`): `nodes` turns them into nodes without desired fields.
-fn marked_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: &BTreeSet<String>) -> Vec<Finding> {
+/// Objects karpctl tagged before that the plan no longer selects, with what each is.
+fn marked_ids<'a>(
+    cluster: &str,
+    subnets: &'a [Subnet],
+    groups: &'a [Group],
+    chosen: &BTreeSet<String>,
+) -> Vec<(&'a str, &'static str)> {
     let s = subnets.iter().filter(|s| marked(&s.tags, cluster)).map(|s| (s.id.as_str(), "subnet"));
     let g = groups.iter().filter(|g| marked(&g.tags, cluster)).map(|g| (g.id.as_str(), "security group"));
-    s.chain(g)
-        .filter(|(id, _)| !chosen.contains(*id))
+    s.chain(g).filter(|(id, _)| !chosen.contains(*id)).collect()
+}
+
+/// The note shown for each object of `marked_ids` (their node ids).
+fn marked_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: &BTreeSet<String>) -> Vec<Finding> {
+    marked_ids(cluster, subnets, groups, chosen)
+        .into_iter()
         .map(|(id, what)| Finding {
             id: format!("{NODE_PREFIX}{id}"),
             level: Level::Info,
@@ -643,11 +658,7 @@ mod tests {
         facts.discovery.subnets =
             vec![SubnetFact { id: "subnet-1".into(), availability_zone: "a".into(), available_ips: 5, vpc_id: "v".into() }];
         facts.discovery.security_group = Some(SecurityGroupFact { id: "sg-1".into(), name: "n".into() });
-        facts.discovery.findings = vec![
-            Finding { id: "discovery-tags-subnet-old".into(), level: Level::Info, message: String::new() },
-            Finding { id: "discovery-tags-subnet-1".into(), level: Level::Info, message: String::new() },
-            Finding { id: "discovery-capacity-a".into(), level: Level::Info, message: String::new() },
-        ];
+        facts.discovery.previously_marked = vec!["subnet-old".into(), "subnet-1".into()];
         let n = crate::resources::discovery_tags::nodes(&spec, &facts);
         let ids: Vec<&str> = n.iter().map(|n| n.id.as_str()).collect();
         assert_eq!(ids, ["discovery-tags-subnet-1", "discovery-tags-sg-1", "discovery-tags-subnet-old"]);
@@ -656,8 +667,12 @@ mod tests {
             n[0].fields.as_ref().unwrap()["tags"],
             serde_json::json!({"karpenter.sh/discovery": "c", "karpctl.io/discovery": "c"})
         );
-        assert_eq!(n[1].spec("resource_type"), "security-group");
+        let spec_of = |n: &crate::model::Node| match &n.spec {
+            crate::model::NodeSpec::DiscoveryTags(d) => d.clone(),
+            other => panic!("not a discovery spec: {other:?}"),
+        };
+        assert_eq!(spec_of(&n[1]).resource_type, "security-group");
         assert!(n[2].fields.is_none());
-        assert_eq!(n[2].spec("batch"), "sg-1,subnet-1,subnet-old");
+        assert_eq!(spec_of(&n[2]).batch.join(","), "sg-1,subnet-1,subnet-old");
     }
 }

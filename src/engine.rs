@@ -68,7 +68,8 @@ pub struct SavedPlan {
     pub plan: Plan,
 }
 
-const SAVED_PLAN_VERSION: u32 = 1;
+/// 2: nodes carry a typed `spec` per kind (1 had a string map).
+const SAVED_PLAN_VERSION: u32 = 2;
 
 pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i32> {
     let p = prepare(global, Command::Diff, true).await?;

@@ -192,15 +192,7 @@ mod tests {
     }
 
     fn step(id: &str, action: Action, deps: &[&str]) -> Step {
-        let node = Node {
-            id: id.into(),
-            kind: Kind::Queue,
-            name: id.into(),
-            fields: None,
-            deps: deps.iter().map(|d| d.to_string()).collect(),
-            spec: Default::default(),
-            notes: vec![],
-        };
+        let node = Node::new(id, id, crate::model::NodeSpec::for_tests(Kind::Queue)).with_deps(deps.iter().copied());
         Step {
             id: id.into(),
             kind: Kind::Queue,

@@ -34,6 +34,10 @@ pub struct DiscoveryFacts {
     pub security_group: Option<SecurityGroupFact>,
     /// Warnings and notes to show with the plan (capacity per AZ, foreign tagged objects).
     pub findings: Vec<crate::model::Finding>,
+    /// Subnets and security groups karpctl tagged for this cluster before that the plan no longer
+    /// selects: their tags are removed.
+    #[serde(default)]
+    pub previously_marked: Vec<String>,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]

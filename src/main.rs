@@ -2,6 +2,7 @@
 
 #[cfg(test)]
 mod architecture;
+mod arns;
 mod aws;
 mod cli;
 mod desired;

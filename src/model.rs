@@ -13,6 +13,11 @@ pub type Tags = BTreeMap<String, String>;
 
 pub use crate::tags::{OWNER_TAG, RESOURCE_TAG};
 
+/// Fields from (name, value) pairs.
+pub fn fields_of(pairs: Vec<(&str, Value)>) -> Fields {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
@@ -76,6 +81,8 @@ impl Owner {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Node {
     pub id: String,
+    /// Always `spec.kind()` (set by `Node::new`); kept as a field so that the planner, the
+    /// executor and the renderers can stay generic over kinds.
     pub kind: Kind,
     /// The AWS name (or identifier) of the object.
     pub name: String,
@@ -83,14 +90,161 @@ pub struct Node {
     /// Logical ids this node depends on (must exist before it; deleted after it).
     pub deps: Vec<String>,
     /// Kind-specific data needed to read and apply, not compared (ARNs, parent names).
-    pub spec: BTreeMap<String, String>,
+    pub spec: NodeSpec,
     /// Messages for the plan output (for example a shortened name).
     pub notes: Vec<String>,
+    /// The node whose delete removes this one too (a policy attachment goes with its role, a
+    /// queue policy with its queue): deleting both needs no call for this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contained_in: Option<String>,
+    /// Found by orphan discovery (owned by this cluster, not named by the plan), not built from
+    /// the plan.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unlisted: bool,
 }
 
 impl Node {
-    pub fn spec(&self, key: &str) -> &str {
-        self.spec.get(key).map(String::as_str).unwrap_or("")
+    /// A node with no desired fields, dependencies or notes yet; its kind is the spec's.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, spec: NodeSpec) -> Node {
+        Node {
+            id: id.into(),
+            kind: spec.kind(),
+            name: name.into(),
+            fields: None,
+            deps: vec![],
+            spec,
+            notes: vec![],
+            contained_in: None,
+            unlisted: false,
+        }
+    }
+    pub fn with_fields(mut self, fields: Option<Fields>) -> Node {
+        self.fields = fields;
+        self
+    }
+    pub fn with_deps<S: Into<String>>(mut self, deps: impl IntoIterator<Item = S>) -> Node {
+        self.deps = deps.into_iter().map(Into::into).collect();
+        self
+    }
+    pub fn with_notes(mut self, notes: impl IntoIterator<Item = String>) -> Node {
+        self.notes = notes.into_iter().collect();
+        self
+    }
+    pub fn contained_in(mut self, parent: &str) -> Node {
+        self.contained_in = Some(parent.to_string());
+        self
+    }
+    pub fn unlisted(mut self) -> Node {
+        self.unlisted = true;
+        self
+    }
+}
+
+/// What each kind needs to read and apply a node besides its name: one variant per kind, so
+/// that a new kind cannot be added without the compiler pointing at every `match`. The types
+/// live here, below the planner and the kinds, because `Node` carries them through the pure
+/// planner and executor; each kind's module is the only code that reads its own variant.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum NodeSpec {
+    IamRole { arn: String },
+    IamPolicy { arn: String },
+    RolePolicyAttachment(AttachmentSpec),
+    InstanceProfile { arn: String },
+    AccessEntry(EksSpec),
+    PodIdentity(PodIdentitySpec),
+    Queue { arn: String },
+    QueuePolicy { queue_arn: String },
+    EventRule { queue_arn: String },
+    DiscoveryTags(DiscoverySpec),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachmentSpec {
+    /// The role's name.
+    pub role: String,
+    pub policy_arn: String,
+    /// The node id of the role: an attachment is ours when its role is.
+    pub owner_from: String,
+}
+
+/// An access entry: the EKS cluster it belongs to and the principal (the node role's ARN).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EksSpec {
+    pub cluster: String,
+    pub principal_arn: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodIdentitySpec {
+    pub cluster: String,
+    pub namespace: String,
+    pub service_account: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiscoverySpec {
+    /// `subnet` or `security-group`.
+    pub resource_type: String,
+    /// Every resource id of this run's discovery nodes: one DescribeTags reads them all.
+    pub batch: Vec<String>,
+}
+
+impl NodeSpec {
+    pub fn kind(&self) -> Kind {
+        match self {
+            NodeSpec::IamRole { .. } => Kind::IamRole,
+            NodeSpec::IamPolicy { .. } => Kind::IamPolicy,
+            NodeSpec::RolePolicyAttachment(_) => Kind::RolePolicyAttachment,
+            NodeSpec::InstanceProfile { .. } => Kind::InstanceProfile,
+            NodeSpec::AccessEntry(_) => Kind::AccessEntry,
+            NodeSpec::PodIdentity(_) => Kind::PodIdentity,
+            NodeSpec::Queue { .. } => Kind::Queue,
+            NodeSpec::QueuePolicy { .. } => Kind::QueuePolicy,
+            NodeSpec::EventRule { .. } => Kind::EventRule,
+            NodeSpec::DiscoveryTags(_) => Kind::DiscoveryTags,
+        }
+    }
+    /// A spec of the given kind with empty values, for tests over the generic parts.
+    #[cfg(test)]
+    pub fn for_tests(kind: Kind) -> NodeSpec {
+        let s = String::new;
+        match kind {
+            Kind::IamRole => NodeSpec::IamRole { arn: s() },
+            Kind::IamPolicy => NodeSpec::IamPolicy { arn: s() },
+            Kind::RolePolicyAttachment => {
+                NodeSpec::RolePolicyAttachment(AttachmentSpec { role: s(), policy_arn: s(), owner_from: s() })
+            }
+            Kind::InstanceProfile => NodeSpec::InstanceProfile { arn: s() },
+            Kind::AccessEntry => NodeSpec::AccessEntry(EksSpec { cluster: s(), principal_arn: s() }),
+            Kind::PodIdentity => NodeSpec::PodIdentity(PodIdentitySpec { cluster: s(), namespace: s(), service_account: s() }),
+            Kind::Queue => NodeSpec::Queue { arn: s() },
+            Kind::QueuePolicy => NodeSpec::QueuePolicy { queue_arn: s() },
+            Kind::EventRule => NodeSpec::EventRule { queue_arn: s() },
+            Kind::DiscoveryTags => NodeSpec::DiscoveryTags(DiscoverySpec { resource_type: s(), batch: vec![] }),
+        }
+    }
+    /// The EKS cluster an EKS object (access entry, Pod Identity association) belongs to.
+    pub fn eks_cluster(&self) -> Option<&str> {
+        match self {
+            NodeSpec::AccessEntry(e) => Some(&e.cluster),
+            NodeSpec::PodIdentity(p) => Some(&p.cluster),
+            _ => None,
+        }
+    }
+    /// The object's ARN, for the kinds whose spec carries one ("" otherwise).
+    pub fn arn(&self) -> &str {
+        match self {
+            NodeSpec::IamRole { arn }
+            | NodeSpec::IamPolicy { arn }
+            | NodeSpec::InstanceProfile { arn }
+            | NodeSpec::Queue { arn } => arn,
+            NodeSpec::QueuePolicy { queue_arn } | NodeSpec::EventRule { queue_arn } => queue_arn,
+            NodeSpec::AccessEntry(_)
+            | NodeSpec::RolePolicyAttachment(_)
+            | NodeSpec::PodIdentity(_)
+            | NodeSpec::DiscoveryTags(_) => "",
+        }
     }
 }
 

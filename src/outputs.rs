@@ -37,9 +37,9 @@ pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
         .into());
     }
     let id = &spec.identity;
-    let controller_arn = desired::role_arn(&p.facts, &id.path, &id.controller_role.name);
+    let controller_arn = crate::arns::controller_role_arn(spec, &p.facts);
     let node_role_name = id.node_role_name();
-    let node_role_arn = desired::node_role_arn(spec, &p.facts);
+    let node_role_arn = crate::arns::node_role_arn(spec, &p.facts);
     let queue = spec.interruption.enabled.then(|| spec.interruption.queue_name.clone());
     let profile = id.instance_profile.as_ref().map(|n| n.name.clone());
     let selector = json!([{"tags": {"karpenter.sh/discovery": spec.cluster}}]);

@@ -160,7 +160,7 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                 }
                 // Objects found by a scoped list (another cluster's under a shared IAM path, for
                 // example) are not worth a note.
-                _ if node.id.contains("unlisted-") => {}
+                _ if node.unlisted => {}
                 Owner::Unowned | Owner::External | Owner::OtherCluster(_) => {
                     p.findings.push(Finding {
                         id: node.id.clone(),
@@ -181,7 +181,7 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
         p.steps.iter().filter(|s| s.action == Action::Delete).map(|s| s.id.clone()).collect();
     for s in &mut p.steps {
         if s.action == Action::Delete
-            && let Some(parent) = s.node.spec.get("contained_in")
+            && let Some(parent) = &s.node.contained_in
             && deleted.contains(parent)
         {
             s.removed_with = Some(parent.clone());
@@ -200,7 +200,7 @@ mod tests {
     use serde_json::json;
 
     fn node(id: &str, kind: Kind, fields: Option<Fields>) -> Node {
-        Node { id: id.into(), kind, name: format!("name-{id}"), fields, deps: vec![], spec: Default::default(), notes: vec![] }
+        Node::new(id, format!("name-{id}"), crate::model::NodeSpec::for_tests(kind)).with_fields(fields)
     }
     fn fields(v: Value) -> Fields {
         v.as_object().unwrap().clone().into_iter().collect()
@@ -282,8 +282,7 @@ mod tests {
 
     #[test]
     fn child_deleted_with_parent_needs_no_call() {
-        let mut child = node("queue-policy", Kind::QueuePolicy, None);
-        child.spec.insert("contained_in".into(), "queue".into());
+        let child = node("queue-policy", Kind::QueuePolicy, None).contained_in("queue");
         let entries = vec![
             (node("queue", Kind::Queue, None), Some(obs(json!({}), Owner::Ours))),
             (child, Some(obs(json!({"Policy": {}}), Owner::Ours))),

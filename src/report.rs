@@ -311,15 +311,7 @@ mod tests {
     use serde_json::json;
 
     fn step(id: &str, kind: Kind, action: Action, changes: Vec<Change>) -> Step {
-        let node = Node {
-            id: id.into(),
-            kind,
-            name: format!("Name-{id}"),
-            fields: None,
-            deps: vec![],
-            spec: Default::default(),
-            notes: vec![],
-        };
+        let node = Node::new(id, format!("Name-{id}"), crate::model::NodeSpec::for_tests(kind));
         Step {
             id: id.into(),
             kind,

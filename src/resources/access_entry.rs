@@ -14,9 +14,12 @@
 //! not found is success.
 
 use super::ctx::eks_cluster_of as cluster_of;
-use super::ctx::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::arns;
 use crate::aws::{self, Classify, Retryable, aws_err};
-use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
+use crate::facts::Facts;
+use crate::model::{Action, EksSpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::plan_file::Spec;
 use crate::report::Event;
 use anyhow::{Result, bail};
 use serde_json::json;
@@ -32,10 +35,30 @@ fn config_map_mode(code: &str, msg: &str) -> bool {
 }
 
 fn principal_of(node: &Node) -> &str {
-    match node.spec("principal_arn") {
-        "" => &node.name,
-        p => p,
+    match &node.spec {
+        NodeSpec::AccessEntry(e) if !e.principal_arn.is_empty() => &e.principal_arn,
+        _ => &node.name,
     }
+}
+
+/// Pure: the node role's access entry. Fields: `type`, `tags`; the name is the principal.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let id = &spec.identity;
+    let principal_arn = arns::node_role_arn(spec, facts);
+    let fields = crate::model::fields_of(vec![
+        ("type", json!(id.access_entry_type)),
+        ("tags", arns::tags_value(spec, "node-access-entry")),
+    ]);
+    let deps = if id.node_role.is_some() { vec!["node-role"] } else { vec![] };
+    vec![
+        Node::new(
+            "node-access-entry",
+            &principal_arn,
+            NodeSpec::AccessEntry(EksSpec { cluster: spec.cluster.clone(), principal_arn: principal_arn.clone() }),
+        )
+        .with_fields(Some(fields))
+        .with_deps(deps),
+    ]
 }
 
 /// Who owns an entry, from its tags: without karpctl's ownership tag it belongs to someone else
@@ -71,7 +94,19 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     Ok(Some(Observed { fields, owner: owner(&tags, &ctx.cluster), ids }))
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+/// DescribeAccessEntry, fresh: who owns the entry now, and its ARN.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let node = &step.node;
+    let live = read(ctx, node).await?;
+    Ok(live.map(|o| {
+        let tags = super::ctx::observed_tags(&o);
+        let arn = o.ids.get("arn").cloned().unwrap_or_default();
+        Current::new(o.owner, tags).id("arn", arn)
+    }))
+}
+
+/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
     match step.action {
         Action::Create => create(ctx, step).await,
         Action::Replace => {
@@ -80,7 +115,7 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
         }
         Action::Update | Action::Adopt => {
             if step.action == Action::Adopt || changed(step, "tags") {
-                tag(ctx, step).await?;
+                tag(ctx, step, current.and_then(|c| c.get("arn"))).await?;
             }
             Ok(())
         }
@@ -121,7 +156,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
             match read(ctx, node).await?.map(|o| o.owner) {
                 Some(Owner::Ours) => {
                     // A concurrent run of ours: make sure the tags are complete.
-                    tag(ctx, step).await
+                    tag(ctx, step, None).await
                 }
                 Some(Owner::External) => {
                     ctx.reporter.event(Event::Info(&format!(
@@ -149,17 +184,13 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     }
 }
 
-async fn entry_arn(ctx: &Ctx, step: &Step) -> Result<Option<String>> {
-    if let Some(arn) = step.observed.as_ref().and_then(|o| o.ids.get("arn")) {
-        return Ok(Some(arn.clone()));
-    }
-    Ok(read(ctx, &step.node).await?.and_then(|o| o.ids.get("arn").cloned()))
-}
-
-async fn tag(ctx: &Ctx, step: &Step) -> Result<()> {
-    let Some(arn) = entry_arn(ctx, step).await? else {
-        bail!("EKS access entry {} disappeared since it was read; run karpctl up again", step.node.name)
+/// TagResource on the entry (`arn` as just read, else read now).
+async fn tag(ctx: &Ctx, step: &Step, arn: Option<&str>) -> Result<()> {
+    let arn = match arn.filter(|a| !a.is_empty()) {
+        Some(a) => Some(a.to_string()),
+        None => read(ctx, &step.node).await?.and_then(|o| o.ids.get("arn").cloned()),
     };
+    let Some(arn) = arn else { bail!("EKS access entry {} disappeared since it was read; run karpctl up again", step.node.name) };
     ctx.aws
         .eks
         .tag_resource()
@@ -174,11 +205,6 @@ async fn tag(ctx: &Ctx, step: &Step) -> Result<()> {
 async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     let node = &step.node;
     let principal = principal_of(node);
-    // Never delete what is not ours, even if the plan is stale.
-    let Some(live) = read(ctx, node).await? else { return Ok(()) };
-    if live.owner != Owner::Ours {
-        bail!("EKS access entry {principal} is not tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
-    }
     match ctx.aws.eks.delete_access_entry().cluster_name(cluster_of(ctx, node)).principal_arn(principal).send().await {
         Ok(_) => Ok(()),
         Err(e) if e.is_not_found() => Ok(()),
@@ -191,7 +217,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
 /// ListAccessEntries call; skipped when the IAM path is "/" (it would match every role).
 pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let Some(planned) = nodes.iter().find(|n| n.kind == crate::model::Kind::AccessEntry) else { return Ok(vec![]) };
-    let Some(path) = super::iam_role::plan_iam_path(nodes).filter(|p| p != "/") else { return Ok(vec![]) };
+    let Some(path) = super::iam::plan_iam_path(nodes).filter(|p| p != "/") else { return Ok(vec![]) };
     let cluster = cluster_of(ctx, planned).to_string();
     let req = ctx.aws.eks.list_access_entries().cluster_name(&cluster);
     let entries = match req.into_paginator().items().send().try_collect().await {
@@ -204,18 +230,11 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
         .into_iter()
         .filter(|arn| arn.contains(&marker) && arn.as_str() != principal_of(planned))
         .map(|arn| {
-            let mut spec = BTreeMap::new();
-            spec.insert("principal_arn".to_string(), arn.clone());
-            spec.insert("cluster".to_string(), cluster.clone());
-            Node {
-                id: format!("unlisted-access-entry-{}", arn.rsplit('/').next().unwrap_or(&arn)),
-                kind: crate::model::Kind::AccessEntry,
-                name: arn,
-                fields: None,
-                deps: vec![],
-                spec,
-                notes: vec!["an access entry for a role under karpctl's IAM path that the plan no longer names".into()],
-            }
+            let id = format!("unlisted-access-entry-{}", arn.rsplit('/').next().unwrap_or(&arn));
+            let spec = NodeSpec::AccessEntry(EksSpec { cluster: cluster.clone(), principal_arn: arn.clone() });
+            Node::new(id, arn, spec)
+                .with_notes(["an access entry for a role under karpctl's IAM path that the plan no longer names".to_string()])
+                .unlisted()
         })
         .collect())
 }

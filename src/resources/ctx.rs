@@ -3,11 +3,11 @@
 //! including the ownership re-check made right before a write.
 
 use crate::aws::{Clients, ConsistencyPolicy};
-use crate::model::{Action, Node, Observed, Step, Tags};
+use crate::model::{Action, Node, Observed, Owner, Step, Tags};
 use crate::report::Reporter;
 use anyhow::Result;
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
@@ -38,6 +38,9 @@ impl<T: Clone> Memo<T> {
     }
     pub fn forget(&self, key: &str) {
         self.cells.lock().unwrap().remove(key);
+    }
+    pub fn clear(&self) {
+        self.cells.lock().unwrap().clear();
     }
 }
 
@@ -113,9 +116,9 @@ pub fn wanted_tags(node: &Node) -> Tags {
 
 /// The EKS cluster an EKS node belongs to (spec `cluster`, else this run's cluster).
 pub fn eks_cluster_of<'a>(ctx: &'a Ctx, node: &'a Node) -> &'a str {
-    match node.spec("cluster") {
-        "" => &ctx.cluster,
-        c => c,
+    match node.spec.eks_cluster() {
+        Some(c) if !c.is_empty() => c,
+        _ => &ctx.cluster,
     }
 }
 
@@ -133,22 +136,50 @@ pub fn want_str<'a>(node: &'a Node, field: &str) -> &'a str {
     node.fields.as_ref().and_then(|f| f.get(field)).and_then(|v| v.as_str()).unwrap_or("")
 }
 
-/// Before an update or adoption writes: the object must still be ours (update) or ours or
-/// unowned (adopt), judged on tags read just now, so a stale plan or a concurrent `--adopt` for
-/// another cluster can never overwrite another owner.
-pub fn ensure_still_ours(step: &Step, live: Option<&Tags>, cluster: &str) -> Result<()> {
-    let owner = live.map(|t| crate::model::Owner::from_tags(t, cluster));
-    let ok = matches!(
-        (step.action, &owner),
-        (_, Some(crate::model::Owner::Ours)) | (Action::Adopt, Some(crate::model::Owner::Unowned))
-    );
+/// What a write needs to know right before it writes, read then without any memo: who owns the
+/// object now, its live tags, and the identifiers the write uses (ARN, URL, association id).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Current {
+    pub owner: Owner,
+    pub tags: Tags,
+    pub ids: BTreeMap<String, String>,
+}
+
+impl Current {
+    pub fn new(owner: Owner, tags: Tags) -> Current {
+        Current { owner, tags, ids: BTreeMap::new() }
+    }
+    pub fn id(mut self, key: &str, value: impl Into<String>) -> Current {
+        self.ids.insert(key.to_string(), value.into());
+        self
+    }
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.ids.get(key).map(String::as_str)
+    }
+}
+
+/// The ownership re-check every update, replace, adoption and delete passes right before it
+/// writes (the dispatcher applies it to every kind, on `Current` read just now), so that a stale
+/// plan, a saved plan applied later, or a concurrent `--adopt` for another cluster can never
+/// change another owner's object. Ok(true): go on. Ok(false): nothing to do (the object a
+/// delete was for is already gone). Creates are not checked here: each kind's create stops on
+/// AlreadyExists unless the object found is ours.
+pub fn may_write(step: &Step, current: Option<&Current>) -> Result<bool> {
+    let owner = current.map(|c| &c.owner);
+    let ok = match (step.action, owner) {
+        (Action::Create, _) => true,
+        (Action::Delete, None) => return Ok(false),
+        (_, Some(Owner::Ours)) => true,
+        (Action::Adopt, Some(Owner::Unowned)) => true,
+        _ => false,
+    };
     if ok {
-        return Ok(());
+        return Ok(true);
     }
     let now = match owner {
         None => "no longer exists".to_string(),
-        Some(crate::model::Owner::OtherCluster(c)) => format!("is now karpctl's for cluster {c}"),
-        Some(_) => "is not tagged as karpctl's".to_string(),
+        Some(Owner::OtherCluster(c)) => format!("is now karpctl's for cluster {c}"),
+        Some(_) => "is not tagged as karpctl's for this cluster".to_string(),
     };
     anyhow::bail!(
         "{} {} {now} (it changed since the plan was made); nothing was written to it. Run `karpctl diff` to see the current state",

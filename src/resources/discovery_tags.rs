@@ -14,10 +14,10 @@
 //! the marker names this cluster, one DeleteTags naming key and value of exactly those of the two
 //! tags that carry this cluster's value - never a key alone, never all tags.
 
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Current};
 use crate::aws::{self, Classify, aws_err};
 use crate::facts::Facts;
-use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
+use crate::model::{Action, DiscoverySpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use crate::report::Event;
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
@@ -56,29 +56,19 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     if let Some(g) = &d.security_group {
         entries.push((g.id.clone(), true, vec![format!("security group {}", g.name)]));
     }
-    for f in &d.findings {
-        if let Some(id) = f.id.strip_prefix(NODE_PREFIX) {
-            entries.push((id.to_string(), false, vec!["tagged by karpctl before; no longer selected by the plan".into()]));
-        }
+    for id in &d.previously_marked {
+        entries.push((id.clone(), false, vec!["tagged by karpctl before; no longer selected by the plan".into()]));
     }
     let mut seen = BTreeSet::new();
     entries.retain(|(id, _, _)| !id.is_empty() && seen.insert(id.clone()));
-    let batch = seen.iter().cloned().collect::<Vec<_>>().join(",");
+    let batch: Vec<String> = seen.iter().cloned().collect();
     entries
         .into_iter()
-        .map(|(id, wanted, notes)| Node {
-            id: format!("{NODE_PREFIX}{id}"),
-            kind: Kind::DiscoveryTags,
-            fields: wanted.then(want),
-            deps: vec![],
-            spec: [
-                ("resource_type".to_string(), resource_type(&id).to_string()),
-                ("cluster".to_string(), c.clone()),
-                ("batch".to_string(), batch.clone()),
-            ]
-            .into(),
-            notes,
-            name: id,
+        .map(|(id, wanted, notes)| {
+            let spec = DiscoverySpec { resource_type: resource_type(&id).to_string(), batch: batch.clone() };
+            Node::new(format!("{NODE_PREFIX}{id}"), id, NodeSpec::DiscoveryTags(spec))
+                .with_fields(wanted.then(want))
+                .with_notes(notes)
         })
         .collect()
 }
@@ -119,7 +109,10 @@ async fn describe(ctx: &Ctx, ids: &[String]) -> Result<BTreeMap<String, Tags>> {
 }
 
 fn batch_of(node: &Node) -> Vec<String> {
-    let mut ids: Vec<String> = node.spec("batch").split(',').filter(|s| !s.is_empty()).map(str::to_string).collect();
+    let mut ids: Vec<String> = match &node.spec {
+        NodeSpec::DiscoveryTags(d) => d.batch.clone(),
+        _ => vec![],
+    };
     if !ids.contains(&node.name) {
         ids.push(node.name.clone());
     }
@@ -211,12 +204,27 @@ pub fn tags_to_remove(live: &Tags, cluster: &str) -> Vec<(&'static str, String)>
     out
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+/// DescribeTags of this one object, fresh: who owns its tag pair now (None: neither tag).
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
     let id = &step.node.name;
-    let what = step.node.spec("resource_type").replace('-', " ");
+    let live = live_tags(ctx, id).await?;
+    Ok(observe(id, &live, &ctx.cluster).map(|o| Current::new(o.owner, live)))
+}
+
+/// Ownership (the marker) was checked just now by the dispatcher, for every action but Create;
+/// a create reads the object's tags itself.
+pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
+    let id = &step.node.name;
+    let what = match &step.node.spec {
+        NodeSpec::DiscoveryTags(d) => d.resource_type.replace('-', " "),
+        _ => "object".to_string(),
+    };
     match step.action {
         Action::Create | Action::Update | Action::Replace => {
-            let live = live_tags(ctx, id).await?;
+            let live = match current {
+                Some(c) => c.tags.clone(),
+                None => live_tags(ctx, id).await?,
+            };
             let add = match tags_to_add(&live, &ctx.cluster) {
                 Err(why) => bail!("{what} {id}: {why}"),
                 Ok(None) => {
@@ -242,7 +250,7 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
         // Shared objects are never adopted; the planner cannot ask for it (no read is Unowned).
         Action::Adopt => bail!("{what} {id} is shared and is never adopted; karpctl only manages its own tags on it"),
         Action::Delete => {
-            let live = live_tags(ctx, id).await?;
+            let live = current.map(|c| c.tags.clone()).unwrap_or_default();
             let remove = tags_to_remove(&live, &ctx.cluster);
             if remove.is_empty() {
                 return Ok(());

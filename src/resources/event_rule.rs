@@ -7,9 +7,12 @@
 //! PutTargets / RemoveTargets for targets. Delete: RemoveTargets, then DeleteRule, retried while
 //! AWS still sees targets.
 
-use super::ctx::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::arns;
 use crate::aws::{self, Classify, Retryable, aws_err};
-use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
+use crate::facts::Facts;
+use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::plan_file::Spec;
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
 use aws_sdk_eventbridge::types::{RuleState, Tag, Target};
@@ -37,6 +40,28 @@ pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster:
     f.insert("Targets".into(), json!([{"Id": TARGET_ID, "Arn": queue_arn}]));
     f.insert("tags".into(), Ctx::tags_value(tags));
     f
+}
+
+/// Pure: one node per interruption rule. A rule newer than the pinned Karpenter version
+/// (capacity reservations: v1.10), or any rule with interruption handling off, is listed without
+/// desired fields.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let on = spec.interruption.enabled;
+    let queue_arn = arns::queue_arn(facts, &spec.interruption.queue_name);
+    RULES
+        .iter()
+        .map(|(part, source, detail, since)| {
+            let id = format!("rule-{part}");
+            let (name, shortened) = arns::rule_name(&spec.cluster, part);
+            let wanted = on && spec.identity.karpenter_version.minor >= *since;
+            let fields = wanted.then(|| desired_fields(source, detail, &queue_arn, &spec.cluster, &arns::tags_for(spec, &id)));
+            let note = shortened.then(|| format!("name shortened to fit EventBridge's 64 characters: {name}"));
+            Node::new(id, name, NodeSpec::EventRule { queue_arn: queue_arn.clone() })
+                .with_fields(fields)
+                .with_deps(["queue"])
+                .with_notes(note)
+        })
+        .collect()
 }
 
 async fn rule_tags(ctx: &Ctx, arn: &str) -> Result<Option<Tags>> {
@@ -180,7 +205,15 @@ async fn remove_targets(ctx: &Ctx, name: &str, ids: Vec<String>) -> Result<()> {
     }
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+/// ListTagsForResource, fresh: who owns the rule now (None: no such rule).
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).cloned().unwrap_or_else(|| rule_arn(ctx, &step.node.name));
+    let tags = rule_tags(ctx, &arn).await?;
+    Ok(tags.map(|t| Current::new(Owner::from_tags(&t, &ctx.cluster), t).id("arn", arn)))
+}
+
+/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
     let name = &step.node.name;
     match step.action {
         Action::Create | Action::Replace => {
@@ -197,8 +230,7 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
             put_targets(ctx, step).await
         }
         Action::Update | Action::Adopt => {
-            let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).cloned().unwrap_or_else(|| rule_arn(ctx, name));
-            super::ctx::ensure_still_ours(step, rule_tags(ctx, &arn).await?.as_ref(), &ctx.cluster)?;
+            let arn = current.and_then(|c| c.get("arn")).map(str::to_string).unwrap_or_else(|| rule_arn(ctx, name));
             if step.action == Action::Adopt || changed(step, "tags") {
                 ctx.aws
                     .events
@@ -225,17 +257,11 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
     }
 }
 
+/// Delete the rule the dispatcher has just found ours: its targets first, then the rule.
 async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     let name = &step.node.name;
-    let Some(live) = read(ctx, &step.node).await? else { return Ok(()) };
-    if live.owner != Owner::Ours {
-        bail!("EventBridge rule {name} is no longer tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
-    }
-    let ids: Vec<String> = live.fields["Targets"]
-        .as_array()
-        .map(|a| a.iter().filter_map(|t| t["Id"].as_str().map(str::to_string)).collect())
-        .unwrap_or_default();
-    remove_targets(ctx, name, ids).await?;
+    let Some(live) = targets(ctx, name).await? else { return Ok(()) };
+    remove_targets(ctx, name, live.into_iter().map(|(id, _)| id).collect()).await?;
     // AWS can keep seeing removed targets for up to 5 minutes (docs/aws-behaviour.md section 5).
     let patience = aws::ConsistencyPolicy {
         deadline: ctx.consistency.deadline.max(std::time::Duration::from_secs(330)),
@@ -256,7 +282,7 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
 /// one ListRuleNamesByTarget call. They are read like any node and deleted if ours.
 pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let Some(queue) = nodes.iter().find(|n| n.kind == Kind::Queue) else { return Ok(vec![]) };
-    let queue_arn = queue.spec("arn");
+    let queue_arn = queue.spec.arn();
     let known: BTreeSet<&str> = nodes.iter().filter(|n| n.kind == Kind::EventRule).map(|n| n.name.as_str()).collect();
     let mut found = Vec::new();
     let mut token = None;
@@ -268,15 +294,12 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
         };
         for r in o.rule_names() {
             if !known.contains(r.as_str()) {
-                found.push(Node {
-                    id: format!("rule-unlisted-{r}"),
-                    kind: Kind::EventRule,
-                    name: r.clone(),
-                    fields: None,
-                    deps: vec![queue.id.clone()],
-                    spec: BTreeMap::new(),
-                    notes: vec!["targets the interruption queue but is not in the plan".into()],
-                });
+                found.push(
+                    Node::new(format!("rule-unlisted-{r}"), r, NodeSpec::EventRule { queue_arn: queue_arn.to_string() })
+                        .with_deps([queue.id.clone()])
+                        .with_notes(["targets the interruption queue but is not in the plan".to_string()])
+                        .unlisted(),
+                );
             }
         }
         token = o.next_token().map(str::to_string);

@@ -1,7 +1,7 @@
 //! What every IAM kind shares: error codes, tag conversions, the ownership message, and ARN paths.
 
 use crate::aws::Retryable;
-use crate::model::{Kind, Owner, Tags};
+use crate::model::{Kind, Node, Owner, Tags};
 use anyhow::{Context, Result};
 use aws_sdk_iam::types::Tag;
 
@@ -45,5 +45,66 @@ pub fn not_managed(kind: Kind, name: &str, cluster: &str, owner: &Owner) -> Stri
             kind.label()
         ),
         _ => format!("{} {name} exists but is not managed by karpctl for cluster {cluster}; it was left untouched", kind.label()),
+    }
+}
+
+/// The IAM path the plan puts its objects under: from an IamRole node's desired `path`, else
+/// parsed from the spec ARN of any IAM node.
+pub fn plan_iam_path(nodes: &[Node]) -> Option<String> {
+    let from_fields = nodes
+        .iter()
+        .filter(|n| matches!(n.kind, Kind::IamRole | Kind::IamPolicy | Kind::InstanceProfile))
+        .find_map(|n| n.fields.as_ref()?.get("path")?.as_str().map(str::to_string));
+    from_fields.or_else(|| {
+        nodes
+            .iter()
+            .filter(|n| matches!(n.kind, Kind::IamRole | Kind::IamPolicy | Kind::InstanceProfile))
+            .find_map(|n| path_from_arn(n.spec.arn()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Fields, NodeSpec};
+    use serde_json::json;
+
+    fn node(id: &str, spec: NodeSpec, name: &str, path: Option<&str>) -> Node {
+        Node::new(id, name, spec).with_fields(path.map(|p| {
+            let mut f = Fields::new();
+            f.insert("path".into(), json!(p));
+            f
+        }))
+    }
+
+    #[test]
+    fn paths_come_out_of_iam_arns() {
+        assert_eq!(path_from_arn("arn:aws:iam::123456789012:role/karpctl/c/KarpenterNodeRole-c").as_deref(), Some("/karpctl/c/"));
+        assert_eq!(path_from_arn("arn:aws:iam::123456789012:role/Name").as_deref(), Some("/"));
+        assert_eq!(path_from_arn("arn:aws-cn:iam::1:policy/a/b/c/P").as_deref(), Some("/a/b/c/"));
+        assert_eq!(path_from_arn("arn:aws:iam::1:instance-profile/karpctl/x/IP").as_deref(), Some("/karpctl/x/"));
+        assert_eq!(path_from_arn("arn:aws:sqs:us-east-1:1:q"), None);
+        assert_eq!(path_from_arn(""), None);
+    }
+
+    #[test]
+    fn the_plan_path_prefers_desired_fields_then_arns() {
+        let role = |arn: &str| NodeSpec::IamRole { arn: arn.into() };
+        let down = vec![node("node-role", role("arn:aws:iam::1:role/karpctl/c/R"), "R", None)];
+        assert_eq!(plan_iam_path(&down).as_deref(), Some("/karpctl/c/"));
+        let up = vec![
+            node("q", NodeSpec::Queue { arn: "arn:aws:sqs:us-east-1:1:Q".into() }, "Q", None),
+            node("controller-role", role("arn:aws:iam::1:role/old/C"), "C", Some("/new/")),
+        ];
+        assert_eq!(plan_iam_path(&up).as_deref(), Some("/new/"));
+        assert_eq!(plan_iam_path(&[]), None);
+    }
+
+    #[test]
+    fn wanted_tags_must_all_match() {
+        let live: Tags = [("a".to_string(), "1".to_string()), ("b".to_string(), "2".to_string())].into();
+        assert!(tags_satisfied(&live, &[("a".to_string(), "1".to_string())].into()));
+        assert!(!tags_satisfied(&live, &[("a".to_string(), "2".to_string())].into()));
+        assert!(!tags_satisfied(&live, &[("c".to_string(), "1".to_string())].into()));
     }
 }

@@ -22,11 +22,16 @@
 //! that order: AWS refuses DeletePolicy while the policy is attached or has other versions
 //! (DeleteConflict; a concurrent change is cleaned up again, a few times).
 
-use super::ctx::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use super::iam_role::detach;
+use crate::arns;
 use crate::aws::{self, Classify, aws_err};
-use crate::model::{Action, Fields, Kind, Node, Observed, Owner, RESOURCE_TAG, Step, Tags};
+use crate::facts::Facts;
+use crate::karpenter_iam::{self, PolicyPart};
+use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, RESOURCE_TAG, Step, Tags};
+use crate::names;
+use crate::plan_file::Spec;
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -79,8 +84,70 @@ async fn get_policy(ctx: &Ctx, arn: &str) -> Result<Option<LivePolicy>> {
     }
 }
 
+/// One of the controller's policies, split as upstream does; `doc` is None for a part the pinned
+/// Karpenter version does not have (it is then removed).
+pub struct ControllerPolicy {
+    pub part: PolicyPart,
+    pub id: String,
+    pub name: String,
+    pub arn: String,
+    pub doc: Option<Value>,
+    pub shortened: bool,
+}
+
+/// Pure: every controller policy part, with its name, ARN and document for this plan.
+pub fn controller_policies(spec: &Spec, facts: &Facts) -> Vec<ControllerPolicy> {
+    let id = &spec.identity;
+    let qarn = arns::queue_arn(facts, &spec.interruption.queue_name);
+    let node_role_arn = arns::node_role_arn(spec, facts);
+    let inputs = karpenter_iam::ControllerPolicyInputs {
+        partition: &facts.partition,
+        region: &facts.region,
+        account_id: &facts.account_id,
+        cluster: &spec.cluster,
+        node_role_arn: &node_role_arn,
+        queue_arn: spec.interruption.enabled.then_some(qarn.as_str()),
+        zonal_shift: id.zonal_shift,
+        version: id.karpenter_version,
+    };
+    let mut docs: BTreeMap<PolicyPart, Value> = karpenter_iam::controller_policies(&inputs).into_iter().collect();
+    PolicyPart::ALL
+        .into_iter()
+        .map(|part| {
+            let (name, shortened) = names::fit(&format!("KarpenterController{}Policy-{}", part.name(), spec.cluster), 128);
+            ControllerPolicy {
+                part,
+                id: format!("controller-policy-{}", part.name()),
+                arn: arns::policy_arn(facts, &id.path, &name),
+                name,
+                doc: docs.remove(&part),
+                shortened,
+            }
+        })
+        .collect()
+}
+
+/// Pure: the controller policy nodes. Fields: `path`, `PolicyDocument` (canonical), `tags`.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let path = spec.identity.path.as_str();
+    controller_policies(spec, facts)
+        .into_iter()
+        .map(|p| {
+            let fields = p.doc.map(|d| {
+                crate::model::fields_of(vec![
+                    ("path", json!(path)),
+                    ("PolicyDocument", d),
+                    ("tags", arns::tags_value(spec, &p.id)),
+                ])
+            });
+            let note = p.shortened.then(|| format!("policy name shortened to fit IAM's 128 characters: {}", p.name));
+            Node::new(p.id, p.name, NodeSpec::IamPolicy { arn: p.arn }).with_fields(fields).with_notes(note)
+        })
+        .collect()
+}
+
 fn policy_arn(node: &Node) -> Result<&str> {
-    let arn = node.spec("arn");
+    let arn = node.spec.arn();
     if arn.is_empty() {
         bail!("IAM policy {} has no ARN in the plan", node.name);
     }
@@ -110,7 +177,15 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     Ok(Some(Observed { fields, owner: Owner::from_tags(&live.tags, &ctx.cluster), ids }))
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+/// GetPolicy, fresh: who owns the policy now.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let node = &step.node;
+    let live = get_policy(ctx, policy_arn(node)?).await?;
+    Ok(live.map(|p| Current::new(Owner::from_tags(&p.tags, &ctx.cluster), p.tags).id("arn", p.arn)))
+}
+
+/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result<()> {
     match step.action {
         Action::Create => create(ctx, step).await,
         Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
@@ -313,16 +388,7 @@ async fn new_version(ctx: &Ctx, arn: &str, document: &str) -> Result<()> {
 async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
     let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).map(String::as_str).unwrap_or(policy_arn(node)?).to_string();
-    if adopt {
-        let Some(live) = get_policy(ctx, &arn).await? else {
-            bail!("IAM policy {} disappeared since it was read; run karpctl up again", node.name)
-        };
-        let owner = Owner::from_tags(&live.tags, &ctx.cluster);
-        if matches!(owner, Owner::OtherCluster(_)) {
-            bail!(not_managed(Kind::IamPolicy, &node.name, &ctx.cluster, &owner));
-        }
-        tag(ctx, &arn, &wanted_tags(node)).await?;
-    } else if changed(step, "tags") {
+    if adopt || changed(step, "tags") {
         tag(ctx, &arn, &wanted_tags(node)).await?;
     }
     if changed(step, "PolicyDocument") {
@@ -383,11 +449,6 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
 }
 
 async fn delete_arn(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
-    let node = &step.node;
-    let Some(live) = get_policy(ctx, arn).await? else { return Ok(()) };
-    if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours {
-        bail!("IAM policy {} is no longer tagged as karpctl's for cluster {}; not deleting it", node.name, ctx.cluster);
-    }
     let mut attempt = 0;
     loop {
         attempt += 1;

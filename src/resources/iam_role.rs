@@ -29,15 +29,61 @@
 //! path as PathPrefix, paginated (3 calls when each fits one page). Objects there that the plan
 //! does not name become nodes with no desired fields; their normal read decides ownership.
 
-use super::ctx::{Ctx, changed, want_str, wanted_tags};
-use super::iam::{CONCURRENT, NO_SUCH_ENTITY, not_managed, path_from_arn, sdk_tags, tags_from, tags_satisfied};
+use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use super::iam::{CONCURRENT, NO_SUCH_ENTITY, not_managed, sdk_tags, tags_from, tags_satisfied};
+use crate::arns;
 use crate::aws::{self, Classify, Retryable, aws_err};
-use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
+use crate::facts::Facts;
+use crate::karpenter_iam;
+use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::plan_file::{IdentityMode, Spec};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
-use aws_sdk_iam::types::PolicyScopeType;
-use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Pure: the node role (when karpctl creates it, or to remove one it made before the plan named
+/// an existing role) and the controller role. Fields: `path`, `AssumeRolePolicyDocument`
+/// (canonical), `tags`.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let id = &spec.identity;
+    let path = id.path.as_str();
+    let role_fields = |trust: Value, node_id: &str| {
+        crate::model::fields_of(vec![
+            ("path", json!(path)),
+            ("AssumeRolePolicyDocument", trust),
+            ("tags", arns::tags_value(spec, node_id)),
+        ])
+    };
+    let mut out = Vec::new();
+    let created = id.node_role.as_ref();
+    let node_role_name = created.map(|n| n.name.clone()).unwrap_or_else(|| arns::default_node_role_name(&spec.cluster));
+    let existing_name = id.existing_node_role.as_deref().map(|e| e.rsplit('/').next().unwrap_or(e));
+    if created.is_some() || existing_name != Some(node_role_name.as_str()) {
+        let arn = arns::role_arn(facts, path, &node_role_name);
+        out.push(
+            Node::new("node-role", node_role_name, NodeSpec::IamRole { arn })
+                .with_fields(created.map(|_| role_fields(karpenter_iam::node_role_trust(), "node-role")))
+                .with_notes(created.and_then(|n| n.note.clone())),
+        );
+    }
+    let ctrl = &id.controller_role;
+    let trust = match id.mode {
+        IdentityMode::PodIdentity => karpenter_iam::controller_trust_pod_identity(),
+        IdentityMode::Irsa => {
+            let issuer =
+                facts.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
+            let provider = format!("arn:{}:iam::{}:oidc-provider/{issuer}", facts.partition, facts.account_id);
+            karpenter_iam::controller_trust_irsa(&provider, issuer, &id.namespace, &id.service_account)
+        }
+    };
+    out.push(
+        Node::new("controller-role", &ctrl.name, NodeSpec::IamRole { arn: arns::controller_role_arn(spec, facts) })
+            .with_fields(Some(role_fields(trust, "controller-role")))
+            .with_notes(ctrl.note.iter().cloned()),
+    );
+    out
+}
 
 /// DeleteRole while IAM still sees something attached (eventual consistency).
 const DELETE_CONFLICT: [Retryable; 2] =
@@ -132,15 +178,25 @@ fn observed(ctx: &Ctx, live: &LiveRole) -> Result<Observed> {
     Ok(Observed { fields, owner: Owner::from_tags(&live.tags, &ctx.cluster), ids })
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
-    let r = match step.action {
+/// GetRole, fresh: who owns the role now.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let node = &step.node;
+    let live = get_role_fresh(ctx, &node.name).await?;
+    Ok(live.map(|r| Current::new(Owner::from_tags(&r.tags, &ctx.cluster), r.tags).id("arn", r.arn)))
+}
+
+pub fn forget(ctx: &Ctx, name: &str) {
+    ctx.forget_cached(&role_key(name));
+}
+
+/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result<()> {
+    match step.action {
         Action::Create => create(ctx, step).await,
         Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
         Action::Replace => replace(ctx, step).await,
         Action::Delete => delete(ctx, step, true).await.map(|_| ()),
-    };
-    ctx.forget_cached(&role_key(&step.node.name));
-    r
+    }
 }
 
 fn trust_doc(node: &Node) -> Result<&serde_json::Value> {
@@ -227,18 +283,8 @@ async fn tag_role(ctx: &Ctx, name: &str, tags: &Tags) -> Result<()> {
 
 async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
-    if adopt {
-        // Re-check right before taking it over: it must still be nobody's.
-        let Some(live) = get_role_fresh(ctx, &node.name).await? else {
-            bail!("IAM role {} disappeared since it was read; run karpctl up again", node.name)
-        };
-        let owner = Owner::from_tags(&live.tags, &ctx.cluster);
-        if matches!(owner, Owner::OtherCluster(_)) {
-            bail!(not_managed(Kind::IamRole, &node.name, &ctx.cluster, &owner));
-        }
-        // Tag first: from here on the role is ours, whatever else fails.
-        tag_role(ctx, &node.name, &wanted_tags(node)).await?;
-    } else if changed(step, "tags") {
+    if adopt || changed(step, "tags") {
+        // Adopting tags first: from here on the role is ours, whatever else fails.
         tag_role(ctx, &node.name, &wanted_tags(node)).await?;
     }
     if changed(step, "AssumeRolePolicyDocument") {
@@ -315,14 +361,11 @@ async fn profiles_for_role(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Delete the role if it is still ours. Returns the managed policies that were detached.
-/// `for_good`: not a replace (Karpenter's own instance profiles are deleted only then).
+/// Delete the role (the dispatcher has just checked it is still ours). Returns the managed
+/// policies that were detached. `for_good`: not a replace (Karpenter's own instance profiles are
+/// deleted only then).
 async fn delete(ctx: &Ctx, step: &Step, for_good: bool) -> Result<Vec<String>> {
     let name = &step.node.name;
-    let Some(live) = get_role_fresh(ctx, name).await? else { return Ok(vec![]) };
-    if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours {
-        bail!("IAM role {name} is no longer tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
-    }
     for p in inline_policies(ctx, name).await? {
         match ctx.aws.iam.delete_role_policy().role_name(name).policy_name(&p).send().await {
             Ok(_) => {}
@@ -348,152 +391,5 @@ async fn delete(ctx: &Ctx, step: &Step, for_good: bool) -> Result<Vec<String>> {
         Ok(_) => Ok(attached),
         Err(e) if e.is_not_found() => Ok(attached),
         Err(e) => Err(aws_err("iam:DeleteRole", e)),
-    }
-}
-
-/// The IAM path the plan puts its objects under: from an IamRole node's desired `path`, else
-/// parsed from the spec ARN of any IAM node.
-pub fn plan_iam_path(nodes: &[Node]) -> Option<String> {
-    let from_fields = nodes
-        .iter()
-        .filter(|n| matches!(n.kind, Kind::IamRole | Kind::IamPolicy | Kind::InstanceProfile))
-        .find_map(|n| n.fields.as_ref()?.get("path")?.as_str().map(str::to_string));
-    from_fields.or_else(|| {
-        nodes
-            .iter()
-            .filter(|n| matches!(n.kind, Kind::IamRole | Kind::IamPolicy | Kind::InstanceProfile))
-            .find_map(|n| path_from_arn(n.spec("arn")))
-    })
-}
-
-/// Names of `kind` the plan already has, case-folded (IAM names are unique case-insensitively,
-/// and a discovered object must never shadow a planned one).
-fn known(nodes: &[Node], kind: Kind) -> BTreeSet<String> {
-    nodes.iter().filter(|n| n.kind == kind).map(|n| n.name.to_lowercase()).collect()
-}
-
-fn orphan(kind: Kind, prefix: &str, name: &str, arn: &str, path: &str, deps: Vec<String>) -> Node {
-    let mut spec = BTreeMap::new();
-    spec.insert("arn".to_string(), arn.to_string());
-    Node {
-        id: format!("unlisted-{prefix}-{name}"),
-        kind,
-        name: name.to_string(),
-        fields: None,
-        deps,
-        spec,
-        notes: vec![format!("under karpctl's IAM path {path} but not in the plan")],
-    }
-}
-
-/// IAM objects under the plan's path that the plan does not name (renamed, or switched off):
-/// roles, customer managed policies and instance profiles. Their reads decide ownership by tags;
-/// only karpctl's for this cluster are then deleted. Orphan policies and instance profiles list
-/// every role node as a dependency, so a role being deleted goes after them.
-pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
-    let Some(path) = plan_iam_path(nodes) else { return Ok(vec![]) };
-    if path == "/" {
-        // Not scoped to karpctl: listing would read every role, policy and profile in the account.
-        return Ok(vec![]);
-    }
-    let (roles, policies, profiles) =
-        tokio::try_join!(list_roles(ctx, &path), list_policies(ctx, &path), list_profiles(ctx, &path))?;
-
-    let mut out = Vec::new();
-    let known_roles = known(nodes, Kind::IamRole);
-    for (name, arn) in roles {
-        if !known_roles.contains(&name.to_lowercase()) {
-            out.push(orphan(Kind::IamRole, "role", &name, &arn, &path, vec![]));
-        }
-    }
-    let role_ids: Vec<String> =
-        nodes.iter().filter(|n| n.kind == Kind::IamRole).map(|n| n.id.clone()).chain(out.iter().map(|n| n.id.clone())).collect();
-    let known_policies = known(nodes, Kind::IamPolicy);
-    for (name, arn) in policies {
-        if !known_policies.contains(&name.to_lowercase()) {
-            out.push(orphan(Kind::IamPolicy, "policy", &name, &arn, &path, role_ids.clone()));
-        }
-    }
-    let known_profiles = known(nodes, Kind::InstanceProfile);
-    for (name, arn) in profiles {
-        if !known_profiles.contains(&name.to_lowercase()) {
-            out.push(orphan(Kind::InstanceProfile, "instance-profile", &name, &arn, &path, role_ids.clone()));
-        }
-    }
-    Ok(out)
-}
-
-// Scoped lists, paginated by the SDK. They give names and ARNs only: ownership is always
-// decided by the normal read (tags), never by a list.
-async fn list_roles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let roles = ctx.aws.iam.list_roles().path_prefix(path).into_paginator().items().send().try_collect().await;
-    let roles = roles.map_err(|e| aws_err("iam:ListRoles", e))?;
-    Ok(roles.iter().map(|r| (r.role_name().to_string(), r.arn().to_string())).collect())
-}
-
-async fn list_policies(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let req = ctx.aws.iam.list_policies().scope(PolicyScopeType::Local).path_prefix(path);
-    let policies = req.into_paginator().items().send().try_collect().await;
-    let policies = policies.map_err(|e| aws_err("iam:ListPolicies", e))?;
-    Ok(policies.iter().filter_map(|p| Some((p.policy_name()?.to_string(), p.arn()?.to_string()))).collect())
-}
-
-async fn list_profiles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let req = ctx.aws.iam.list_instance_profiles().path_prefix(path);
-    let profiles = req.into_paginator().items().send().try_collect().await;
-    let profiles = profiles.map_err(|e| aws_err("iam:ListInstanceProfiles", e))?;
-    Ok(profiles.iter().map(|p| (p.instance_profile_name().to_string(), p.arn().to_string())).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn node(id: &str, kind: Kind, name: &str, arn: &str, path: Option<&str>) -> Node {
-        let mut spec = BTreeMap::new();
-        spec.insert("arn".to_string(), arn.to_string());
-        Node {
-            id: id.into(),
-            kind,
-            name: name.into(),
-            fields: path.map(|p| {
-                let mut f = Fields::new();
-                f.insert("path".into(), json!(p));
-                f
-            }),
-            deps: vec![],
-            spec,
-            notes: vec![],
-        }
-    }
-
-    #[test]
-    fn paths_come_out_of_iam_arns() {
-        assert_eq!(path_from_arn("arn:aws:iam::123456789012:role/karpctl/c/KarpenterNodeRole-c").as_deref(), Some("/karpctl/c/"));
-        assert_eq!(path_from_arn("arn:aws:iam::123456789012:role/Name").as_deref(), Some("/"));
-        assert_eq!(path_from_arn("arn:aws-cn:iam::1:policy/a/b/c/P").as_deref(), Some("/a/b/c/"));
-        assert_eq!(path_from_arn("arn:aws:iam::1:instance-profile/karpctl/x/IP").as_deref(), Some("/karpctl/x/"));
-        assert_eq!(path_from_arn("arn:aws:sqs:us-east-1:1:q"), None);
-        assert_eq!(path_from_arn(""), None);
-    }
-
-    #[test]
-    fn the_plan_path_prefers_desired_fields_then_arns() {
-        let down = vec![node("node-role", Kind::IamRole, "R", "arn:aws:iam::1:role/karpctl/c/R", None)];
-        assert_eq!(plan_iam_path(&down).as_deref(), Some("/karpctl/c/"));
-        let up = vec![
-            node("q", Kind::Queue, "Q", "arn:aws:sqs:us-east-1:1:Q", None),
-            node("controller-role", Kind::IamRole, "C", "arn:aws:iam::1:role/old/C", Some("/new/")),
-        ];
-        assert_eq!(plan_iam_path(&up).as_deref(), Some("/new/"));
-        assert_eq!(plan_iam_path(&[]), None);
-    }
-
-    #[test]
-    fn wanted_tags_must_all_match() {
-        let live: Tags = [("a".to_string(), "1".to_string()), ("b".to_string(), "2".to_string())].into();
-        assert!(tags_satisfied(&live, &[("a".to_string(), "1".to_string())].into()));
-        assert!(!tags_satisfied(&live, &[("a".to_string(), "2".to_string())].into()));
-        assert!(!tags_satisfied(&live, &[("c".to_string(), "1".to_string())].into()));
     }
 }

@@ -18,10 +18,13 @@
 //! The role's own delete also uses [`release_role`] here to empty (and, for Karpenter's profiles
 //! for this cluster and karpctl's, delete) every profile that still holds the role.
 
-use super::ctx::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
+use crate::arns;
 use crate::aws::{self, Classify, Retryable, aws_err};
-use crate::model::{Action, Fields, Kind, Node, Observed, Owner, Step, Tags};
+use crate::facts::Facts;
+use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::plan_file::Spec;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -34,6 +37,29 @@ const ADD_ROLE_RETRY: [Retryable; 3] = [
 ];
 
 /// What GetInstanceProfile says about a profile.
+/// Pure: the instance profile (opt-in), holding the node role. Fields: `path`, `Role` (the role's
+/// name), `tags`.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let id = &spec.identity;
+    let path = id.path.as_str();
+    let ip = &id.instance_profile_name;
+    let fields = id.instance_profile.as_ref().map(|_| {
+        crate::model::fields_of(vec![
+            ("path", json!(path)),
+            ("Role", json!(id.node_role_name())),
+            ("tags", arns::tags_value(spec, "node-instance-profile")),
+        ])
+    });
+    let deps = if id.node_role.is_some() { vec!["node-role"] } else { vec![] };
+    let arn = arns::instance_profile_arn(facts, path, &ip.name);
+    vec![
+        Node::new("node-instance-profile", &ip.name, NodeSpec::InstanceProfile { arn })
+            .with_fields(fields)
+            .with_deps(deps)
+            .with_notes(ip.note.iter().cloned()),
+    ]
+}
+
 #[derive(Clone, Debug)]
 pub struct LiveProfile {
     pub arn: String,
@@ -79,7 +105,15 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     Ok(Some(Observed { fields, owner: Owner::from_tags(&live.tags, &ctx.cluster), ids }))
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+/// GetInstanceProfile, fresh: who owns the profile now.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let node = &step.node;
+    let live = get(ctx, &node.name).await?;
+    Ok(live.map(|p| Current::new(Owner::from_tags(&p.tags, &ctx.cluster), p.tags).id("arn", p.arn)))
+}
+
+/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result<()> {
     match step.action {
         Action::Create => create(ctx, step).await,
         Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
@@ -188,16 +222,7 @@ async fn set_role(ctx: &Ctx, step_id: &str, profile: &str, live_roles: &[String]
 async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
     let name = &node.name;
-    if adopt {
-        let Some(live) = get(ctx, name).await? else {
-            bail!("instance profile {name} disappeared since it was read; run karpctl up again")
-        };
-        let owner = Owner::from_tags(&live.tags, &ctx.cluster);
-        if matches!(owner, Owner::OtherCluster(_)) {
-            bail!(not_managed(Kind::InstanceProfile, name, &ctx.cluster, &owner));
-        }
-        tag(ctx, name, &wanted_tags(node)).await?;
-    } else if changed(step, "tags") {
+    if adopt || changed(step, "tags") {
         tag(ctx, name, &wanted_tags(node)).await?;
     }
     if changed(step, "Role") {
@@ -220,10 +245,8 @@ async fn delete_profile(ctx: &Ctx, name: &str) -> Result<()> {
 
 async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     let name = &step.node.name;
+    // The roles it holds now (its ownership was checked just before by the dispatcher).
     let Some(live) = get(ctx, name).await? else { return Ok(()) };
-    if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours {
-        bail!("instance profile {name} is no longer tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
-    }
     for r in &live.roles {
         remove_role(ctx, name, r).await?;
     }

@@ -6,6 +6,7 @@ pub mod ctx;
 pub mod discovery_tags;
 pub mod event_rule;
 pub mod iam;
+pub mod iam_orphans;
 pub mod iam_policy;
 pub mod iam_role;
 pub mod instance_profile;
@@ -14,9 +15,9 @@ pub mod queue;
 pub mod queue_policy;
 pub mod role_policy_attachment;
 
-use crate::model::{Kind, Node, Observed, Step};
+use crate::model::{Action, Kind, Node, Observed, Step};
 use anyhow::Result;
-pub use ctx::{Background, Ctx};
+pub use ctx::{Background, Ctx, Current};
 
 /// A kind's read time, as a rank (slowest first). Reads start in this order, so that the longest
 /// ones do not wait for a free slot behind quick ones: EKS calls are the slowest karpctl makes (a
@@ -49,22 +50,63 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     }
 }
 
+/// Who owns the node's object right now, read without memos (None: it does not exist).
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let node = &step.node;
+    match node.kind {
+        Kind::Queue => queue::current(ctx, step).await,
+        Kind::QueuePolicy => queue_policy::current(ctx, step).await,
+        Kind::EventRule => event_rule::current(ctx, step).await,
+        Kind::IamRole => iam_role::current(ctx, step).await,
+        Kind::IamPolicy => iam_policy::current(ctx, step).await,
+        Kind::RolePolicyAttachment => role_policy_attachment::current(ctx, step).await,
+        Kind::InstanceProfile => instance_profile::current(ctx, step).await,
+        Kind::AccessEntry => access_entry::current(ctx, step).await,
+        Kind::PodIdentity => pod_identity::current(ctx, step).await,
+        Kind::DiscoveryTags => discovery_tags::current(ctx, step).await,
+    }
+}
+
+/// Drop what this run memoised about the node's object (its reads are stale once it is written).
+pub fn forget(ctx: &Ctx, node: &Node) {
+    match node.kind {
+        Kind::Queue | Kind::QueuePolicy => queue::forget(ctx, &node.name),
+        Kind::IamRole => iam_role::forget(ctx, &node.name),
+        Kind::RolePolicyAttachment => role_policy_attachment::forget(ctx, node),
+        Kind::EventRule | Kind::IamPolicy | Kind::InstanceProfile | Kind::AccessEntry | Kind::PodIdentity => {}
+        Kind::DiscoveryTags => {}
+    }
+}
+
+/// Apply one step. Every kind gets the same treatment: a step that goes with its parent makes no
+/// call; anything but a create re-reads the object's ownership first (`ctx::may_write`) and hands
+/// what it read to the kind; whatever happens, the node's memoised reads are dropped after.
 pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
     if step.removed_with.is_some() {
         return Ok(());
     }
-    match step.kind {
-        Kind::Queue => queue::apply(ctx, step).await,
-        Kind::QueuePolicy => queue_policy::apply(ctx, step).await,
-        Kind::EventRule => event_rule::apply(ctx, step).await,
-        Kind::IamRole => iam_role::apply(ctx, step).await,
-        Kind::IamPolicy => iam_policy::apply(ctx, step).await,
-        Kind::RolePolicyAttachment => role_policy_attachment::apply(ctx, step).await,
-        Kind::InstanceProfile => instance_profile::apply(ctx, step).await,
-        Kind::AccessEntry => access_entry::apply(ctx, step).await,
-        Kind::PodIdentity => pod_identity::apply(ctx, step).await,
-        Kind::DiscoveryTags => discovery_tags::apply(ctx, step).await,
+    let current = match step.action {
+        Action::Create => None,
+        _ => current(ctx, step).await?,
+    };
+    if !ctx::may_write(step, current.as_ref())? {
+        return Ok(());
     }
+    let cur = current.as_ref();
+    let r = match step.kind {
+        Kind::Queue => queue::apply(ctx, step, cur).await,
+        Kind::QueuePolicy => queue_policy::apply(ctx, step, cur).await,
+        Kind::EventRule => event_rule::apply(ctx, step, cur).await,
+        Kind::IamRole => iam_role::apply(ctx, step, cur).await,
+        Kind::IamPolicy => iam_policy::apply(ctx, step, cur).await,
+        Kind::RolePolicyAttachment => role_policy_attachment::apply(ctx, step, cur).await,
+        Kind::InstanceProfile => instance_profile::apply(ctx, step, cur).await,
+        Kind::AccessEntry => access_entry::apply(ctx, step, cur).await,
+        Kind::PodIdentity => pod_identity::apply(ctx, step, cur).await,
+        Kind::DiscoveryTags => discovery_tags::apply(ctx, step, cur).await,
+    };
+    forget(ctx, &step.node);
+    r
 }
 
 /// Find objects this cluster owns that the desired set does not name (renamed, or switched off),
@@ -72,7 +114,7 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
 pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let (rules, iam, attachments, entries) = tokio::try_join!(
         event_rule::discover(ctx, nodes),
-        iam_role::discover(ctx, nodes),
+        iam_orphans::discover(ctx, nodes),
         role_policy_attachment::discover(ctx, nodes),
         access_entry::discover(ctx, nodes),
     )?;

@@ -10,9 +10,12 @@
 //! checked again, DeletePodIdentityAssociation; not found is success.
 
 use super::ctx::eks_cluster_of as cluster_of;
-use super::ctx::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::arns;
 use crate::aws::{self, Classify, Retryable, aws_err};
-use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
+use crate::facts::Facts;
+use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, PodIdentitySpec, Step, Tags};
+use crate::plan_file::{IdentityMode, Spec};
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -22,17 +25,42 @@ const ROLE_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "Role provided in the request does not exist" }];
 
 fn namespace_of(node: &Node) -> &str {
-    match node.spec("namespace") {
-        "" => node.name.split_once('/').map(|(n, _)| n).unwrap_or(""),
-        n => n,
+    match &node.spec {
+        NodeSpec::PodIdentity(p) if !p.namespace.is_empty() => &p.namespace,
+        _ => node.name.split_once('/').map(|(n, _)| n).unwrap_or(""),
     }
 }
 
 fn service_account_of(node: &Node) -> &str {
-    match node.spec("service_account") {
-        "" => node.name.split_once('/').map(|(_, s)| s).unwrap_or(""),
-        s => s,
+    match &node.spec {
+        NodeSpec::PodIdentity(p) if !p.service_account.is_empty() => &p.service_account,
+        _ => node.name.split_once('/').map(|(_, s)| s).unwrap_or(""),
     }
+}
+
+/// Pure: the association (Pod Identity mode only; listed without desired fields in IRSA mode so
+/// that one karpctl made before is removed). Fields: `namespace`, `service_account`, `role_arn`,
+/// `tags`; the name is `<namespace>/<service account>`.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let id = &spec.identity;
+    let fields = (id.mode == IdentityMode::PodIdentity).then(|| {
+        crate::model::fields_of(vec![
+            ("namespace", json!(id.namespace)),
+            ("service_account", json!(id.service_account)),
+            ("role_arn", json!(arns::controller_role_arn(spec, facts))),
+            ("tags", arns::tags_value(spec, "pod-identity")),
+        ])
+    });
+    let s = PodIdentitySpec {
+        cluster: spec.cluster.clone(),
+        namespace: id.namespace.clone(),
+        service_account: id.service_account.clone(),
+    };
+    vec![
+        Node::new("pod-identity", format!("{}/{}", id.namespace, id.service_account), NodeSpec::PodIdentity(s))
+            .with_fields(fields)
+            .with_deps(["controller-role"]),
+    ]
 }
 
 /// The id of the association for (namespace, service account), if any. The list is filtered by
@@ -102,23 +130,30 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+/// List and describe, fresh: who owns the association now, and its id and ARN.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let node = &step.node;
+    let live = read(ctx, node).await?;
+    Ok(live.map(|o| {
+        let tags = super::ctx::observed_tags(&o);
+        Current { owner: o.owner, tags, ids: o.ids }
+    }))
+}
+
+/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
     match step.action {
         Action::Create => create(ctx, step).await,
         // No field forces a replacement today; if one ever does, delete then create.
         Action::Replace => {
-            delete(ctx, step).await?;
+            delete(ctx, step, current).await?;
             create(ctx, step).await
         }
         Action::Update | Action::Adopt => {
-            // Read now, not from the plan: it must still be ours (or unowned, to adopt).
-            let live = read(ctx, &step.node).await?;
-            let tags = live.as_ref().map(super::ctx::observed_tags);
-            super::ctx::ensure_still_ours(step, tags.as_ref(), &ctx.cluster)?;
-            let live = live.context("the Pod Identity association disappeared since it was read; run karpctl up again")?;
-            update(ctx, step, &live, step.action == Action::Adopt || changed(step, "tags"), changed(step, "role_arn")).await
+            let live = current.context("the Pod Identity association disappeared since it was read; run karpctl up again")?;
+            update(ctx, step, &live.ids, step.action == Action::Adopt || changed(step, "tags"), changed(step, "role_arn")).await
         }
-        Action::Delete => delete(ctx, step).await,
+        Action::Delete => delete(ctx, step, current).await,
     }
 }
 
@@ -160,18 +195,18 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
                 );
             }
             let role_differs = live.fields.get("role_arn").and_then(|v| v.as_str()) != Some(role);
-            update(ctx, step, &live, false, role_differs).await
+            update(ctx, step, &live.ids, false, role_differs).await
         }
         Err(e) => Err(aws_err("eks:CreatePodIdentityAssociation", e)),
     }
 }
 
-async fn update(ctx: &Ctx, step: &Step, live: &Observed, tags: bool, role: bool) -> Result<()> {
+async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, tags: bool, role: bool) -> Result<()> {
     let node = &step.node;
     let cluster = cluster_of(ctx, node);
-    let id = live.ids.get("association_id").context("no association id")?;
+    let id = ids.get("association_id").context("no association id")?;
     if tags {
-        let arn = live.ids.get("arn").context("no association ARN")?;
+        let arn = ids.get("arn").context("no association ARN")?;
         if let Err(e) =
             ctx.aws.eks.tag_resource().resource_arn(arn).set_tags(Some(wanted_tags(node).into_iter().collect())).send().await
         {
@@ -200,18 +235,10 @@ async fn update(ctx: &Ctx, step: &Step, live: &Observed, tags: bool, role: bool)
     Ok(())
 }
 
-async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
+/// Delete the association the dispatcher has just read and found ours.
+async fn delete(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
     let node = &step.node;
-    // Never delete what is not ours, even if the plan is stale.
-    let Some(live) = read(ctx, node).await? else { return Ok(()) };
-    if live.owner != Owner::Ours {
-        bail!(
-            "EKS Pod Identity association {} is not tagged as karpctl's for cluster {}; not deleting it",
-            node.name,
-            ctx.cluster
-        );
-    }
-    let id = live.ids.get("association_id").context("no association id")?;
+    let Some(id) = current.and_then(|c| c.get("association_id")) else { return Ok(()) };
     match ctx.aws.eks.delete_pod_identity_association().cluster_name(cluster_of(ctx, node)).association_id(id).send().await {
         Ok(_) => Ok(()),
         Err(e) if e.is_not_found() => Ok(()),
@@ -225,15 +252,7 @@ mod tests {
 
     #[test]
     fn namespace_and_service_account_fall_back_to_the_name() {
-        let n = Node {
-            id: "pod-identity".into(),
-            kind: crate::model::Kind::PodIdentity,
-            name: "kube-system/karpenter".into(),
-            fields: None,
-            deps: vec![],
-            spec: Default::default(),
-            notes: vec![],
-        };
+        let n = Node::new("pod-identity", "kube-system/karpenter", NodeSpec::for_tests(crate::model::Kind::PodIdentity));
         assert_eq!(namespace_of(&n), "kube-system");
         assert_eq!(service_account_of(&n), "karpenter");
     }

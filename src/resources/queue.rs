@@ -6,9 +6,12 @@
 //! SetQueueAttributes for the fields that differ, TagQueue for tags. Delete: ownership checked
 //! again, then DeleteQueue; a missing queue is success.
 
-use super::ctx::{Ctx, changed, want_str, wanted_tags};
+use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::arns;
 use crate::aws::{self, Classify, Retryable, aws_err};
-use crate::model::{Action, Fields, Node, Observed, Owner, Step, Tags};
+use crate::facts::Facts;
+use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::plan_file::Spec;
 use anyhow::{Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
@@ -31,6 +34,18 @@ pub fn desired_fields(kms_key_id: Option<&str>, tags: &Tags) -> Fields {
     f.insert("KmsMasterKeyId".into(), kms_key_id.map(|k| json!(k)).unwrap_or(Value::Null));
     f.insert("tags".into(), Ctx::tags_value(tags));
     f
+}
+
+/// Pure: the queue node (without desired fields when interruption handling is off, so that a
+/// queue karpctl made before is found and removed).
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let i = &spec.interruption;
+    let arn = arns::queue_arn(facts, &i.queue_name);
+    vec![
+        Node::new("queue", &i.queue_name, NodeSpec::Queue { arn })
+            .with_fields(i.enabled.then(|| desired_fields(i.kms_key_id.as_deref(), &arns::tags_for(spec, "queue"))))
+            .with_notes(i.queue_name_note.iter().cloned()),
+    ]
 }
 
 pub async fn url(ctx: &Ctx, name: &str) -> Result<Option<String>> {
@@ -127,20 +142,44 @@ fn wanted_attributes(step: &Step, only_changed: bool) -> HashMap<QueueAttributeN
     m
 }
 
-/// The URL of the queue for a write: what the read saw, or a fresh GetQueueUrl.
-pub async fn url_for_write(ctx: &Ctx, step: &Step) -> Result<Option<String>> {
-    if let Some(u) = step.observed.as_ref().and_then(|o| o.ids.get("url")) {
-        return Ok(Some(u.clone()));
-    }
-    ctx.queue_urls.forget(&step.node.name);
-    url(ctx, &step.node.name).await
+/// The queue's URL from a fresh GetQueueUrl (None: no such queue).
+pub async fn url_now(ctx: &Ctx, name: &str) -> Result<Option<String>> {
+    ctx.queue_urls.forget(name);
+    url(ctx, name).await
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+/// The URL (as read, else GetQueueUrl) and ListQueueTags, fresh: who owns the queue now.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let name = &step.node.name;
+    let url = match step.observed.as_ref().and_then(|o| o.ids.get("url")).cloned() {
+        Some(u) => u,
+        None => match url_now(ctx, name).await? {
+            Some(u) => u,
+            None => return Ok(None),
+        },
+    };
+    let live = match ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await {
+        Ok(o) => o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Tags>()).unwrap_or_default(),
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(aws_err("sqs:ListQueueTags", e)),
+    };
+    Ok(Some(Current::new(Owner::from_tags(&live, &ctx.cluster), live).id("url", url)))
+}
+
+/// Everything memoised about the queue (its URL by name; attributes and tags by URL).
+pub fn forget(ctx: &Ctx, name: &str) {
+    ctx.queue_urls.forget(name);
+    ctx.queue_attrs.clear();
+    ctx.queue_tags.clear();
+}
+
+/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
+    let url = current.and_then(|c| c.get("url"));
     match step.action {
         Action::Create => create(ctx, step).await,
-        Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
-        Action::Delete => delete(ctx, step).await,
+        Action::Update | Action::Adopt => update(ctx, step, url, step.action == Action::Adopt).await,
+        Action::Delete => delete(ctx, url).await,
         Action::Replace => bail!("the queue is never replaced"),
     }
 }
@@ -199,44 +238,26 @@ async fn set_attributes(ctx: &Ctx, url: &str, attrs: HashMap<QueueAttributeName,
     Ok(())
 }
 
-async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
-    let Some(url) = url_for_write(ctx, step).await? else {
-        bail!("SQS queue {} disappeared since it was read; run karpctl up again", step.node.name)
-    };
-    let live = ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await;
-    let live: Option<Tags> = match live {
-        Ok(o) => Some(o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default()),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(aws_err("sqs:ListQueueTags", e)),
-    };
-    super::ctx::ensure_still_ours(step, live.as_ref(), &ctx.cluster)?;
+async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Result<()> {
+    let Some(url) = url else { bail!("SQS queue {} disappeared since it was read; run karpctl up again", step.node.name) };
     if adopt || changed(step, "tags") {
         let tags = wanted_tags(&step.node);
         ctx.aws
             .sqs
             .tag_queue()
-            .queue_url(&url)
+            .queue_url(url)
             .set_tags(Some(tags.into_iter().collect()))
             .send()
             .await
             .map_err(|e| aws_err("sqs:TagQueue", e))?;
     }
-    set_attributes(ctx, &url, wanted_attributes(step, true)).await
+    set_attributes(ctx, url, wanted_attributes(step, true)).await
 }
 
-async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
-    let name = &step.node.name;
-    let Some(url) = url_for_write(ctx, step).await? else { return Ok(()) };
-    // Never delete what is not ours, even if the plan is stale.
-    let live = match ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await {
-        Ok(o) => o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Tags>()).unwrap_or_default(),
-        Err(e) if e.is_not_found() => return Ok(()),
-        Err(e) => return Err(aws_err("sqs:ListQueueTags", e)),
-    };
-    if Owner::from_tags(&live, &ctx.cluster) != Owner::Ours {
-        bail!("SQS queue {name} is no longer tagged as karpctl's for cluster {}; not deleting it", ctx.cluster);
-    }
-    match ctx.aws.sqs.delete_queue().queue_url(&url).send().await {
+/// Delete the queue the dispatcher has just found ours.
+async fn delete(ctx: &Ctx, url: Option<&str>) -> Result<()> {
+    let Some(url) = url else { return Ok(()) };
+    match ctx.aws.sqs.delete_queue().queue_url(url).send().await {
         Ok(_) => Ok(()),
         Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(aws_err("sqs:DeleteQueue", e)),

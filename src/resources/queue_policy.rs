@@ -5,10 +5,13 @@
 //! accept a principal or the queue ARN (InvalidAttributeValue). Delete: clear the attribute,
 //! unless the queue itself is being deleted.
 
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Current};
 use super::queue;
+use crate::arns;
 use crate::aws::{self, Retryable, aws_err};
-use crate::model::{Action, Fields, Node, Observed, Owner, Step};
+use crate::facts::Facts;
+use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step};
+use crate::plan_file::Spec;
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -19,6 +22,19 @@ const PROPAGATING: [Retryable; 2] = [
     Retryable { code: "InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
     Retryable { code: "AWS.SimpleQueueService.InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
 ];
+
+/// Pure: the queue policy node; it goes with the queue when the queue is deleted.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let i = &spec.interruption;
+    let queue_arn = arns::queue_arn(facts, &i.queue_name);
+    let fields = i.enabled.then(|| crate::model::fields_of(vec![("Policy", crate::karpenter_iam::queue_policy(&queue_arn))]));
+    vec![
+        Node::new("queue-policy", &i.queue_name, NodeSpec::QueuePolicy { queue_arn })
+            .with_fields(fields)
+            .with_deps(["queue"])
+            .contained_in("queue"),
+    ]
+}
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let Some(url) = queue::url(ctx, &node.name).await? else { return Ok(None) };
@@ -33,13 +49,19 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
-    let Some(url) = queue::url_for_write(ctx, step).await? else {
-        if step.action == Action::Delete {
-            return Ok(());
-        }
-        bail!("SQS queue {} does not exist; its policy cannot be set", step.node.name)
+/// The queue's: the policy is an attribute of the queue, owned with it.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    queue::current(ctx, step).await
+}
+
+/// Ownership (the queue's) was checked just now by the dispatcher, for every action but Create;
+/// a create finds the queue this plan has just made.
+pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
+    let url = match current.and_then(|c| c.get("url")) {
+        Some(u) => Some(u.to_string()),
+        None => queue::url_now(ctx, &step.node.name).await?,
     };
+    let Some(url) = url else { bail!("SQS queue {} does not exist; its policy cannot be set", step.node.name) };
     let value = match step.action {
         Action::Delete => String::new(),
         _ => {

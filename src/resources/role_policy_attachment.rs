@@ -15,10 +15,13 @@
 //! Delete: GetRole (the role's ownership re-checked right before detaching; a missing role is
 //! success), then DetachRolePolicy, retried on ConcurrentModification; NoSuchEntity is success.
 
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Current};
 use super::iam_role::{self, ATTACH_FRESH_ROLE, detach, get_role, get_role_fresh};
 use crate::aws::{self, Retryable, aws_err};
-use crate::model::{Action, Fields, Node, Observed, Owner, Step};
+use crate::facts::Facts;
+use crate::karpenter_iam;
+use crate::model::{Action, AttachmentSpec, Fields, Node, NodeSpec, Observed, Owner, Step};
+use crate::plan_file::Spec;
 use anyhow::{Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -39,18 +42,83 @@ async fn attached(ctx: &Ctx, role: &str) -> Result<Option<Vec<String>>> {
     ctx.cached(&attached_key(role), || iam_role::attached_policies(ctx, role)).await
 }
 
+fn spec_of(node: &Node) -> Option<&AttachmentSpec> {
+    match &node.spec {
+        NodeSpec::RolePolicyAttachment(a) => Some(a),
+        _ => None,
+    }
+}
+
 fn role_name(node: &Node) -> &str {
-    let r = node.spec("role");
-    if r.is_empty() { node.name.split('/').next().unwrap_or_default() } else { r }
+    match spec_of(node) {
+        Some(a) if !a.role.is_empty() => &a.role,
+        _ => node.name.split('/').next().unwrap_or_default(),
+    }
 }
 
 fn policy_arn(node: &Node) -> &str {
-    let p = node.spec("policy_arn");
-    if p.is_empty() {
-        node.fields.as_ref().and_then(|f| f.get("PolicyArn")).and_then(|v| v.as_str()).unwrap_or_default()
-    } else {
-        p
+    match spec_of(node) {
+        Some(a) if !a.policy_arn.is_empty() => &a.policy_arn,
+        _ => node.fields.as_ref().and_then(|f| f.get("PolicyArn")).and_then(|v| v.as_str()).unwrap_or_default(),
     }
+}
+
+/// An attachment node of `role_id`'s role: it goes with the role when the role is deleted.
+fn attachment(id: String, role_id: &str, role: &str, policy_arn: &str, name_tail: &str) -> Node {
+    let spec = AttachmentSpec { role: role.to_string(), policy_arn: policy_arn.to_string(), owner_from: role_id.to_string() };
+    Node::new(id, format!("{role}/{name_tail}"), NodeSpec::RolePolicyAttachment(spec)).with_deps([role_id]).contained_in(role_id)
+}
+
+/// The last segment of a policy ARN, used in ids and names of attachments.
+fn policy_short_name(arn: &str) -> &str {
+    arn.rsplit('/').next().unwrap_or(arn)
+}
+
+/// Pure: the node role's managed policies (only when karpctl creates the role), and each
+/// controller policy's attachment to the controller role. Field: `PolicyArn`. Node policies an
+/// older plan (another Karpenter version, IPv4/IPv6) may have attached are listed without
+/// desired fields, so that they are detached when no longer wanted.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let id = &spec.identity;
+    let mut out = Vec::new();
+    if id.node_role.is_some() {
+        let node_role_name = id.node_role_name();
+        let ipv6 = facts.cluster.ip_family.eq_ignore_ascii_case("ipv6");
+        let mut arns = karpenter_iam::node_managed_policy_arns(&facts.partition, &facts.account_id, ipv6, id.karpenter_version);
+        for extra in &id.extra_node_policy_arns {
+            if !arns.contains(extra) {
+                arns.push(extra.clone());
+            }
+        }
+        let mut previous: Vec<String> = Vec::new();
+        for v in [karpenter_iam::KarpenterVersion { minor: 0 }, karpenter_iam::KarpenterVersion::LATEST] {
+            for six in [false, true] {
+                previous.extend(karpenter_iam::node_managed_policy_arns(&facts.partition, &facts.account_id, six, v));
+            }
+        }
+        previous.sort();
+        previous.dedup();
+        previous.retain(|a| !arns.contains(a));
+        let wanted = arns.iter().map(|a| (a, true));
+        let unwanted = previous.iter().map(|a| (a, false));
+        for (arn, want) in wanted.chain(unwanted) {
+            let short = policy_short_name(arn);
+            out.push(
+                attachment(format!("node-role-policy-{short}"), "node-role", &node_role_name, arn, short)
+                    .with_fields(want.then(|| crate::model::fields_of(vec![("PolicyArn", json!(arn))]))),
+            );
+        }
+    }
+    let ctrl = &id.controller_role.name;
+    for p in super::iam_policy::controller_policies(spec, facts) {
+        let wanted = p.doc.is_some();
+        let mut n =
+            attachment(format!("controller-policy-attachment-{}", p.part.name()), "controller-role", ctrl, &p.arn, &p.name)
+                .with_fields(wanted.then(|| crate::model::fields_of(vec![("PolicyArn", json!(p.arn))])));
+        n.deps.push(p.id.clone());
+        out.push(n);
+    }
+    out
 }
 
 /// Managed policies attached to a role karpctl creates that the plan does not list (removed
@@ -70,24 +138,11 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
                 continue;
             }
             let short = arn.rsplit('/').next().unwrap_or(&arn).to_string();
-            let spec: BTreeMap<String, String> = [
-                ("role", role.name.as_str()),
-                ("policy_arn", arn.as_str()),
-                ("owner_from", role.id.as_str()),
-                ("contained_in", role.id.as_str()),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-            out.push(Node {
-                id: format!("unlisted-attachment-{}-{short}", role.id),
-                kind: crate::model::Kind::RolePolicyAttachment,
-                name: format!("{}/{short}", role.name),
-                fields: None,
-                deps: vec![role.id.clone()],
-                spec,
-                notes: vec!["attached to karpctl's role but not in the plan".into()],
-            });
+            out.push(
+                attachment(format!("unlisted-attachment-{}-{short}", role.id), &role.id, &role.name, &arn, &short)
+                    .with_notes(["attached to karpctl's role but not in the plan".to_string()])
+                    .unlisted(),
+            );
         }
     }
     Ok(out)
@@ -109,33 +164,32 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     Ok(Some(Observed { fields, owner: Owner::from_tags(&live_role.tags, &ctx.cluster), ids }))
 }
 
-pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+/// GetRole, fresh: an attachment is its role's, so the role's owner is the attachment's (None:
+/// the role is gone, and the attachment with it).
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let node = &step.node;
+    let live = get_role_fresh(ctx, role_name(node)).await?;
+    Ok(live.map(|r| Current::new(Owner::from_tags(&r.tags, &ctx.cluster), r.tags).id("role", r.name)))
+}
+
+pub fn forget(ctx: &Ctx, node: &Node) {
+    ctx.forget_cached(&attached_key(role_name(node)));
+}
+
+/// The role's ownership was checked just now by the dispatcher, for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result<()> {
     let node = &step.node;
     let role = role_name(node);
     let arn = policy_arn(node);
-    let r = match step.action {
+    match step.action {
         Action::Create | Action::Update | Action::Adopt | Action::Replace => attach(ctx, step, role, arn).await,
-        Action::Delete => {
-            // Detach only from a role that is still ours.
-            match get_role_fresh(ctx, role).await? {
-                None => Ok(()),
-                Some(live) if Owner::from_tags(&live.tags, &ctx.cluster) != Owner::Ours => {
-                    bail!(
-                        "IAM role {role} is no longer tagged as karpctl's for cluster {}; not detaching {arn} from it",
-                        ctx.cluster
-                    )
-                }
-                Some(_) => detach(ctx, &step.id, role, arn).await,
-            }
-        }
-    };
-    ctx.forget_cached(&attached_key(role));
-    r
+        Action::Delete => detach(ctx, &step.id, role, arn).await,
+    }
 }
 
 async fn attach(ctx: &Ctx, step: &Step, role: &str, arn: &str) -> Result<()> {
     // A dependency other than the role is a policy this plan creates: IAM may not see it yet.
-    let owner_from = step.node.spec("owner_from");
+    let owner_from = spec_of(&step.node).map(|a| a.owner_from.as_str()).unwrap_or_default();
     let fresh_policy = step.deps.iter().any(|d| d != owner_from);
     let retry: &[Retryable] = if fresh_policy { &ATTACH_FRESH_POLICY } else { &ATTACH_FRESH_ROLE };
     let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "iam:AttachRolePolicy", retry, || {

@@ -1,0 +1,62 @@
+//! Pure: the names, ARNs and tags a plan gives the objects it manages, computed from the plan and
+//! the account facts. Below both `desired` and the resource kinds, which build nodes from them.
+
+use crate::facts::Facts;
+use crate::model::{OWNER_TAG, RESOURCE_TAG, Tags};
+use crate::names;
+use crate::plan_file::Spec;
+
+/// The tags every object karpctl creates carries: the user's, then ownership.
+pub fn tags_for(spec: &Spec, id: &str) -> Tags {
+    let mut t = spec.tags.clone();
+    t.insert(OWNER_TAG.to_string(), spec.cluster.clone());
+    t.insert(RESOURCE_TAG.to_string(), id.to_string());
+    t
+}
+
+/// `tags_for` as the JSON value of a node's `tags` field.
+pub fn tags_value(spec: &Spec, id: &str) -> serde_json::Value {
+    crate::tags::to_value(&tags_for(spec, id))
+}
+
+pub fn queue_arn(facts: &Facts, queue_name: &str) -> String {
+    format!("arn:{}:sqs:{}:{}:{queue_name}", facts.partition, facts.region, facts.account_id)
+}
+
+pub fn rule_name(cluster: &str, part: &str) -> (String, bool) {
+    names::fit(&format!("Karpenter-{cluster}-{part}"), 64)
+}
+
+pub fn role_arn(facts: &Facts, path: &str, name: &str) -> String {
+    format!("arn:{}:iam::{}:role{path}{name}", facts.partition, facts.account_id)
+}
+
+pub fn policy_arn(facts: &Facts, path: &str, name: &str) -> String {
+    format!("arn:{}:iam::{}:policy{path}{name}", facts.partition, facts.account_id)
+}
+
+pub fn instance_profile_arn(facts: &Facts, path: &str, name: &str) -> String {
+    format!("arn:{}:iam::{}:instance-profile{path}{name}", facts.partition, facts.account_id)
+}
+
+/// The default name of the node role karpctl creates.
+pub fn default_node_role_name(cluster: &str) -> String {
+    names::fit(&format!("KarpenterNodeRole-{cluster}"), 64).0
+}
+
+/// The node role's ARN: the one karpctl creates, or the existing one the plan names.
+pub fn node_role_arn(spec: &Spec, facts: &Facts) -> String {
+    let id = &spec.identity;
+    match (&id.node_role, &id.existing_node_role) {
+        (Some(n), _) => role_arn(facts, &id.path, &n.name),
+        (None, Some(e)) if e.starts_with("arn:") => e.clone(),
+        (None, Some(_)) if facts.existing_node_role_arn.is_some() => facts.existing_node_role_arn.clone().unwrap_or_default(),
+        (None, Some(e)) => role_arn(facts, "/", e),
+        (None, None) => String::new(),
+    }
+}
+
+/// The controller role's ARN.
+pub fn controller_role_arn(spec: &Spec, facts: &Facts) -> String {
+    role_arn(facts, &spec.identity.path, &spec.identity.controller_role.name)
+}

@@ -1,0 +1,83 @@
+//! IAM objects under the plan's IAM path that the plan does not name (renamed, or switched off):
+//! roles, customer managed policies and instance profiles, found with one scoped list call each.
+//! They become nodes without desired fields; their normal reads decide ownership by tags.
+
+use super::ctx::Ctx;
+use super::iam::plan_iam_path;
+use crate::aws::aws_err;
+use crate::model::{Kind, Node, NodeSpec};
+use anyhow::Result;
+use aws_sdk_iam::types::PolicyScopeType;
+use std::collections::BTreeSet;
+
+/// Names of `kind` the plan already has, case-folded (IAM names are unique case-insensitively,
+/// and a discovered object must never shadow a planned one).
+fn known(nodes: &[Node], kind: Kind) -> BTreeSet<String> {
+    nodes.iter().filter(|n| n.kind == kind).map(|n| n.name.to_lowercase()).collect()
+}
+
+fn orphan(spec: NodeSpec, prefix: &str, name: &str, path: &str, deps: Vec<String>) -> Node {
+    Node::new(format!("unlisted-{prefix}-{name}"), name, spec)
+        .with_deps(deps)
+        .with_notes([format!("under karpctl's IAM path {path} but not in the plan")])
+        .unlisted()
+}
+
+/// IAM objects under the plan's path that the plan does not name (renamed, or switched off):
+/// roles, customer managed policies and instance profiles. Their reads decide ownership by tags;
+/// only karpctl's for this cluster are then deleted. Orphan policies and instance profiles list
+/// every role node as a dependency, so a role being deleted goes after them.
+pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
+    let Some(path) = plan_iam_path(nodes) else { return Ok(vec![]) };
+    if path == "/" {
+        // Not scoped to karpctl: listing would read every role, policy and profile in the account.
+        return Ok(vec![]);
+    }
+    let (roles, policies, profiles) =
+        tokio::try_join!(list_roles(ctx, &path), list_policies(ctx, &path), list_profiles(ctx, &path))?;
+
+    let mut out = Vec::new();
+    let known_roles = known(nodes, Kind::IamRole);
+    for (name, arn) in roles {
+        if !known_roles.contains(&name.to_lowercase()) {
+            out.push(orphan(NodeSpec::IamRole { arn }, "role", &name, &path, vec![]));
+        }
+    }
+    let role_ids: Vec<String> =
+        nodes.iter().filter(|n| n.kind == Kind::IamRole).map(|n| n.id.clone()).chain(out.iter().map(|n| n.id.clone())).collect();
+    let known_policies = known(nodes, Kind::IamPolicy);
+    for (name, arn) in policies {
+        if !known_policies.contains(&name.to_lowercase()) {
+            out.push(orphan(NodeSpec::IamPolicy { arn }, "policy", &name, &path, role_ids.clone()));
+        }
+    }
+    let known_profiles = known(nodes, Kind::InstanceProfile);
+    for (name, arn) in profiles {
+        if !known_profiles.contains(&name.to_lowercase()) {
+            out.push(orphan(NodeSpec::InstanceProfile { arn }, "instance-profile", &name, &path, role_ids.clone()));
+        }
+    }
+    Ok(out)
+}
+
+// Scoped lists, paginated by the SDK. They give names and ARNs only: ownership is always
+// decided by the normal read (tags), never by a list.
+async fn list_roles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
+    let roles = ctx.aws.iam.list_roles().path_prefix(path).into_paginator().items().send().try_collect().await;
+    let roles = roles.map_err(|e| aws_err("iam:ListRoles", e))?;
+    Ok(roles.iter().map(|r| (r.role_name().to_string(), r.arn().to_string())).collect())
+}
+
+async fn list_policies(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
+    let req = ctx.aws.iam.list_policies().scope(PolicyScopeType::Local).path_prefix(path);
+    let policies = req.into_paginator().items().send().try_collect().await;
+    let policies = policies.map_err(|e| aws_err("iam:ListPolicies", e))?;
+    Ok(policies.iter().filter_map(|p| Some((p.policy_name()?.to_string(), p.arn()?.to_string()))).collect())
+}
+
+async fn list_profiles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
+    let req = ctx.aws.iam.list_instance_profiles().path_prefix(path);
+    let profiles = req.into_paginator().items().send().try_collect().await;
+    let profiles = profiles.map_err(|e| aws_err("iam:ListInstanceProfiles", e))?;
+    Ok(profiles.iter().map(|p| (p.instance_profile_name().to_string(), p.arn().to_string())).collect())
+}
