@@ -40,9 +40,6 @@ use aws_sdk_iam::types::PolicyScopeType;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
@@ -78,125 +75,6 @@ fn rule_name(c: &str, part: &str) -> String {
 
 fn strs(v: &Value) -> Vec<String> {
     v.as_array().unwrap_or_else(|| panic!("not a list: {v}")).iter().map(|x| x.as_str().unwrap().to_string()).collect()
-}
-
-// ------------------------------------------------------------------------------------- proxy
-
-/// One microburst proxy in front of `upstream` (moto or ministack); stopped when dropped.
-///
-/// microburst builds its request-detection tables on the first proxied request (about 8 s of one
-/// core, measured; more under load), so `start` sends a warm-up `GET /` (no service, so no rule
-/// matches it) from a thread, and `url()` waits for it: start proxies first, then seed and run
-/// karpctl while they warm up.
-struct Proxy {
-    name: String,
-    url: String,
-    warm: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-    stopping: Option<std::process::Child>,
-}
-
-impl Proxy {
-    fn start(wd: &Workdir, name: &str, upstream: &str, rules: Value) -> Proxy {
-        let cfg = wd.path().join(format!("microburst-{name}.yaml"));
-        // JSON is YAML.
-        std::fs::write(&cfg, serde_json::to_string_pretty(&json!({ "rules": rules })).unwrap()).unwrap();
-        let out = Command::new(repo().join("scripts/emulator"))
-            .args(["proxy-start", name, upstream])
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/emulator proxy-start");
-        assert!(out.status.success(), "proxy-start {name} failed: {}", String::from_utf8_lossy(&out.stderr));
-        let url = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-        assert!(url.starts_with("http://"), "proxy-start printed no URL: {url:?}");
-        let addr = url.trim_start_matches("http://").trim_end_matches('/').to_string();
-        let warm = std::thread::spawn(move || {
-            if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
-                let _ = write!(s, "GET / HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-                let _ = s.read_to_end(&mut Vec::new());
-            }
-        });
-        Proxy { name: name.to_string(), url, warm: std::sync::Mutex::new(Some(warm)), stopping: None }
-    }
-
-    /// The proxy's URL, once it is warm.
-    fn url(&self) -> &str {
-        if let Some(h) = self.warm.lock().unwrap().take() {
-            let _ = h.join();
-        }
-        &self.url
-    }
-
-    /// A call to the control API (HTTP/1.0: the body ends at close).
-    fn control(&self, method: &str, path: &str) -> Value {
-        self.control_with(method, path, "")
-    }
-
-    fn control_with(&self, method: &str, path: &str, body: &str) -> Value {
-        microburst_control(&self.url(), method, path, body)
-    }
-
-    /// The fired log (every request a rule matched, faulted or only delayed), oldest first.
-    fn fired_log(&self) -> Vec<Value> {
-        let mut v = self.control("GET", "/_microburst/fired?limit=2000").as_array().cloned().unwrap_or_default();
-        v.sort_by(|a, b| a["ts"].as_f64().unwrap_or(0.0).total_cmp(&b["ts"].as_f64().unwrap_or(0.0)));
-        v
-    }
-
-    /// How many times a rule fired on `operation`.
-    fn fired(&self, operation: &str) -> usize {
-        self.fired_log().iter().filter(|e| e["operation"] == operation).count()
-    }
-
-    /// The active rules, each with its `id`.
-    fn rules(&self) -> Vec<Value> {
-        self.control("GET", "/_microburst/rules").as_array().cloned().unwrap_or_default()
-    }
-
-    /// Append rules at run time (after those already there: the first matching rule wins).
-    fn add_rules(&self, rules: Value) {
-        self.control_with("PATCH", "/_microburst/rules", &rules.to_string());
-    }
-
-    fn stop_command(&self) -> Command {
-        let mut cmd = Command::new(repo().join("scripts/emulator"));
-        cmd.args(["proxy-stop", &self.name]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        cmd
-    }
-
-    /// Start stopping now (microburst takes seconds to shut down); the drop waits for it. Lets a
-    /// test stop its proxies in parallel.
-    fn begin_stop(&mut self) {
-        if self.stopping.is_none() {
-            self.stopping = self.stop_command().spawn().ok();
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        if let Some(h) = self.warm.get_mut().ok().and_then(|w| w.take()) {
-            let _ = h.join();
-        }
-        match self.stopping.take() {
-            Some(mut child) => {
-                let _ = child.wait();
-            }
-            None => {
-                let _ = self.stop_command().status();
-            }
-        }
-    }
-}
-
-/// Stop proxies in parallel, waiting for all.
-fn stop_all(proxies: Vec<Proxy>) {
-    let mut proxies = proxies;
-    for p in proxies.iter_mut() {
-        p.begin_stop();
-    }
-    drop(proxies);
 }
 
 // ------------------------------------------------------------------------- reading live state
@@ -628,7 +506,7 @@ fn strict_down_removes_everything_in_the_order_aws_requires() {
     let wd = Workdir::new();
     // Started first (it warms up while the cluster is seeded); rules are added once the policy
     // ARNs exist.
-    let mut px = Proxy::start(&wd, &format!("{c}-rec"), &moto_endpoint(), json!([]));
+    let mut px = Proxy::start_warm(&wd, &format!("{c}-rec"), &moto_endpoint(), json!([]));
     let s = seeded(&c);
     let sdk = sdk_strict();
     // Someone else tagged one subnet for Karpenter before karpctl ran: never removed.
@@ -800,7 +678,7 @@ fn strict_create_queue_refused_after_down_is_retried_until_the_name_is_free() {
     let wd = Workdir::new();
     // Neither emulator blocks the name after DeleteQueue; AWS does for 60 s. Three refusals, on
     // the SQS calls of the `up` that follows the `down` (only that run goes through the proxy).
-    let mut px = Proxy::start(
+    let mut px = Proxy::start_warm(
         &wd,
         &format!("{c}-sqs"),
         &moto_endpoint(),
@@ -839,7 +717,7 @@ fn strict_iam_propagation_delays_seen_by_eks_and_iam_are_retried_until_the_roles
     let c = cluster_name("s-prop");
     let wd = Workdir::new();
     // EKS (ministack) and IAM (moto) accept a role the moment it exists; AWS does not for a while.
-    let eks = Proxy::start(
+    let eks = Proxy::start_warm(
         &wd,
         &format!("{c}-eks"),
         &endpoint(),
@@ -850,7 +728,7 @@ fn strict_iam_propagation_delays_seen_by_eks_and_iam_are_retried_until_the_roles
              "error": {"code": "InvalidParameterException", "message": "Role provided in the request does not exist"}}
         ]),
     );
-    let iam = Proxy::start(
+    let iam = Proxy::start_warm(
         &wd,
         &format!("{c}-iam"),
         &moto_endpoint(),

@@ -10,6 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub mod proxy;
+pub use proxy::{Proxy, stop_all};
+
 pub fn repo() -> PathBuf {
     std::env::var("KARPCTL_REPO").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
@@ -330,26 +333,6 @@ pub fn sdk_strict_at(eps: &StrictEndpoints) -> Sdk {
         eks: sdk_at(eps.url("EKS")).eks,
         ec2: sdk_at(eps.url("EC2")).ec2,
     }
-}
-
-/// Call microburst's control API (`/_microburst/...`) on the proxy at `url`; the answer must be a
-/// 2xx with a JSON body.
-pub fn microburst_control(url: &str, method: &str, path: &str, body: &str) -> Value {
-    use std::io::{Read, Write};
-    let addr = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the proxy's control API");
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let (head, payload) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-    assert!(head.starts_with("HTTP/1.0 2") || head.starts_with("HTTP/1.1 2"), "{method} {path}: {head}\n{payload}");
-    serde_json::from_str(payload).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {payload}"))
 }
 
 // ------------------------------------------------------------------ shared constants
