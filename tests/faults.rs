@@ -153,19 +153,6 @@ fn stats_retries(r: &Run) -> u64 {
 
 // ------------------------------------------------------------------ checks through the SDK
 
-fn queue_name(c: &str) -> String {
-    format!("Karpenter-{c}")
-}
-fn node_role(c: &str) -> String {
-    format!("KarpenterNodeRole-{c}")
-}
-fn controller_role(c: &str) -> String {
-    format!("KarpenterController-{c}")
-}
-fn iam_path(c: &str) -> String {
-    format!("/karpctl/{c}/")
-}
-
 /// Every object karpctl makes for `c` that exists right now, by kind, with its tags.
 #[derive(Debug, Default)]
 struct Inventory {
@@ -247,7 +234,7 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
         let rules = sdk.events.list_rules().name_prefix(&prefix).send().await.expect("events:ListRules");
         for r in rules.rules() {
             let name = r.name().unwrap_or_default();
-            if !RULE_PARTS.iter().any(|p| name == format!("{prefix}{p}")) {
+            if !RULE_PARTS.iter().any(|p| name == rule_name(c, p)) {
                 continue;
             }
             let tags = sdk
@@ -547,7 +534,7 @@ fn create_queue_deleted_recently_is_retried_until_the_name_is_free() {
         "f-qdr",
         "",
         |c| {
-            json!([{"service": "sqs", "operation": "CreateQueue", "times": 3, "body": format!("QueueName == 'Karpenter-{c}'"),
+            json!([{"service": "sqs", "operation": "CreateQueue", "times": 3, "body": format!("QueueName == '{}'", queue_name(c)),
                     "error": {"code": "QueueDeletedRecently",
                               "message": "You must wait 60 seconds after deleting a queue before you can create another with the same name."}}])
         },
@@ -612,7 +599,7 @@ fn add_role_to_instance_profile_before_iam_sees_either_is_retried() {
         |c| {
             json!([
                 {"service": "iam", "operation": "AddRoleToInstanceProfile", "times": 2,
-                 "error": {"code": "NoSuchEntity", "status": 404, "message": format!("The role with name KarpenterNodeRole-{c} cannot be found.")}},
+                 "error": {"code": "NoSuchEntity", "status": 404, "message": format!("The role with name {} cannot be found.", node_role(c))}},
                 {"service": "iam", "operation": "AddRoleToInstanceProfile", "times": 1,
                  "error": {"code": "InvalidParameterValue", "status": 400, "message": "Invalid IAM Instance Profile name"}}
             ])
@@ -677,7 +664,7 @@ fn delete_role_conflict_while_detachments_propagate_is_retried() {
     consistency_down(
         "f-drc",
         |c| {
-            json!([{"service": "iam", "operation": "DeleteRole", "times": 3, "body": format!("RoleName == 'KarpenterNodeRole-{c}'"),
+            json!([{"service": "iam", "operation": "DeleteRole", "times": 3, "body": format!("RoleName == '{}'", node_role(c)),
                     "error": {"code": "DeleteConflict", "status": 409, "message": "Cannot delete entity, must detach all policies first."}}])
         },
         "DeleteRole",
@@ -691,7 +678,7 @@ fn delete_rule_that_still_has_targets_is_retried() {
     consistency_down(
         "f-drt",
         |c| {
-            json!([{"service": "events", "operation": "DeleteRule", "times": 3, "body": format!("Name == 'Karpenter-{c}-HealthEvent'"),
+            json!([{"service": "events", "operation": "DeleteRule", "times": 3, "body": format!("Name == '{}'", rule_name(c, "HealthEvent")),
                     "error": {"code": "ValidationException", "message": "Rule can't be deleted since it has targets."}}])
         },
         "DeleteRule",

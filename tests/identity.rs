@@ -14,23 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 // ------------------------------------------------------------------------------------- names
 
-fn path(c: &str) -> String {
-    format!("/karpctl/{c}/")
-}
-fn node_role(c: &str) -> String {
-    format!("KarpenterNodeRole-{c}")
-}
-fn controller_role(c: &str) -> String {
-    format!("KarpenterController-{c}")
-}
-fn policy_name(c: &str, part: &str) -> String {
-    format!("KarpenterController{part}Policy-{c}")
-}
 fn policy_arn(a: &str, c: &str, part: &str) -> String {
     format!("arn:aws:iam::{a}:policy/karpctl/{c}/{}", policy_name(c, part))
-}
-fn aws_managed(name: &str) -> String {
-    format!("arn:aws:iam::aws:policy/{name}")
 }
 
 fn plan(c: &str, identity: &str) -> String {
@@ -320,7 +305,7 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     let node = role(&sdk, &node_role(&c)).expect("node role exists");
     let ctrl = role(&sdk, &controller_role(&c)).expect("controller role exists");
     for (what, r) in [("node role", &node), ("controller role", &ctrl)] {
-        assert_eq!(r.path, path(&c), "{what} path");
+        assert_eq!(r.path, iam_path(&c), "{what} path");
         assert_eq!(r.tags.get(OWNER_TAG), Some(&c), "{what} tags: {:?}", r.tags);
     }
     assert_eq!(node.arn, format!("arn:aws:iam::{a}:role/karpctl/{c}/{}", node_role(&c)));
@@ -329,13 +314,13 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     pod_identity_trust("controller role trust", &ctrl.trust);
 
     // The controller policies: exactly the v1.14 statements of docs/aws-behaviour.md section 3, conditions included.
-    let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).expect("queue exists");
+    let qarn = queue_arn(&sdk, &queue_name(&c)).expect("queue exists");
     let expected = controller_policies_v1_14(&c, REGION, &a, PARTITION, &node.arn, &qarn);
     let names: BTreeSet<String> = CONTROLLER_PARTS.iter().map(|p| policy_name(&c, p)).collect();
-    assert_eq!(policies_under(&sdk, &path(&c)), names, "exactly the five parts (no ZonalShift by default)");
+    assert_eq!(policies_under(&sdk, &iam_path(&c)), names, "exactly the five parts (no ZonalShift by default)");
     for part in CONTROLLER_PARTS {
         let p = policy(&sdk, &policy_arn(&a, &c, part)).unwrap_or_else(|| panic!("policy {part} exists"));
-        assert_eq!(p.path, path(&c), "{part} path");
+        assert_eq!(p.path, iam_path(&c), "{part} path");
         assert_eq!(p.tags.get(OWNER_TAG), Some(&c), "{part} tags: {:?}", p.tags);
         assert_statements(part, &p.doc, &expected[part]);
     }
@@ -462,7 +447,7 @@ fn drift_in_trust_policy_statement_attachment_association_and_access_entry_is_fo
     assert_eq!(r.code, 0, "repaired: {r:?}");
 
     pod_identity_trust("controller trust repaired", &role(&sdk, &controller_role(&c)).unwrap().trust);
-    let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).unwrap();
+    let qarn = queue_arn(&sdk, &queue_name(&c)).unwrap();
     let after = policy(&sdk, &iam_arn).unwrap();
     assert_statements(
         "IAMIntegration repaired",
@@ -523,7 +508,7 @@ fn karpenter_version_bump_from_1_6_to_1_14_shows_the_added_permissions() {
     let new = policy(&sdk, &rd_arn).unwrap();
     assert_ne!(new.default_version, old.default_version, "a new policy version");
     let node = role(&sdk, &node_role(&c)).unwrap();
-    let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).unwrap();
+    let qarn = queue_arn(&sdk, &queue_name(&c)).unwrap();
     let expected = controller_policies_v1_14(&c, REGION, &a, PARTITION, &node.arn, &qarn);
     for part in CONTROLLER_PARTS {
         assert_statements(part, &policy(&sdk, &policy_arn(&a, &c, part)).unwrap().doc, &expected[part]);
@@ -540,9 +525,9 @@ fn down_removes_everything_in_order_including_karpenter_made_instance_profiles()
     assert_eq!(r.code, 0, "{r:?}");
     let sdk = sdk();
     let node = role(&sdk, &node_role(&c)).unwrap();
-    let ours = format!("KarpenterNodeInstanceProfile-{c}");
+    let ours = instance_profile(&c);
     assert_eq!(profile_roles(&sdk, &ours), Some(vec![node_role(&c)]), "the opt-in profile holds the node role");
-    assert_eq!(profiles_under(&sdk, &path(&c)), BTreeSet::from([ours.clone()]), "under the cluster's path");
+    assert_eq!(profiles_under(&sdk, &iam_path(&c)), BTreeSet::from([ours.clone()]), "under the cluster's path");
 
     // What Karpenter v1 makes from EC2NodeClass.spec.role: a profile tagged for this cluster.
     let karpenters = format!("{c}_1234567890123456789");
@@ -584,15 +569,15 @@ fn down_removes_everything_in_order_including_karpenter_made_instance_profiles()
     for part in CONTROLLER_PARTS {
         assert!(policy(&sdk, &policy_arn(&a, &c, part)).is_none(), "policy {part} deleted");
     }
-    assert!(policies_under(&sdk, &path(&c)).is_empty());
-    assert!(roles_under(&sdk, &path(&c)).is_empty());
-    assert!(profiles_under(&sdk, &path(&c)).is_empty());
+    assert!(policies_under(&sdk, &iam_path(&c)).is_empty());
+    assert!(roles_under(&sdk, &iam_path(&c)).is_empty());
+    assert!(profiles_under(&sdk, &iam_path(&c)).is_empty());
     assert_eq!(profile_roles(&sdk, &ours), None, "karpctl's instance profile deleted");
     assert_eq!(profile_roles(&sdk, &karpenters), None, "Karpenter's profile for this cluster deleted");
     assert_eq!(profile_roles(&sdk, &foreign), Some(vec![]), "another cluster's profile: role removed, profile kept");
     assert!(access_entry(&sdk, &c, &node.arn).is_none(), "access entry deleted");
     assert_eq!(all_associations(&sdk, &c), 0, "association deleted");
-    assert!(queue_arn(&sdk, &format!("Karpenter-{c}")).is_none());
+    assert!(queue_arn(&sdk, &queue_name(&c)).is_none());
 
     // In order: what hangs off a role goes before the role.
     let lines: Vec<&str> = r.stderr.lines().collect();
@@ -629,8 +614,8 @@ fn assert_preflight_failure(r: &Run, message_has: &[&str], hint_has: &[&str]) {
 fn assert_nothing_created(sdk: &Sdk, c: &str) {
     assert!(role(sdk, &node_role(c)).is_none());
     assert!(role(sdk, &controller_role(c)).is_none());
-    assert!(policies_under(sdk, &path(c)).is_empty());
-    assert!(queue_arn(sdk, &format!("Karpenter-{c}")).is_none());
+    assert!(policies_under(sdk, &iam_path(c)).is_empty());
+    assert!(queue_arn(sdk, &queue_name(c)).is_none());
     assert_eq!(all_associations(sdk, c), 0);
 }
 
@@ -779,7 +764,7 @@ fn existing_role_end_to_end(prefix: &str, role_path: &str, by_arn: bool) {
         [before.arn.clone()],
         "PassRole on the existing role"
     );
-    assert_eq!(profile_roles(&sdk, &format!("KarpenterNodeInstanceProfile-{c}")), Some(vec![name.clone()]));
+    assert_eq!(profile_roles(&sdk, &instance_profile(&c)), Some(vec![name.clone()]));
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
 
@@ -787,7 +772,7 @@ fn existing_role_end_to_end(prefix: &str, role_path: &str, by_arn: bool) {
     assert_eq!(r.code, 0, "{r:?}");
     assert_untouched(&sdk, &name, &before);
     assert!(access_entry(&sdk, &c, &before.arn).is_none(), "karpctl's access entry removed");
-    assert_eq!(profile_roles(&sdk, &format!("KarpenterNodeInstanceProfile-{c}")), None, "karpctl's profile removed");
+    assert_eq!(profile_roles(&sdk, &instance_profile(&c)), None, "karpctl's profile removed");
     assert!(role(&sdk, &controller_role(&c)).is_none());
 }
 
@@ -826,7 +811,7 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
 
     // Everything under the cluster's path, every name within AWS's limits (the emulator accepts
     // longer names than AWS, so the limits are checked here).
-    let roles = roles_under(&sdk, &path(&c));
+    let roles = roles_under(&sdk, &iam_path(&c));
     assert_eq!(roles.len(), 2, "{roles:?}");
     for n in &roles {
         assert!(n.len() <= 64, "role name {n} is {} characters", n.len());
@@ -838,7 +823,7 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     assert_eq!(node.tags.get(OWNER_TAG), Some(&c));
     node_trust("node trust", &node.trust);
     pod_identity_trust("controller trust", &ctrl.trust);
-    let policies = policies_under(&sdk, &path(&c));
+    let policies = policies_under(&sdk, &iam_path(&c));
     assert_eq!(policies.len(), 5, "{policies:?}");
     for p in &policies {
         assert!(p.len() <= 128, "policy name {p} is {} characters", p.len());
@@ -849,7 +834,7 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     }
     let want_ctrl: BTreeSet<String> = policies.iter().map(|p| format!("arn:aws:iam::{a}:policy/karpctl/{c}/{p}")).collect();
     assert_eq!(attached(&sdk, &ctrl_name), want_ctrl);
-    let profiles = profiles_under(&sdk, &path(&c));
+    let profiles = profiles_under(&sdk, &iam_path(&c));
     assert_eq!(profiles.len(), 1, "{profiles:?}");
     let profile = profiles.iter().next().unwrap();
     assert!(profile.len() <= 128, "{profile}");
@@ -867,9 +852,9 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     assert_eq!(r.code, 0, "{r:?}");
     let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(roles_under(&sdk, &path(&c)).is_empty());
-    assert!(policies_under(&sdk, &path(&c)).is_empty());
-    assert!(profiles_under(&sdk, &path(&c)).is_empty());
+    assert!(roles_under(&sdk, &iam_path(&c)).is_empty());
+    assert!(policies_under(&sdk, &iam_path(&c)).is_empty());
+    assert!(profiles_under(&sdk, &iam_path(&c)).is_empty());
     assert!(access_entry(&sdk, &c, &node.arn).is_none());
     assert_eq!(all_associations(&sdk, &c), 0);
 }
@@ -884,7 +869,7 @@ fn a_policy_removed_from_extra_node_policy_arns_is_detached() {
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let sdk = sdk();
     let attached = |sdk: &Sdk| -> Vec<String> {
-        let o = rt().block_on(sdk.iam.list_attached_role_policies().role_name(format!("KarpenterNodeRole-{c}")).send()).unwrap();
+        let o = rt().block_on(sdk.iam.list_attached_role_policies().role_name(node_role(&c)).send()).unwrap();
         o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect()
     };
     assert!(attached(&sdk).contains(&s3.to_string()));

@@ -56,10 +56,6 @@ fn rule(sdk: &Sdk, name: &str) -> Option<(Value, Vec<(String, String)>, HashMap<
     })
 }
 
-fn rule_name(cluster: &str, part: &str) -> String {
-    format!("Karpenter-{cluster}-{part}")
-}
-
 #[test]
 fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     let c = cluster_name("intr");
@@ -70,7 +66,7 @@ fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     assert_eq!(r.code, 0, "{r:?}");
 
     let sdk = sdk();
-    let qname = format!("Karpenter-{c}");
+    let qname = queue_name(&c);
     let q = queue(&sdk, &qname);
     assert!(q.url.is_some(), "queue exists");
     assert_eq!(q.attrs["MessageRetentionPeriod"], "300");
@@ -121,7 +117,7 @@ fn out_of_band_changes_are_found_by_diff_and_repaired_by_up() {
     wd.plan(&c, &plan_body(&c, ""));
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let sdk = sdk();
-    let qname = format!("Karpenter-{c}");
+    let qname = queue_name(&c);
     let q = queue(&sdk, &qname);
     let url = q.url.clone().unwrap();
     rt().block_on(async {
@@ -190,11 +186,11 @@ fn down_removes_everything_and_a_second_down_is_a_no_op() {
     assert_eq!(r.code, 1, "down without a terminal and without --yes refuses: {r:?}");
     assert!(r.stderr.contains("--yes"), "{r:?}");
     let sdk = sdk();
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_some(), "refused down changed nothing");
+    assert!(queue(&sdk, &queue_name(&c)).url.is_some(), "refused down changed nothing");
 
     let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).url.is_none());
     for (part, _, _) in PARTS {
         assert!(rule(&sdk, &rule_name(&c, part)).is_none(), "rule {part} removed");
     }
@@ -221,7 +217,7 @@ fn switching_interruption_off_removes_queue_and_rules() {
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     let sdk = sdk();
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).url.is_none());
     for (part, _, _) in PARTS {
         assert!(rule(&sdk, &rule_name(&c, part)).is_none());
     }
@@ -233,7 +229,7 @@ fn an_unowned_queue_of_the_same_name_stops_up_and_survives_down() {
     let c = cluster_name("unowned");
     seed(&c, &[]);
     let sdk = sdk();
-    let qname = format!("Karpenter-{c}");
+    let qname = queue_name(&c);
     rt().block_on(async {
         sdk.sqs
             .create_queue()
@@ -273,7 +269,7 @@ fn a_missing_cluster_a_bad_plan_and_a_wrong_account_pin_fail_without_writes() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains(&format!("EKS cluster {c} does not exist")), "{r:?}");
     assert!(r.stderr.contains("hint:"), "{r:?}");
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).url.is_none());
 
     // Bad plan file: unknown key, named with its line.
     let c = cluster_name("badplan");
@@ -283,14 +279,14 @@ fn a_missing_cluster_a_bad_plan_and_a_wrong_account_pin_fail_without_writes() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains(&format!("{c}.toml:4")), "line number: {r:?}");
     assert!(r.stderr.contains("retention"), "{r:?}");
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).url.is_none());
 
     // Account pin mismatch.
     wd.plan(&c, &format!("cluster = \"{c}\"\naccount_id = \"111122223333\"\n"));
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("pinned to account 111122223333"), "{r:?}");
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).url.is_none());
 }
 
 #[test]

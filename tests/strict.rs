@@ -49,30 +49,6 @@ fn plan(c: &str) -> String {
     )
 }
 
-fn iam_path(c: &str) -> String {
-    format!("/karpctl/{c}/")
-}
-
-fn node_role(c: &str) -> String {
-    format!("KarpenterNodeRole-{c}")
-}
-
-fn controller_role(c: &str) -> String {
-    format!("KarpenterController-{c}")
-}
-
-fn policy_name(c: &str, part: &str) -> String {
-    format!("KarpenterController{part}Policy-{c}")
-}
-
-fn queue_name(c: &str) -> String {
-    format!("Karpenter-{c}")
-}
-
-fn rule_name(c: &str, part: &str) -> String {
-    format!("Karpenter-{c}-{part}")
-}
-
 fn strs(v: &Value) -> Vec<String> {
     v.as_array().unwrap_or_else(|| panic!("not a list: {v}")).iter().map(|x| x.as_str().unwrap().to_string()).collect()
 }
@@ -289,7 +265,7 @@ fn strict_up_creates_everything_then_a_second_up_writes_nothing() {
     assert_eq!(strings(&st[0]["Principal"]["Service"]), ["ec2.amazonaws.com"]);
     // The four AWS managed policies: moto knows them (MOTO_IAM_LOAD_MANAGED_POLICIES) and would
     // have refused a wrong ARN with NoSuchEntity.
-    let want: BTreeSet<String> = NODE_MANAGED_POLICIES.iter().map(|p| format!("arn:aws:iam::aws:policy/{p}")).collect();
+    let want: BTreeSet<String> = NODE_MANAGED_POLICIES.iter().map(|p| aws_managed(p)).collect();
     assert_eq!(attached(&sdk, &node_role(&c)), want);
 
     let (trust, tags, ctrl_arn) = role(&sdk, &controller_role(&c)).expect("controller role");
@@ -305,7 +281,7 @@ fn strict_up_creates_everything_then_a_second_up_writes_nothing() {
     for (_, arn) in &policies {
         assert_eq!(versions(&sdk, arn), vec![("v1".to_string(), true)], "{arn}: one version");
     }
-    assert_eq!(profiles, vec![format!("KarpenterNodeInstanceProfile-{c}")]);
+    assert_eq!(profiles, vec![instance_profile(&c)]);
     let ip = rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(&profiles[0]).send()).unwrap();
     let held: Vec<String> = ip.instance_profile().unwrap().roles().iter().map(|r| r.role_name().to_string()).collect();
     assert_eq!(held, vec![node_role(&c)]);
@@ -752,9 +728,7 @@ fn strict_iam_propagation_delays_seen_by_eks_and_iam_are_retried_until_the_roles
     let (_, _, ctrl_arn) = role(&sdk, &controller_role(&c)).unwrap();
     assert_eq!(access_entries(&sdk, &c).get(&node_arn).map(String::as_str), Some("EC2_LINUX"), "one entry, made once");
     assert_eq!(pod_identity_roles(&sdk, &c), vec![ctrl_arn], "one association, made once");
-    let ip = rt()
-        .block_on(sdk.iam.get_instance_profile().instance_profile_name(format!("KarpenterNodeInstanceProfile-{c}")).send())
-        .unwrap();
+    let ip = rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(instance_profile(&c)).send()).unwrap();
     assert_eq!(ip.instance_profile().unwrap().roles().len(), 1);
     stop_all(vec![eks, iam]);
     assert_converged(&wd, &c);

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub mod names;
 pub mod proxy;
+pub use names::*;
 pub use proxy::{Proxy, stop_all};
 
 pub fn repo() -> PathBuf {
