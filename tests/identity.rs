@@ -101,11 +101,6 @@ fn profiles_under(sdk: &Sdk, prefix: &str) -> BTreeSet<String> {
     o.instance_profiles().iter().map(|p| p.instance_profile_name().to_string()).collect()
 }
 
-fn attached(sdk: &Sdk, role: &str) -> BTreeSet<String> {
-    let o = rt().block_on(sdk.iam.list_attached_role_policies().role_name(role).send()).unwrap();
-    o.attached_policies().iter().map(|p| p.policy_arn().unwrap_or_default().to_string()).collect()
-}
-
 /// The role names an instance profile holds, or None when the profile does not exist.
 fn profile_roles(sdk: &Sdk, name: &str) -> Option<Vec<String>> {
     match rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(name).send()) {

@@ -55,25 +55,6 @@ fn strs(v: &Value) -> Vec<String> {
 
 // ------------------------------------------------------------------------- reading live state
 
-struct Queue {
-    url: String,
-    attrs: HashMap<String, String>,
-    tags: HashMap<String, String>,
-}
-
-fn queue(sdk: &Sdk, name: &str) -> Option<Queue> {
-    rt().block_on(async {
-        let url = sdk.sqs.get_queue_url().queue_name(name).send().await.ok()?.queue_url()?.to_string();
-        let a = sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send().await.unwrap();
-        let t = sdk.sqs.list_queue_tags().queue_url(&url).send().await.unwrap();
-        Some(Queue {
-            url,
-            attrs: a.attributes().unwrap().iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect(),
-            tags: t.tags().cloned().unwrap_or_default(),
-        })
-    })
-}
-
 /// (trust policy, tags, ARN) of a role.
 fn role(sdk: &Sdk, name: &str) -> Option<(Value, BTreeMap<String, String>, String)> {
     rt().block_on(async {
@@ -84,13 +65,6 @@ fn role(sdk: &Sdk, name: &str) -> Option<(Value, BTreeMap<String, String>, Strin
             r.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect(),
             r.arn().to_string(),
         ))
-    })
-}
-
-fn attached(sdk: &Sdk, role_name: &str) -> BTreeSet<String> {
-    rt().block_on(async {
-        let o = sdk.iam.list_attached_role_policies().role_name(role_name).send().await.unwrap();
-        o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect()
     })
 }
 

@@ -4,8 +4,9 @@
 
 #![allow(dead_code)]
 
+use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -174,6 +175,35 @@ pub fn sdk_at(endpoint: &str) -> Sdk {
         eks: aws_sdk_eks::Client::new(&conf),
         ec2: aws_sdk_ec2::Client::new(&conf),
     }
+}
+
+/// An SQS queue as read back: URL, every attribute, tags.
+pub struct Queue {
+    pub url: String,
+    pub attrs: HashMap<String, String>,
+    pub tags: HashMap<String, String>,
+}
+
+/// The queue named `name`, or None when GetQueueUrl finds none.
+pub fn queue(sdk: &Sdk, name: &str) -> Option<Queue> {
+    rt().block_on(async {
+        let url = sdk.sqs.get_queue_url().queue_name(name).send().await.ok()?.queue_url()?.to_string();
+        let a = sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send().await.unwrap();
+        let t = sdk.sqs.list_queue_tags().queue_url(&url).send().await.unwrap();
+        Some(Queue {
+            url,
+            attrs: a.attributes().unwrap().iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect(),
+            tags: t.tags().cloned().unwrap_or_default(),
+        })
+    })
+}
+
+/// ARNs of the managed policies attached to a role.
+pub fn attached(sdk: &Sdk, role_name: &str) -> BTreeSet<String> {
+    rt().block_on(async {
+        let o = sdk.iam.list_attached_role_policies().role_name(role_name).send().await.unwrap();
+        o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect()
+    })
 }
 
 /// Parse a policy document the way a user would check it: percent-decoded JSON.
