@@ -263,28 +263,12 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
             inv.access_entries.push((arn.clone(), tags));
         }
 
-        let pia = sdk
-            .eks
-            .list_pod_identity_associations()
-            .cluster_name(c)
-            .namespace("kube-system")
-            .service_account("karpenter")
-            .send()
-            .await
-            .expect("eks:ListPodIdentityAssociations");
-        for a in pia.associations() {
+        for a in list_karpenter_associations(sdk, c).await {
             if a.namespace() != Some("kube-system") || a.service_account() != Some("karpenter") {
                 continue;
             }
             let id = a.association_id().unwrap_or_default();
-            let d = sdk
-                .eks
-                .describe_pod_identity_association()
-                .cluster_name(c)
-                .association_id(id)
-                .send()
-                .await
-                .expect("eks:DescribePodIdentityAssociation");
+            let d = describe_association(sdk, c, id).await;
             let tags = d.association().and_then(|x| x.tags()).map(|m| m.clone().into_iter().collect()).unwrap_or_default();
             inv.pod_identities.push((id.to_string(), tags));
         }

@@ -135,20 +135,6 @@ fn access_entry_principals(sdk: &Sdk, c: &str) -> Vec<String> {
     o.access_entries().to_vec()
 }
 
-/// (association id, role ARN) of every Pod Identity association for `ns/sa`.
-fn associations(sdk: &Sdk, c: &str, ns: &str, sa: &str) -> Vec<(String, String)> {
-    rt().block_on(async {
-        let l = sdk.eks.list_pod_identity_associations().cluster_name(c).namespace(ns).service_account(sa).send().await.unwrap();
-        let mut out = Vec::new();
-        for a in l.associations() {
-            let id = a.association_id().unwrap().to_string();
-            let d = sdk.eks.describe_pod_identity_association().cluster_name(c).association_id(&id).send().await.unwrap();
-            out.push((id, d.association().unwrap().role_arn().unwrap_or_default().to_string()));
-        }
-        out
-    })
-}
-
 fn all_associations(sdk: &Sdk, c: &str) -> usize {
     rt().block_on(sdk.eks.list_pod_identity_associations().cluster_name(c).send()).unwrap().associations().len()
 }
@@ -341,7 +327,7 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     assert_eq!(tags.get(OWNER_TAG), Some(&c), "access entry tags: {tags:?}");
 
     // Pod Identity association kube-system/karpenter -> controller role.
-    let assoc = associations(&sdk, &c, "kube-system", "karpenter");
+    let assoc = karpenter_associations(&sdk, &c);
     assert_eq!(assoc.len(), 1, "{assoc:?}");
     assert_eq!(assoc[0].1, ctrl.arn);
 
@@ -365,7 +351,7 @@ fn drift_in_trust_policy_statement_attachment_association_and_access_entry_is_fo
     let ctrl = role(&sdk, &controller_role(&c)).unwrap();
     let iam_arn = policy_arn(&a, &c, "IAMIntegration");
     let before = policy(&sdk, &iam_arn).unwrap();
-    let assoc = associations(&sdk, &c, "kube-system", "karpenter");
+    let assoc = karpenter_associations(&sdk, &c);
     assert_eq!(assoc.len(), 1);
     let intruder = format!("Intruder-{c}");
 
@@ -453,7 +439,7 @@ fn drift_in_trust_policy_statement_attachment_association_and_access_entry_is_fo
     assert_eq!(attached(&sdk, &node_role(&c)), want_node);
     let want_ctrl: BTreeSet<String> = CONTROLLER_PARTS.iter().map(|p| policy_arn(&a, &c, p)).collect();
     assert_eq!(attached(&sdk, &controller_role(&c)), want_ctrl);
-    let now = associations(&sdk, &c, "kube-system", "karpenter");
+    let now = karpenter_associations(&sdk, &c);
     assert_eq!(now, vec![(assoc[0].0.clone(), ctrl.arn.clone())], "same association, role changed back in place");
     let (typ, principal, _) = access_entry(&sdk, &c, &node.arn).expect("access entry re-created");
     assert_eq!((typ.as_str(), principal.as_str()), ("EC2_LINUX", node.arn.as_str()));
@@ -648,7 +634,7 @@ fn a_missing_pod_identity_agent_fails_preflight_with_a_hint_and_no_write() {
         rt().block_on(sdk.eks.describe_addon().cluster_name(&c).addon_name("eks-pod-identity-agent").send()).is_ok(),
         "add-on installed"
     );
-    assert_eq!(associations(&sdk, &c, "kube-system", "karpenter").len(), 1);
+    assert_eq!(karpenter_associations(&sdk, &c).len(), 1);
 }
 
 #[test]
@@ -836,10 +822,7 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     assert_eq!(profile_roles(&sdk, profile), Some(vec![node_name.clone()]));
     let (typ, _, _) = access_entry(&sdk, &c, &node.arn).expect("access entry for the shortened role");
     assert_eq!(typ, "EC2_LINUX");
-    assert_eq!(
-        associations(&sdk, &c, "kube-system", "karpenter").into_iter().map(|x| x.1).collect::<Vec<_>>(),
-        vec![ctrl.arn.clone()]
-    );
+    assert_eq!(karpenter_associations(&sdk, &c).into_iter().map(|x| x.1).collect::<Vec<_>>(), vec![ctrl.arn.clone()]);
     let iam_doc = policy(&sdk, &want_ctrl.iter().find(|x| x.contains("IAMIntegration")).unwrap().clone()).unwrap().doc;
     assert_eq!(strings(&find_sid(&statements(&iam_doc), "AllowPassingInstanceRole")["Resource"]), [node.arn.clone()]);
 

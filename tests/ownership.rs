@@ -137,24 +137,9 @@ fn still_theirs(sdk: &Sdk, c: &str, kind: &str) {
                 tags.tags().iter().find(|t| t.key() == "owner").map(|t| t.value().to_string())
             }
             "pod-identity" => {
-                let l = sdk
-                    .eks
-                    .list_pod_identity_associations()
-                    .cluster_name(c)
-                    .namespace("kube-system")
-                    .service_account("karpenter")
-                    .send()
-                    .await
-                    .unwrap();
-                let a = l.associations().first().expect("association still exists");
-                let d = sdk
-                    .eks
-                    .describe_pod_identity_association()
-                    .cluster_name(c)
-                    .association_id(a.association_id().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
+                let l = list_karpenter_associations(sdk, c).await;
+                let a = l.first().expect("association still exists");
+                let d = describe_association(sdk, c, a.association_id().unwrap()).await;
                 let d = d.association().unwrap();
                 assert_eq!(d.role_arn(), Some("arn:aws:iam::000000000000:role/someone-elses-role"), "role untouched");
                 d.tags().and_then(|m| m.get("owner").cloned())

@@ -156,30 +156,7 @@ fn access_entries(sdk: &Sdk, c: &str) -> BTreeMap<String, String> {
 
 /// Role ARNs of the kube-system/karpenter pod identity associations (ministack).
 fn pod_identity_roles(sdk: &Sdk, c: &str) -> Vec<String> {
-    rt().block_on(async {
-        let l = sdk
-            .eks
-            .list_pod_identity_associations()
-            .cluster_name(c)
-            .namespace("kube-system")
-            .service_account("karpenter")
-            .send()
-            .await
-            .unwrap();
-        let mut out = vec![];
-        for a in l.associations() {
-            let d = sdk
-                .eks
-                .describe_pod_identity_association()
-                .cluster_name(c)
-                .association_id(a.association_id().unwrap())
-                .send()
-                .await
-                .unwrap();
-            out.push(d.association().and_then(|a| a.role_arn()).unwrap_or_default().to_string());
-        }
-        out
-    })
+    karpenter_associations(sdk, c).into_iter().map(|(_, role_arn)| role_arn).collect()
 }
 
 /// The seed's subnet and security group ids.

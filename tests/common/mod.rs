@@ -206,6 +206,48 @@ pub fn attached(sdk: &Sdk, role_name: &str) -> BTreeSet<String> {
     })
 }
 
+/// ListPodIdentityAssociations for Karpenter's service account, kube-system/karpenter, of cluster `c`.
+pub async fn list_karpenter_associations(sdk: &Sdk, c: &str) -> Vec<aws_sdk_eks::types::PodIdentityAssociationSummary> {
+    let l = sdk
+        .eks
+        .list_pod_identity_associations()
+        .cluster_name(c)
+        .namespace("kube-system")
+        .service_account("karpenter")
+        .send()
+        .await
+        .expect("eks:ListPodIdentityAssociations");
+    l.associations().to_vec()
+}
+
+/// DescribePodIdentityAssociation of association `id` of cluster `c`.
+pub async fn describe_association(
+    sdk: &Sdk,
+    c: &str,
+    id: &str,
+) -> aws_sdk_eks::operation::describe_pod_identity_association::DescribePodIdentityAssociationOutput {
+    sdk.eks
+        .describe_pod_identity_association()
+        .cluster_name(c)
+        .association_id(id)
+        .send()
+        .await
+        .expect("eks:DescribePodIdentityAssociation")
+}
+
+/// (association id, role ARN) of every Pod Identity association of kube-system/karpenter.
+pub fn karpenter_associations(sdk: &Sdk, c: &str) -> Vec<(String, String)> {
+    rt().block_on(async {
+        let mut out = Vec::new();
+        for a in list_karpenter_associations(sdk, c).await {
+            let id = a.association_id().unwrap().to_string();
+            let d = describe_association(sdk, c, &id).await;
+            out.push((id, d.association().unwrap().role_arn().unwrap_or_default().to_string()));
+        }
+        out
+    })
+}
+
 /// Parse a policy document the way a user would check it: percent-decoded JSON.
 pub fn policy_json(text: &str) -> Value {
     let decoded = percent_encoding::percent_decode_str(text).decode_utf8_lossy().to_string();
