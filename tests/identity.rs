@@ -332,12 +332,7 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     assert_eq!(assoc[0].1, ctrl.arn);
 
     // Second up: nothing to write; diff in sync.
-    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.writes(), 0, "second up must make no write call: {}", r.stdout);
-    let r = karpctl(&wd, &["diff", "--cluster", &c]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("No changes"), "{r:?}");
+    assert_second_up_writes_nothing(&wd, &c);
 }
 
 #[test]

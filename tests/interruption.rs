@@ -79,12 +79,7 @@ fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     }
 
     // Second run: nothing to write.
-    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.writes(), 0, "second up must make no write call: {}", r.stdout);
-    let r = karpctl(&wd, &["diff", "--cluster", &c]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("No changes"), "{r:?}");
+    assert_second_up_writes_nothing(&wd, &c);
 }
 
 #[test]

@@ -248,6 +248,16 @@ pub fn karpenter_associations(sdk: &Sdk, c: &str) -> Vec<(String, String)> {
     })
 }
 
+/// A second `up` makes no write call, and `diff` then finds nothing to do.
+pub fn assert_second_up_writes_nothing(wd: &Workdir, c: &str) {
+    let r = karpctl(wd, &["up", "--cluster", c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.writes(), 0, "second up must make no write call: {}", r.stdout);
+    let r = karpctl(wd, &["diff", "--cluster", c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("No changes"), "{r:?}");
+}
+
 /// Parse a policy document the way a user would check it: percent-decoded JSON.
 pub fn policy_json(text: &str) -> Value {
     let decoded = percent_encoding::percent_decode_str(text).decode_utf8_lossy().to_string();
