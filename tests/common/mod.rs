@@ -40,13 +40,18 @@ pub fn seed(cluster: &str, extra: &[&str]) -> Value {
 }
 
 pub fn seed_at(endpoint: &str, cluster: &str, extra: &[&str]) -> Value {
+    run_seed(&["--endpoint", endpoint, "--cluster", cluster], extra, "seed")
+}
+
+/// Run scripts/seed.py with `args` then `extra`; its last stdout line is the seed's JSON.
+fn run_seed(args: &[&str], extra: &[&str], what: &str) -> Value {
     let out = Command::new(repo().join(".venv/bin/python"))
         .arg(repo().join("scripts/seed.py"))
-        .args(["--endpoint", endpoint, "--cluster", cluster])
+        .args(args)
         .args(extra)
         .output()
         .expect("run scripts/seed.py");
-    assert!(out.status.success(), "seed failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.lines().last().unwrap_or("{}")).expect("seed JSON")
 }
@@ -111,18 +116,31 @@ pub fn karpctl(wd: &Workdir, args: &[&str]) -> Run {
 /// The command the tests run: karpctl in `wd` against the test emulator, test credentials,
 /// no colour, a short consistency deadline. An empty value in `env` removes that variable.
 pub fn karpctl_command(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = karpctl_base(wd, args);
+    cmd.env("AWS_ENDPOINT_URL", endpoint());
+    apply_env(&mut cmd, env);
+    cmd
+}
+
+/// karpctl in `wd` with test credentials, no colour, a short consistency deadline, no profile or
+/// default cluster from this process, and stdin closed; where AWS is, is the caller's to set.
+fn karpctl_base(wd: &Workdir, args: &[&str]) -> Command {
     let mut cmd = Command::new(karpctl_bin());
     cmd.current_dir(wd.path())
         .args(args)
         .env_remove("AWS_PROFILE")
         .env_remove("KARPCTL_CLUSTER")
-        .env("AWS_ENDPOINT_URL", endpoint())
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
         .env("NO_COLOR", "1")
         .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
         .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Set each variable of `env`; an empty value removes it.
+fn apply_env(cmd: &mut Command, env: &[(&str, &str)]) {
     for (k, v) in env {
         if v.is_empty() {
             cmd.env_remove(k);
@@ -130,17 +148,20 @@ pub fn karpctl_command(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Com
             cmd.env(k, v);
         }
     }
-    cmd
 }
 
-pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = karpctl_command(wd, args, env);
+/// Run karpctl to its end and collect exit code and output.
+fn run(mut cmd: Command) -> Run {
     let out: Output = cmd.output().expect("run karpctl");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run(karpctl_command(wd, args, env))
 }
 
 /// AWS SDK clients pointed at the emulator, for checking results independently of karpctl.
@@ -352,19 +373,8 @@ pub fn karpctl_strict_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> 
 /// Strict mode with explicit endpoints (for a proxy in front of moto or ministack). `env` as in
 /// `karpctl_env`: an empty value removes the variable.
 pub fn karpctl_strict_at(wd: &Workdir, args: &[&str], eps: &StrictEndpoints, env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(karpctl_bin());
-    cmd.current_dir(wd.path())
-        .args(args)
-        .env_remove("AWS_PROFILE")
-        .env_remove("KARPCTL_CLUSTER")
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("NO_COLOR", "1")
-        .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
-        .stdin(std::process::Stdio::null());
+    let mut cmd = karpctl_base(wd, args);
+    cmd.env_remove("AWS_ENDPOINT_URL").env_remove("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
     // No service may fall through to a variable this process inherited.
     for (k, _) in std::env::vars() {
         if k.starts_with("AWS_ENDPOINT_URL_") {
@@ -374,33 +384,14 @@ pub fn karpctl_strict_at(wd: &Workdir, args: &[&str], eps: &StrictEndpoints, env
     for (k, v) in eps.env() {
         cmd.env(k, v);
     }
-    for (k, v) in env {
-        if v.is_empty() {
-            cmd.env_remove(k);
-        } else {
-            cmd.env(k, v);
-        }
-    }
-    let out: Output = cmd.output().expect("run karpctl");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    apply_env(&mut cmd, env);
+    run(cmd)
 }
 
 /// Seed a cluster for strict mode: VPC, subnets and security groups in moto, the EKS cluster
 /// (naming those subnets) and its add-on in ministack.
 pub fn seed_strict(cluster: &str, extra: &[&str]) -> Value {
-    let out = Command::new(repo().join(".venv/bin/python"))
-        .arg(repo().join("scripts/seed.py"))
-        .args(["--endpoint", &endpoint(), "--ec2-endpoint", &moto_endpoint(), "--cluster", cluster])
-        .args(extra)
-        .output()
-        .expect("run scripts/seed.py");
-    assert!(out.status.success(), "strict seed failed: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.lines().last().unwrap_or("{}")).expect("seed JSON")
+    run_seed(&["--endpoint", &endpoint(), "--ec2-endpoint", &moto_endpoint(), "--cluster", cluster], extra, "strict seed")
 }
 
 /// SDK clients for checking a strict run: IAM, SQS, EventBridge and EC2 at moto, EKS at
