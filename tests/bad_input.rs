@@ -164,8 +164,8 @@ fn bad_input_fails_with_the_field_a_hint_and_no_write() {
     }
     // Nothing was created for the seeded cluster by any of the cases.
     let sdk = sdk();
-    let q = rt().block_on(sdk.sqs.get_queue_url().queue_name(format!("Karpenter-{c}")).send());
+    let q = rt().block_on(sdk.sqs.get_queue_url().queue_name(queue_name(&c)).send());
     assert!(q.is_err(), "no queue was created");
-    let role = rt().block_on(sdk.iam.get_role().role_name(format!("KarpenterNodeRole-{c}")).send());
+    let role = rt().block_on(sdk.iam.get_role().role_name(node_role(&c)).send());
     assert!(role.is_err(), "no role was created");
 }

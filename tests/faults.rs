@@ -23,104 +23,13 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-// ------------------------------------------------------------------------------------- proxy
-
-/// One microburst proxy in front of the test emulator; stopped when dropped (also on panic).
-///
-/// karpctl is pointed at it as `http://localhost:<port>`, not `127.0.0.1`: microburst 0.10.0
-/// parses the Host header for an AWS endpoint prefix, and for any host with a dot in it builds
-/// its prefix map by loading every botocore service model, about 15 s on two cores for the
-/// first request a fresh proxy sees. A dot-free host skips that; detection then uses the SigV4
-/// scope as usual.
-struct Proxy {
-    name: String,
-    url: String,
-}
-
-impl Proxy {
-    /// Start proxy `name` with `rules` (a JSON list, written as the YAML config: JSON is YAML).
-    fn start(wd: &Workdir, name: &str, rules: Value) -> Proxy {
-        let cfg = wd.path().join(format!("microburst-{name}.yaml"));
-        std::fs::write(&cfg, serde_json::to_string_pretty(&json!({ "rules": rules })).unwrap()).unwrap();
-        let out = Command::new(repo().join("scripts/emulator"))
-            .args(["proxy-start", name, &endpoint()])
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/emulator proxy-start");
-        assert!(out.status.success(), "proxy-start {name} failed: {}", String::from_utf8_lossy(&out.stderr));
-        let url = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-        assert!(url.starts_with("http://127.0.0.1:"), "proxy-start printed no URL: {url:?}");
-        let url = url.replacen("127.0.0.1", "localhost", 1);
-        Proxy { name: name.to_string(), url }
-    }
-
-    /// A call to the control API (HTTP/1.0: no chunking, the body ends at close).
-    fn control(&self, method: &str, path: &str, body: Option<&str>) -> Value {
-        microburst_control(&self.url, method, path, body.unwrap_or(""))
-    }
-
-    /// Faults injected so far for an operation (the `fired` log), e.g. "CreateQueue".
-    fn fired(&self, operation: &str) -> usize {
-        self.fired_log(operation).len()
-    }
-
-    /// The `fired` log entries for an operation (each has `action`, e.g. "error:Throttling").
-    fn fired_log(&self, operation: &str) -> Vec<Value> {
-        self.control("GET", &format!("/_microburst/fired?limit=2000&operation={operation}"), None)
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// Append rules at run time.
-    fn add_rules(&self, rules: Value) {
-        self.control("PATCH", "/_microburst/rules", Some(&rules.to_string()));
-    }
-
-    /// `stats.by_service` as service -> (requests, faulted).
-    fn by_service(&self) -> BTreeMap<String, (u64, u64)> {
-        let stats = self.control("GET", "/_microburst/stats", None);
-        stats["by_service"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|s| {
-                (
-                    s["service"].as_str().unwrap_or("?").to_string(),
-                    (s["requests"].as_u64().unwrap_or(0), s["faulted"].as_u64().unwrap_or(0)),
-                )
-            })
-            .collect()
-    }
-
-    fn faulted_total(&self) -> u64 {
-        self.control("GET", "/_microburst/stats", None)["requests"]["faulted"].as_u64().unwrap_or(0)
-    }
-
-    fn clear_rules(&self) {
-        self.control("DELETE", "/_microburst/rules", Some("[]"));
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        let _ = Command::new(repo().join("scripts/emulator"))
-            .args(["proxy-stop", &self.name])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
-}
-
 // ----------------------------------------------------------------------------- running karpctl
 
 /// The environment that sends every AWS call of karpctl through `px`: AWS_ENDPOINT_URL, and
 /// no inherited per-service AWS_ENDPOINT_URL_* that would bypass the proxy (an empty value
 /// removes a variable, as in `karpctl_env`).
 fn via(px: &Proxy) -> Vec<(String, String)> {
-    let mut v = vec![("AWS_ENDPOINT_URL".to_string(), px.url.clone())];
+    let mut v = vec![("AWS_ENDPOINT_URL".to_string(), px.url().to_string())];
     v.extend(std::env::vars().filter(|(k, _)| k.starts_with("AWS_ENDPOINT_URL_")).map(|(k, _)| (k, String::new())));
     v
 }
@@ -244,19 +153,6 @@ fn stats_retries(r: &Run) -> u64 {
 
 // ------------------------------------------------------------------ checks through the SDK
 
-fn queue_name(c: &str) -> String {
-    format!("Karpenter-{c}")
-}
-fn node_role(c: &str) -> String {
-    format!("KarpenterNodeRole-{c}")
-}
-fn controller_role(c: &str) -> String {
-    format!("KarpenterController-{c}")
-}
-fn iam_path(c: &str) -> String {
-    format!("/karpctl/{c}/")
-}
-
 /// Every object karpctl makes for `c` that exists right now, by kind, with its tags.
 #[derive(Debug, Default)]
 struct Inventory {
@@ -338,7 +234,7 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
         let rules = sdk.events.list_rules().name_prefix(&prefix).send().await.expect("events:ListRules");
         for r in rules.rules() {
             let name = r.name().unwrap_or_default();
-            if !RULE_PARTS.iter().any(|p| name == format!("{prefix}{p}")) {
+            if !RULE_PARTS.iter().any(|p| name == rule_name(c, p)) {
                 continue;
             }
             let tags = sdk
@@ -367,28 +263,12 @@ fn inventory(sdk: &Sdk, c: &str) -> Inventory {
             inv.access_entries.push((arn.clone(), tags));
         }
 
-        let pia = sdk
-            .eks
-            .list_pod_identity_associations()
-            .cluster_name(c)
-            .namespace("kube-system")
-            .service_account("karpenter")
-            .send()
-            .await
-            .expect("eks:ListPodIdentityAssociations");
-        for a in pia.associations() {
+        for a in list_karpenter_associations(sdk, c).await {
             if a.namespace() != Some("kube-system") || a.service_account() != Some("karpenter") {
                 continue;
             }
             let id = a.association_id().unwrap_or_default();
-            let d = sdk
-                .eks
-                .describe_pod_identity_association()
-                .cluster_name(c)
-                .association_id(id)
-                .send()
-                .await
-                .expect("eks:DescribePodIdentityAssociation");
+            let d = describe_association(sdk, c, id).await;
             let tags = d.association().and_then(|x| x.tags()).map(|m| m.clone().into_iter().collect()).unwrap_or_default();
             inv.pod_identities.push((id.to_string(), tags));
         }
@@ -496,6 +376,7 @@ fn thirty_percent_throttling_on_every_service_converges_without_duplicates() {
     let px = Proxy::start(
         &wd,
         &c,
+        &endpoint(),
         json!(per_service(
             3,
             7,
@@ -524,6 +405,7 @@ fn five_xx_bursts_on_every_service_converge_without_duplicates() {
     let px = Proxy::start(
         &wd,
         &c,
+        &endpoint(),
         json!(per_service(
             3,
             4,
@@ -566,7 +448,7 @@ fn connection_resets_and_lost_responses_converge_without_duplicates() {
     for svc in ["iam", "sts", "sqs", "events", "eks", "ec2"] {
         rules.push(json!({"service": svc, "sequence": {"fail": 1, "pass": 3}, "reset": true}));
     }
-    let px = Proxy::start(&wd, &c, json!(rules));
+    let px = Proxy::start(&wd, &c, &endpoint(), json!(rules));
     let up = up_via(&wd, &c, &px, &[]);
     assert_up_converged(&wd, &c, &up);
     assert_every_service_faulted(&px);
@@ -588,13 +470,13 @@ fn latency_spikes_and_gateway_timeouts_converge_without_duplicates() {
     for svc in ["iam", "sts", "sqs", "events", "eks", "ec2"] {
         rules.push(json!({"service": svc, "sequence": {"fail": 1, "pass": 4}, "latency": 1500}));
     }
-    let px = Proxy::start(&wd, &c, json!(rules));
+    let px = Proxy::start(&wd, &c, &endpoint(), json!(rules));
     let up = up_via(&wd, &c, &px, &[]);
     assert_up_converged(&wd, &c, &up);
     assert_every_service_faulted(&px);
     for op in ["GetRole", "PutRule"] {
-        let timeouts = px.fired_log(op).iter().filter(|f| f["action"].as_str().unwrap_or("").contains("timeout")).count();
-        assert_eq!(timeouts, 1, "one {op} was held and answered 504: {:?}", px.fired_log(op));
+        let timeouts = px.fired_log_of(op).iter().filter(|f| f["action"].as_str().unwrap_or("").contains("timeout")).count();
+        assert_eq!(timeouts, 1, "one {op} was held and answered 504: {:?}", px.fired_log_of(op));
     }
     assert_converged_once(&sdk(), &c, false);
 }
@@ -606,7 +488,7 @@ fn requests_queued_for_their_turn_at_concurrency_1_never_time_out() {
     // is not being on the wire: it must not trip the SDK's stalled-upload check (5 s grace) or a
     // per-attempt timeout, so nothing is retried.
     let (c, wd) = seeded("f-queue");
-    let px = Proxy::start(&wd, &c, json!([{"service": "*", "latency": 800}]));
+    let px = Proxy::start(&wd, &c, &endpoint(), json!([{"service": "*", "latency": 800}]));
     let diff = karpctl_via(&wd, &["diff", "--cluster", &c, "--concurrency", "1", "--stats"], &px, &[]);
     assert_eq!(diff.code, 2, "diff of a fresh cluster shows the plan: {diff:?}");
     assert_eq!(stats_retries(&diff), 0, "no request timed out while it waited: {diff:?}");
@@ -621,7 +503,7 @@ fn consistency_up(prefix: &str, plan_extra: &str, rules: impl Fn(&str) -> Value,
     if !plan_extra.is_empty() {
         wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n{plan_extra}"));
     }
-    let px = Proxy::start(&wd, &c, rules(&c));
+    let px = Proxy::start(&wd, &c, &endpoint(), rules(&c));
     let up = up_via(&wd, &c, &px, &[("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")]);
     assert_eq!(px.fired(op), times, "{op} must have met the injected error {times} times: {up:?}");
     let retries = up.stderr.lines().filter(|l| l.contains(progress) && l.contains("retry")).count();
@@ -636,7 +518,7 @@ fn create_queue_deleted_recently_is_retried_until_the_name_is_free() {
         "f-qdr",
         "",
         |c| {
-            json!([{"service": "sqs", "operation": "CreateQueue", "times": 3, "body": format!("QueueName == 'Karpenter-{c}'"),
+            json!([{"service": "sqs", "operation": "CreateQueue", "times": 3, "body": format!("QueueName == '{}'", queue_name(c)),
                     "error": {"code": "QueueDeletedRecently",
                               "message": "You must wait 60 seconds after deleting a queue before you can create another with the same name."}}])
         },
@@ -701,7 +583,7 @@ fn add_role_to_instance_profile_before_iam_sees_either_is_retried() {
         |c| {
             json!([
                 {"service": "iam", "operation": "AddRoleToInstanceProfile", "times": 2,
-                 "error": {"code": "NoSuchEntity", "status": 404, "message": format!("The role with name KarpenterNodeRole-{c} cannot be found.")}},
+                 "error": {"code": "NoSuchEntity", "status": 404, "message": format!("The role with name {} cannot be found.", node_role(c))}},
                 {"service": "iam", "operation": "AddRoleToInstanceProfile", "times": 1,
                  "error": {"code": "InvalidParameterValue", "status": 400, "message": "Invalid IAM Instance Profile name"}}
             ])
@@ -740,7 +622,7 @@ fn consistency_down(prefix: &str, rules: impl Fn(&str) -> Value, op: &str, times
         "set-up up made the roles, queue and rules: {first:?}\n{inv:#?}"
     );
 
-    let px = Proxy::start(&wd, &c, rules(&c));
+    let px = Proxy::start(&wd, &c, &endpoint(), rules(&c));
     let down = karpctl_via(&wd, &["down", "--cluster", &c, "--yes"], &px, &[("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")]);
     assert_eq!(px.fired(op), times, "{op} must have met the injected error {times} times: {down:?}");
     let retries = down.stderr.lines().filter(|l| l.contains(progress) && l.contains("retry")).count();
@@ -766,7 +648,7 @@ fn delete_role_conflict_while_detachments_propagate_is_retried() {
     consistency_down(
         "f-drc",
         |c| {
-            json!([{"service": "iam", "operation": "DeleteRole", "times": 3, "body": format!("RoleName == 'KarpenterNodeRole-{c}'"),
+            json!([{"service": "iam", "operation": "DeleteRole", "times": 3, "body": format!("RoleName == '{}'", node_role(c)),
                     "error": {"code": "DeleteConflict", "status": 409, "message": "Cannot delete entity, must detach all policies first."}}])
         },
         "DeleteRole",
@@ -780,7 +662,7 @@ fn delete_rule_that_still_has_targets_is_retried() {
     consistency_down(
         "f-drt",
         |c| {
-            json!([{"service": "events", "operation": "DeleteRule", "times": 3, "body": format!("Name == 'Karpenter-{c}-HealthEvent'"),
+            json!([{"service": "events", "operation": "DeleteRule", "times": 3, "body": format!("Name == '{}'", rule_name(c, "HealthEvent")),
                     "error": {"code": "ValidationException", "message": "Rule can't be deleted since it has targets."}}])
         },
         "DeleteRule",
@@ -795,6 +677,7 @@ fn a_consistency_error_that_never_clears_fails_at_the_deadline_naming_it() {
     let px = Proxy::start(
         &wd,
         &c,
+        &endpoint(),
         json!([{"service": "eks", "operation": "CreateAccessEntry",
                 "error": {"code": "InvalidParameterException", "message": "The specified principalArn is invalid: invalid principal"}}]),
     );
@@ -824,6 +707,7 @@ fn a_denied_read_fails_the_run_naming_the_object_and_is_made_once() {
     let px = Proxy::start(
         &wd,
         &c,
+        &endpoint(),
         json!([{"service": "events", "operation": "DescribeRule",
                 "error": {"code": "AccessDeniedException", "status": 400, "message": "not authorized to perform: events:DescribeRule"}}]),
     );
@@ -843,6 +727,7 @@ fn a_permanent_access_denied_fails_cleanly_skips_dependents_and_converges_once_l
     let px = Proxy::start(
         &wd,
         &c,
+        &endpoint(),
         json!([{"service": "sqs", "operation": "CreateQueue", "error": {"code": "AccessDenied", "status": 403, "message": msg}}]),
     );
     let up = up_via(&wd, &c, &px, &[]);
@@ -884,7 +769,7 @@ fn up_killed_at_several_points_converges_on_the_next_run_with_no_orphan() {
     // them): as soon as the first step started (the first wave in flight, nothing done), after
     // 10 of the 29 steps are done, and after 22 are. One cluster per kill point.
     let wd = Workdir::new();
-    let px = Proxy::start(&wd, &cluster_name("f-crash-px"), json!([{"service": "*", "latency": 150}]));
+    let px = Proxy::start(&wd, &cluster_name("f-crash-px"), &endpoint(), json!([{"service": "*", "latency": 150}]));
     let sdk = sdk();
     let points = [0usize, 10, 22];
     // Seed the clusters side by side (each seed takes seconds).
@@ -928,7 +813,7 @@ fn up_killed_at_several_points_converges_on_the_next_run_with_no_orphan() {
 #[test]
 fn sigint_waits_for_in_flight_calls_reports_and_exits_130() {
     let (c, wd) = seeded("f-int");
-    let px = Proxy::start(&wd, &c, json!([{"service": "*", "latency": 400}]));
+    let px = Proxy::start(&wd, &c, &endpoint(), json!([{"service": "*", "latency": 400}]));
     let run = spawn_via(&wd, &["up", "--cluster", &c], &px);
     let first = run.wait_for_line("Creating...", Duration::from_secs(30));
     assert!(first.is_some(), "up started applying");
@@ -974,7 +859,7 @@ fn assert_ended_cleanly(r: &Run, what: &str) {
 fn two_ups_at_once_for_the_same_cluster_corrupt_nothing() {
     let (c, wd) = seeded("f-race");
     // A little latency so that both runs read "missing" before either creates.
-    let px = Proxy::start(&wd, &c, json!([{"service": "*", "latency": 150}]));
+    let px = Proxy::start(&wd, &c, &endpoint(), json!([{"service": "*", "latency": 150}]));
     let a = spawn_via(&wd, &["up", "--cluster", &c], &px);
     let b = spawn_via(&wd, &["up", "--cluster", &c], &px);
     let (a, b) = (a.finish(Duration::from_secs(50)), b.finish(Duration::from_secs(50)));
@@ -993,7 +878,7 @@ fn down_racing_up_ends_consistent_after_a_final_up() {
     let sdk = sdk();
     let first = karpctl(&wd, &["up", "--cluster", &c]);
     assert!(inventory(&sdk, &c).queues.len() == 1, "set-up up made the queue: {first:?}");
-    let px = Proxy::start(&wd, &c, json!([{"service": "*", "latency": 150}]));
+    let px = Proxy::start(&wd, &c, &endpoint(), json!([{"service": "*", "latency": 150}]));
     let down = spawn_via(&wd, &["down", "--cluster", &c, "--yes"], &px);
     let up = spawn_via(&wd, &["up", "--cluster", &c], &px);
     let (down, up) = (down.finish(Duration::from_secs(50)), up.finish(Duration::from_secs(50)));
@@ -1036,6 +921,7 @@ fn no_verbosity_prints_the_secret_key_or_session_token() {
     let px = Proxy::start(
         &wd2,
         &c2,
+        &endpoint(),
         json!([{"service": "events", "operation": "PutRule", "error": {"code": "AccessDeniedException", "message": "User is not authorized to perform: events:PutRule"}}]),
     );
     let failing = karpctl_via(&wd2, &["up", "--cluster", &c2, "-vv"], &px, &creds);

@@ -14,23 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 // ------------------------------------------------------------------------------------- names
 
-fn path(c: &str) -> String {
-    format!("/karpctl/{c}/")
-}
-fn node_role(c: &str) -> String {
-    format!("KarpenterNodeRole-{c}")
-}
-fn controller_role(c: &str) -> String {
-    format!("KarpenterController-{c}")
-}
-fn policy_name(c: &str, part: &str) -> String {
-    format!("KarpenterController{part}Policy-{c}")
-}
 fn policy_arn(a: &str, c: &str, part: &str) -> String {
     format!("arn:aws:iam::{a}:policy/karpctl/{c}/{}", policy_name(c, part))
-}
-fn aws_managed(name: &str) -> String {
-    format!("arn:aws:iam::aws:policy/{name}")
 }
 
 fn plan(c: &str, identity: &str) -> String {
@@ -116,11 +101,6 @@ fn profiles_under(sdk: &Sdk, prefix: &str) -> BTreeSet<String> {
     o.instance_profiles().iter().map(|p| p.instance_profile_name().to_string()).collect()
 }
 
-fn attached(sdk: &Sdk, role: &str) -> BTreeSet<String> {
-    let o = rt().block_on(sdk.iam.list_attached_role_policies().role_name(role).send()).unwrap();
-    o.attached_policies().iter().map(|p| p.policy_arn().unwrap_or_default().to_string()).collect()
-}
-
 /// The role names an instance profile holds, or None when the profile does not exist.
 fn profile_roles(sdk: &Sdk, name: &str) -> Option<Vec<String>> {
     match rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(name).send()) {
@@ -153,20 +133,6 @@ fn access_entry(sdk: &Sdk, c: &str, principal: &str) -> Option<(String, String, 
 fn access_entry_principals(sdk: &Sdk, c: &str) -> Vec<String> {
     let o = rt().block_on(sdk.eks.list_access_entries().cluster_name(c).send()).unwrap();
     o.access_entries().to_vec()
-}
-
-/// (association id, role ARN) of every Pod Identity association for `ns/sa`.
-fn associations(sdk: &Sdk, c: &str, ns: &str, sa: &str) -> Vec<(String, String)> {
-    rt().block_on(async {
-        let l = sdk.eks.list_pod_identity_associations().cluster_name(c).namespace(ns).service_account(sa).send().await.unwrap();
-        let mut out = Vec::new();
-        for a in l.associations() {
-            let id = a.association_id().unwrap().to_string();
-            let d = sdk.eks.describe_pod_identity_association().cluster_name(c).association_id(&id).send().await.unwrap();
-            out.push((id, d.association().unwrap().role_arn().unwrap_or_default().to_string()));
-        }
-        out
-    })
 }
 
 fn all_associations(sdk: &Sdk, c: &str) -> usize {
@@ -320,7 +286,7 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     let node = role(&sdk, &node_role(&c)).expect("node role exists");
     let ctrl = role(&sdk, &controller_role(&c)).expect("controller role exists");
     for (what, r) in [("node role", &node), ("controller role", &ctrl)] {
-        assert_eq!(r.path, path(&c), "{what} path");
+        assert_eq!(r.path, iam_path(&c), "{what} path");
         assert_eq!(r.tags.get(OWNER_TAG), Some(&c), "{what} tags: {:?}", r.tags);
     }
     assert_eq!(node.arn, format!("arn:aws:iam::{a}:role/karpctl/{c}/{}", node_role(&c)));
@@ -329,13 +295,13 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     pod_identity_trust("controller role trust", &ctrl.trust);
 
     // The controller policies: exactly the v1.14 statements of docs/aws-behaviour.md section 3, conditions included.
-    let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).expect("queue exists");
+    let qarn = queue_arn(&sdk, &queue_name(&c)).expect("queue exists");
     let expected = controller_policies_v1_14(&c, REGION, &a, PARTITION, &node.arn, &qarn);
     let names: BTreeSet<String> = CONTROLLER_PARTS.iter().map(|p| policy_name(&c, p)).collect();
-    assert_eq!(policies_under(&sdk, &path(&c)), names, "exactly the five parts (no ZonalShift by default)");
+    assert_eq!(policies_under(&sdk, &iam_path(&c)), names, "exactly the five parts (no ZonalShift by default)");
     for part in CONTROLLER_PARTS {
         let p = policy(&sdk, &policy_arn(&a, &c, part)).unwrap_or_else(|| panic!("policy {part} exists"));
-        assert_eq!(p.path, path(&c), "{part} path");
+        assert_eq!(p.path, iam_path(&c), "{part} path");
         assert_eq!(p.tags.get(OWNER_TAG), Some(&c), "{part} tags: {:?}", p.tags);
         assert_statements(part, &p.doc, &expected[part]);
     }
@@ -361,17 +327,12 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     assert_eq!(tags.get(OWNER_TAG), Some(&c), "access entry tags: {tags:?}");
 
     // Pod Identity association kube-system/karpenter -> controller role.
-    let assoc = associations(&sdk, &c, "kube-system", "karpenter");
+    let assoc = karpenter_associations(&sdk, &c);
     assert_eq!(assoc.len(), 1, "{assoc:?}");
     assert_eq!(assoc[0].1, ctrl.arn);
 
     // Second up: nothing to write; diff in sync.
-    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.writes(), 0, "second up must make no write call: {}", r.stdout);
-    let r = karpctl(&wd, &["diff", "--cluster", &c]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("No changes"), "{r:?}");
+    assert_second_up_writes_nothing(&wd, &c);
 }
 
 #[test]
@@ -385,7 +346,7 @@ fn drift_in_trust_policy_statement_attachment_association_and_access_entry_is_fo
     let ctrl = role(&sdk, &controller_role(&c)).unwrap();
     let iam_arn = policy_arn(&a, &c, "IAMIntegration");
     let before = policy(&sdk, &iam_arn).unwrap();
-    let assoc = associations(&sdk, &c, "kube-system", "karpenter");
+    let assoc = karpenter_associations(&sdk, &c);
     assert_eq!(assoc.len(), 1);
     let intruder = format!("Intruder-{c}");
 
@@ -462,7 +423,7 @@ fn drift_in_trust_policy_statement_attachment_association_and_access_entry_is_fo
     assert_eq!(r.code, 0, "repaired: {r:?}");
 
     pod_identity_trust("controller trust repaired", &role(&sdk, &controller_role(&c)).unwrap().trust);
-    let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).unwrap();
+    let qarn = queue_arn(&sdk, &queue_name(&c)).unwrap();
     let after = policy(&sdk, &iam_arn).unwrap();
     assert_statements(
         "IAMIntegration repaired",
@@ -473,7 +434,7 @@ fn drift_in_trust_policy_statement_attachment_association_and_access_entry_is_fo
     assert_eq!(attached(&sdk, &node_role(&c)), want_node);
     let want_ctrl: BTreeSet<String> = CONTROLLER_PARTS.iter().map(|p| policy_arn(&a, &c, p)).collect();
     assert_eq!(attached(&sdk, &controller_role(&c)), want_ctrl);
-    let now = associations(&sdk, &c, "kube-system", "karpenter");
+    let now = karpenter_associations(&sdk, &c);
     assert_eq!(now, vec![(assoc[0].0.clone(), ctrl.arn.clone())], "same association, role changed back in place");
     let (typ, principal, _) = access_entry(&sdk, &c, &node.arn).expect("access entry re-created");
     assert_eq!((typ.as_str(), principal.as_str()), ("EC2_LINUX", node.arn.as_str()));
@@ -523,7 +484,7 @@ fn karpenter_version_bump_from_1_6_to_1_14_shows_the_added_permissions() {
     let new = policy(&sdk, &rd_arn).unwrap();
     assert_ne!(new.default_version, old.default_version, "a new policy version");
     let node = role(&sdk, &node_role(&c)).unwrap();
-    let qarn = queue_arn(&sdk, &format!("Karpenter-{c}")).unwrap();
+    let qarn = queue_arn(&sdk, &queue_name(&c)).unwrap();
     let expected = controller_policies_v1_14(&c, REGION, &a, PARTITION, &node.arn, &qarn);
     for part in CONTROLLER_PARTS {
         assert_statements(part, &policy(&sdk, &policy_arn(&a, &c, part)).unwrap().doc, &expected[part]);
@@ -540,9 +501,9 @@ fn down_removes_everything_in_order_including_karpenter_made_instance_profiles()
     assert_eq!(r.code, 0, "{r:?}");
     let sdk = sdk();
     let node = role(&sdk, &node_role(&c)).unwrap();
-    let ours = format!("KarpenterNodeInstanceProfile-{c}");
+    let ours = instance_profile(&c);
     assert_eq!(profile_roles(&sdk, &ours), Some(vec![node_role(&c)]), "the opt-in profile holds the node role");
-    assert_eq!(profiles_under(&sdk, &path(&c)), BTreeSet::from([ours.clone()]), "under the cluster's path");
+    assert_eq!(profiles_under(&sdk, &iam_path(&c)), BTreeSet::from([ours.clone()]), "under the cluster's path");
 
     // What Karpenter v1 makes from EC2NodeClass.spec.role: a profile tagged for this cluster.
     let karpenters = format!("{c}_1234567890123456789");
@@ -584,15 +545,15 @@ fn down_removes_everything_in_order_including_karpenter_made_instance_profiles()
     for part in CONTROLLER_PARTS {
         assert!(policy(&sdk, &policy_arn(&a, &c, part)).is_none(), "policy {part} deleted");
     }
-    assert!(policies_under(&sdk, &path(&c)).is_empty());
-    assert!(roles_under(&sdk, &path(&c)).is_empty());
-    assert!(profiles_under(&sdk, &path(&c)).is_empty());
+    assert!(policies_under(&sdk, &iam_path(&c)).is_empty());
+    assert!(roles_under(&sdk, &iam_path(&c)).is_empty());
+    assert!(profiles_under(&sdk, &iam_path(&c)).is_empty());
     assert_eq!(profile_roles(&sdk, &ours), None, "karpctl's instance profile deleted");
     assert_eq!(profile_roles(&sdk, &karpenters), None, "Karpenter's profile for this cluster deleted");
     assert_eq!(profile_roles(&sdk, &foreign), Some(vec![]), "another cluster's profile: role removed, profile kept");
     assert!(access_entry(&sdk, &c, &node.arn).is_none(), "access entry deleted");
     assert_eq!(all_associations(&sdk, &c), 0, "association deleted");
-    assert!(queue_arn(&sdk, &format!("Karpenter-{c}")).is_none());
+    assert!(queue_arn(&sdk, &queue_name(&c)).is_none());
 
     // In order: what hangs off a role goes before the role.
     let lines: Vec<&str> = r.stderr.lines().collect();
@@ -629,8 +590,8 @@ fn assert_preflight_failure(r: &Run, message_has: &[&str], hint_has: &[&str]) {
 fn assert_nothing_created(sdk: &Sdk, c: &str) {
     assert!(role(sdk, &node_role(c)).is_none());
     assert!(role(sdk, &controller_role(c)).is_none());
-    assert!(policies_under(sdk, &path(c)).is_empty());
-    assert!(queue_arn(sdk, &format!("Karpenter-{c}")).is_none());
+    assert!(policies_under(sdk, &iam_path(c)).is_empty());
+    assert!(queue_arn(sdk, &queue_name(c)).is_none());
     assert_eq!(all_associations(sdk, c), 0);
 }
 
@@ -668,7 +629,7 @@ fn a_missing_pod_identity_agent_fails_preflight_with_a_hint_and_no_write() {
         rt().block_on(sdk.eks.describe_addon().cluster_name(&c).addon_name("eks-pod-identity-agent").send()).is_ok(),
         "add-on installed"
     );
-    assert_eq!(associations(&sdk, &c, "kube-system", "karpenter").len(), 1);
+    assert_eq!(karpenter_associations(&sdk, &c).len(), 1);
 }
 
 #[test]
@@ -779,7 +740,7 @@ fn existing_role_end_to_end(prefix: &str, role_path: &str, by_arn: bool) {
         [before.arn.clone()],
         "PassRole on the existing role"
     );
-    assert_eq!(profile_roles(&sdk, &format!("KarpenterNodeInstanceProfile-{c}")), Some(vec![name.clone()]));
+    assert_eq!(profile_roles(&sdk, &instance_profile(&c)), Some(vec![name.clone()]));
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
 
@@ -787,7 +748,7 @@ fn existing_role_end_to_end(prefix: &str, role_path: &str, by_arn: bool) {
     assert_eq!(r.code, 0, "{r:?}");
     assert_untouched(&sdk, &name, &before);
     assert!(access_entry(&sdk, &c, &before.arn).is_none(), "karpctl's access entry removed");
-    assert_eq!(profile_roles(&sdk, &format!("KarpenterNodeInstanceProfile-{c}")), None, "karpctl's profile removed");
+    assert_eq!(profile_roles(&sdk, &instance_profile(&c)), None, "karpctl's profile removed");
     assert!(role(&sdk, &controller_role(&c)).is_none());
 }
 
@@ -826,7 +787,7 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
 
     // Everything under the cluster's path, every name within AWS's limits (the emulator accepts
     // longer names than AWS, so the limits are checked here).
-    let roles = roles_under(&sdk, &path(&c));
+    let roles = roles_under(&sdk, &iam_path(&c));
     assert_eq!(roles.len(), 2, "{roles:?}");
     for n in &roles {
         assert!(n.len() <= 64, "role name {n} is {} characters", n.len());
@@ -838,7 +799,7 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     assert_eq!(node.tags.get(OWNER_TAG), Some(&c));
     node_trust("node trust", &node.trust);
     pod_identity_trust("controller trust", &ctrl.trust);
-    let policies = policies_under(&sdk, &path(&c));
+    let policies = policies_under(&sdk, &iam_path(&c));
     assert_eq!(policies.len(), 5, "{policies:?}");
     for p in &policies {
         assert!(p.len() <= 128, "policy name {p} is {} characters", p.len());
@@ -849,17 +810,14 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     }
     let want_ctrl: BTreeSet<String> = policies.iter().map(|p| format!("arn:aws:iam::{a}:policy/karpctl/{c}/{p}")).collect();
     assert_eq!(attached(&sdk, &ctrl_name), want_ctrl);
-    let profiles = profiles_under(&sdk, &path(&c));
+    let profiles = profiles_under(&sdk, &iam_path(&c));
     assert_eq!(profiles.len(), 1, "{profiles:?}");
     let profile = profiles.iter().next().unwrap();
     assert!(profile.len() <= 128, "{profile}");
     assert_eq!(profile_roles(&sdk, profile), Some(vec![node_name.clone()]));
     let (typ, _, _) = access_entry(&sdk, &c, &node.arn).expect("access entry for the shortened role");
     assert_eq!(typ, "EC2_LINUX");
-    assert_eq!(
-        associations(&sdk, &c, "kube-system", "karpenter").into_iter().map(|x| x.1).collect::<Vec<_>>(),
-        vec![ctrl.arn.clone()]
-    );
+    assert_eq!(karpenter_associations(&sdk, &c).into_iter().map(|x| x.1).collect::<Vec<_>>(), vec![ctrl.arn.clone()]);
     let iam_doc = policy(&sdk, &want_ctrl.iter().find(|x| x.contains("IAMIntegration")).unwrap().clone()).unwrap().doc;
     assert_eq!(strings(&find_sid(&statements(&iam_doc), "AllowPassingInstanceRole")["Resource"]), [node.arn.clone()]);
 
@@ -867,9 +825,9 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     assert_eq!(r.code, 0, "{r:?}");
     let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(roles_under(&sdk, &path(&c)).is_empty());
-    assert!(policies_under(&sdk, &path(&c)).is_empty());
-    assert!(profiles_under(&sdk, &path(&c)).is_empty());
+    assert!(roles_under(&sdk, &iam_path(&c)).is_empty());
+    assert!(policies_under(&sdk, &iam_path(&c)).is_empty());
+    assert!(profiles_under(&sdk, &iam_path(&c)).is_empty());
     assert!(access_entry(&sdk, &c, &node.arn).is_none());
     assert_eq!(all_associations(&sdk, &c), 0);
 }
@@ -884,7 +842,7 @@ fn a_policy_removed_from_extra_node_policy_arns_is_detached() {
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let sdk = sdk();
     let attached = |sdk: &Sdk| -> Vec<String> {
-        let o = rt().block_on(sdk.iam.list_attached_role_policies().role_name(format!("KarpenterNodeRole-{c}")).send()).unwrap();
+        let o = rt().block_on(sdk.iam.list_attached_role_policies().role_name(node_role(&c)).send()).unwrap();
         o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect()
     };
     assert!(attached(&sdk).contains(&s3.to_string()));

@@ -19,29 +19,6 @@ fn plan_body(cluster: &str, extra: &str) -> String {
     )
 }
 
-struct Live {
-    url: Option<String>,
-    attrs: HashMap<String, String>,
-    tags: HashMap<String, String>,
-}
-
-fn queue(sdk: &Sdk, name: &str) -> Live {
-    rt().block_on(async {
-        let url = match sdk.sqs.get_queue_url().queue_name(name).send().await {
-            Ok(o) => o.queue_url().map(str::to_string),
-            Err(_) => None,
-        };
-        let Some(u) = url.clone() else { return Live { url: None, attrs: HashMap::new(), tags: HashMap::new() } };
-        let a = sdk.sqs.get_queue_attributes().queue_url(&u).attribute_names(QueueAttributeName::All).send().await.unwrap();
-        let t = sdk.sqs.list_queue_tags().queue_url(&u).send().await.unwrap();
-        Live {
-            url,
-            attrs: a.attributes().unwrap().iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect(),
-            tags: t.tags().cloned().unwrap_or_default(),
-        }
-    })
-}
-
 /// (pattern, targets as (id, arn)) of a rule, or None when it does not exist.
 fn rule(sdk: &Sdk, name: &str) -> Option<(Value, Vec<(String, String)>, HashMap<String, String>)> {
     rt().block_on(async {
@@ -56,10 +33,6 @@ fn rule(sdk: &Sdk, name: &str) -> Option<(Value, Vec<(String, String)>, HashMap<
     })
 }
 
-fn rule_name(cluster: &str, part: &str) -> String {
-    format!("Karpenter-{cluster}-{part}")
-}
-
 #[test]
 fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     let c = cluster_name("intr");
@@ -70,9 +43,10 @@ fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     assert_eq!(r.code, 0, "{r:?}");
 
     let sdk = sdk();
-    let qname = format!("Karpenter-{c}");
+    let qname = queue_name(&c);
     let q = queue(&sdk, &qname);
-    assert!(q.url.is_some(), "queue exists");
+    assert!(q.is_some(), "queue exists");
+    let q = q.unwrap();
     assert_eq!(q.attrs["MessageRetentionPeriod"], "300");
     assert_eq!(q.attrs["SqsManagedSseEnabled"], "true");
     assert!(!q.attrs.contains_key("KmsMasterKeyId") || q.attrs["KmsMasterKeyId"].is_empty());
@@ -105,12 +79,7 @@ fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     }
 
     // Second run: nothing to write.
-    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.writes(), 0, "second up must make no write call: {}", r.stdout);
-    let r = karpctl(&wd, &["diff", "--cluster", &c]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("No changes"), "{r:?}");
+    assert_second_up_writes_nothing(&wd, &c);
 }
 
 #[test]
@@ -121,9 +90,9 @@ fn out_of_band_changes_are_found_by_diff_and_repaired_by_up() {
     wd.plan(&c, &plan_body(&c, ""));
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let sdk = sdk();
-    let qname = format!("Karpenter-{c}");
-    let q = queue(&sdk, &qname);
-    let url = q.url.clone().unwrap();
+    let qname = queue_name(&c);
+    let q = queue(&sdk, &qname).unwrap();
+    let url = q.url.clone();
     rt().block_on(async {
         // A rule deleted.
         let r = rule_name(&c, "Rebalance");
@@ -172,7 +141,7 @@ fn out_of_band_changes_are_found_by_diff_and_repaired_by_up() {
     assert_eq!(r.code, 0, "{r:?}");
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 0, "repaired: {r:?}");
-    let q = queue(&sdk, &qname);
+    let q = queue(&sdk, &qname).unwrap();
     assert_eq!(q.attrs["MessageRetentionPeriod"], "300");
     assert_eq!(statements(&policy_json(&q.attrs["Policy"])).len(), 2);
     assert_eq!(rule(&sdk, &rule_name(&c, "SpotInterrupt")).unwrap().1.len(), 1);
@@ -190,11 +159,11 @@ fn down_removes_everything_and_a_second_down_is_a_no_op() {
     assert_eq!(r.code, 1, "down without a terminal and without --yes refuses: {r:?}");
     assert!(r.stderr.contains("--yes"), "{r:?}");
     let sdk = sdk();
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_some(), "refused down changed nothing");
+    assert!(queue(&sdk, &queue_name(&c)).is_some(), "refused down changed nothing");
 
     let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).is_none());
     for (part, _, _) in PARTS {
         assert!(rule(&sdk, &rule_name(&c, part)).is_none(), "rule {part} removed");
     }
@@ -221,7 +190,7 @@ fn switching_interruption_off_removes_queue_and_rules() {
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     let sdk = sdk();
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).is_none());
     for (part, _, _) in PARTS {
         assert!(rule(&sdk, &rule_name(&c, part)).is_none());
     }
@@ -233,7 +202,7 @@ fn an_unowned_queue_of_the_same_name_stops_up_and_survives_down() {
     let c = cluster_name("unowned");
     seed(&c, &[]);
     let sdk = sdk();
-    let qname = format!("Karpenter-{c}");
+    let qname = queue_name(&c);
     rt().block_on(async {
         sdk.sqs
             .create_queue()
@@ -250,7 +219,7 @@ fn an_unowned_queue_of_the_same_name_stops_up_and_survives_down() {
     assert_eq!(r.code, 1, "{r:?}");
     let err = r.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(err.contains(&qname) && err.contains("not managed by karpctl"), "{err}");
-    let q = queue(&sdk, &qname);
+    let q = queue(&sdk, &qname).unwrap();
     assert_eq!(q.attrs["MessageRetentionPeriod"], "900", "untouched");
     assert!(!q.attrs.contains_key("Policy"), "no policy added");
     assert!(!q.tags.contains_key("karpctl.io/cluster"));
@@ -259,8 +228,8 @@ fn an_unowned_queue_of_the_same_name_stops_up_and_survives_down() {
     let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
     assert_eq!(r.code, 0, "{r:?}");
     let q = queue(&sdk, &qname);
-    assert!(q.url.is_some(), "down leaves a queue that is not ours");
-    assert_eq!(q.tags["owner"], "someone-else");
+    assert!(q.is_some(), "down leaves a queue that is not ours");
+    assert_eq!(q.unwrap().tags["owner"], "someone-else");
 }
 
 #[test]
@@ -273,7 +242,7 @@ fn a_missing_cluster_a_bad_plan_and_a_wrong_account_pin_fail_without_writes() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains(&format!("EKS cluster {c} does not exist")), "{r:?}");
     assert!(r.stderr.contains("hint:"), "{r:?}");
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).is_none());
 
     // Bad plan file: unknown key, named with its line.
     let c = cluster_name("badplan");
@@ -283,14 +252,14 @@ fn a_missing_cluster_a_bad_plan_and_a_wrong_account_pin_fail_without_writes() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains(&format!("{c}.toml:4")), "line number: {r:?}");
     assert!(r.stderr.contains("retention"), "{r:?}");
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).is_none());
 
     // Account pin mismatch.
     wd.plan(&c, &format!("cluster = \"{c}\"\naccount_id = \"111122223333\"\n"));
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("pinned to account 111122223333"), "{r:?}");
-    assert!(queue(&sdk, &format!("Karpenter-{c}")).url.is_none());
+    assert!(queue(&sdk, &queue_name(&c)).is_none());
 }
 
 #[test]

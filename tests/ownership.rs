@@ -34,8 +34,8 @@ fn premake(sdk: &Sdk, c: &str, kind: &str, claim: Claim) {
             "role" => {
                 sdk.iam
                     .create_role()
-                    .role_name(format!("KarpenterNodeRole-{c}"))
-                    .path(format!("/karpctl/{c}/"))
+                    .role_name(node_role(c))
+                    .path(iam_path(c))
                     .assume_role_policy_document(TRUST_EC2)
                     .set_tags(Some(iam_tags(claim)))
                     .send()
@@ -45,8 +45,8 @@ fn premake(sdk: &Sdk, c: &str, kind: &str, claim: Claim) {
             "policy" => {
                 sdk.iam
                     .create_policy()
-                    .policy_name(format!("KarpenterControllerNodeLifecyclePolicy-{c}"))
-                    .path(format!("/karpctl/{c}/"))
+                    .policy_name(policy_name(c, "NodeLifecycle"))
+                    .path(iam_path(c))
                     .policy_document(SOME_POLICY)
                     .set_tags(Some(iam_tags(claim)))
                     .send()
@@ -56,26 +56,23 @@ fn premake(sdk: &Sdk, c: &str, kind: &str, claim: Claim) {
             "instance-profile" => {
                 sdk.iam
                     .create_instance_profile()
-                    .instance_profile_name(format!("KarpenterNodeInstanceProfile-{c}"))
-                    .path(format!("/karpctl/{c}/"))
+                    .instance_profile_name(instance_profile(c))
+                    .path(iam_path(c))
                     .set_tags(Some(iam_tags(claim)))
                     .send()
                     .await
                     .unwrap();
             }
             "queue" => {
-                let mut req = sdk.sqs.create_queue().queue_name(format!("Karpenter-{c}"));
+                let mut req = sdk.sqs.create_queue().queue_name(queue_name(c));
                 for (k, v) in tags(claim) {
                     req = req.tags(k, v);
                 }
                 req.send().await.unwrap();
             }
             "rule" => {
-                let mut req = sdk
-                    .events
-                    .put_rule()
-                    .name(format!("Karpenter-{c}-HealthEvent"))
-                    .event_pattern(r#"{"source":["aws.health"]}"#);
+                let mut req =
+                    sdk.events.put_rule().name(rule_name(c, "HealthEvent")).event_pattern(r#"{"source":["aws.health"]}"#);
                 for (k, v) in tags(claim) {
                     req = req.tags(aws_sdk_eventbridge::types::Tag::builder().key(k).value(v).build().unwrap());
                 }
@@ -104,7 +101,7 @@ fn still_theirs(sdk: &Sdk, c: &str, kind: &str) {
     rt().block_on(async {
         let owner_tag: Option<String> = match kind {
             "role" => {
-                let r = sdk.iam.get_role().role_name(format!("KarpenterNodeRole-{c}")).send().await.expect("role still exists");
+                let r = sdk.iam.get_role().role_name(node_role(c)).send().await.expect("role still exists");
                 let r = r.role().unwrap();
                 r.tags().iter().find(|t| t.key() == "owner").map(|t| t.value().to_string())
             }
@@ -119,7 +116,7 @@ fn still_theirs(sdk: &Sdk, c: &str, kind: &str) {
                 let p = sdk
                     .iam
                     .get_instance_profile()
-                    .instance_profile_name(format!("KarpenterNodeInstanceProfile-{c}"))
+                    .instance_profile_name(instance_profile(c))
                     .send()
                     .await
                     .expect("profile still exists");
@@ -127,43 +124,22 @@ fn still_theirs(sdk: &Sdk, c: &str, kind: &str) {
                 p.instance_profile().unwrap().tags().iter().find(|t| t.key() == "owner").map(|t| t.value().to_string())
             }
             "queue" => {
-                let u = sdk.sqs.get_queue_url().queue_name(format!("Karpenter-{c}")).send().await.expect("queue still exists");
+                let u = sdk.sqs.get_queue_url().queue_name(queue_name(c)).send().await.expect("queue still exists");
                 let t = sdk.sqs.list_queue_tags().queue_url(u.queue_url().unwrap()).send().await.unwrap();
                 t.tags().and_then(|m| m.get("owner").cloned())
             }
             "rule" => {
-                let d = sdk
-                    .events
-                    .describe_rule()
-                    .name(format!("Karpenter-{c}-HealthEvent"))
-                    .send()
-                    .await
-                    .expect("rule still exists");
+                let d = sdk.events.describe_rule().name(rule_name(c, "HealthEvent")).send().await.expect("rule still exists");
                 assert_eq!(d.event_pattern(), Some(r#"{"source":["aws.health"]}"#), "pattern untouched");
-                let t = sdk.events.list_targets_by_rule().rule(format!("Karpenter-{c}-HealthEvent")).send().await.unwrap();
+                let t = sdk.events.list_targets_by_rule().rule(rule_name(c, "HealthEvent")).send().await.unwrap();
                 assert!(t.targets().is_empty(), "no target was added");
                 let tags = sdk.events.list_tags_for_resource().resource_arn(d.arn().unwrap()).send().await.unwrap();
                 tags.tags().iter().find(|t| t.key() == "owner").map(|t| t.value().to_string())
             }
             "pod-identity" => {
-                let l = sdk
-                    .eks
-                    .list_pod_identity_associations()
-                    .cluster_name(c)
-                    .namespace("kube-system")
-                    .service_account("karpenter")
-                    .send()
-                    .await
-                    .unwrap();
-                let a = l.associations().first().expect("association still exists");
-                let d = sdk
-                    .eks
-                    .describe_pod_identity_association()
-                    .cluster_name(c)
-                    .association_id(a.association_id().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
+                let l = list_karpenter_associations(sdk, c).await;
+                let a = l.first().expect("association still exists");
+                let d = describe_association(sdk, c, a.association_id().unwrap()).await;
                 let d = d.association().unwrap();
                 assert_eq!(d.role_arn(), Some("arn:aws:iam::000000000000:role/someone-elses-role"), "role untouched");
                 d.tags().and_then(|m| m.get("owner").cloned())
@@ -240,10 +216,10 @@ fn adopt_takes_over_unowned_objects_and_converges_them() {
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 0, "converged after adoption: {r:?}");
     rt().block_on(async {
-        let role = sdk.iam.get_role().role_name(format!("KarpenterNodeRole-{c}")).send().await.unwrap();
+        let role = sdk.iam.get_role().role_name(node_role(&c)).send().await.unwrap();
         let tags = role.role().unwrap().tags();
         assert!(tags.iter().any(|t| t.key() == "karpctl.io/cluster" && t.value() == c));
-        let u = sdk.sqs.get_queue_url().queue_name(format!("Karpenter-{c}")).send().await.unwrap();
+        let u = sdk.sqs.get_queue_url().queue_name(queue_name(&c)).send().await.unwrap();
         let a = sdk
             .sqs
             .get_queue_attributes()
@@ -256,6 +232,6 @@ fn adopt_takes_over_unowned_objects_and_converges_them() {
     });
     let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
     assert_eq!(r.code, 0, "adopted objects are karpctl's now: {r:?}");
-    let gone = rt().block_on(sdk.iam.get_role().role_name(format!("KarpenterNodeRole-{c}")).send());
+    let gone = rt().block_on(sdk.iam.get_role().role_name(node_role(&c)).send());
     assert!(gone.is_err(), "the adopted role was removed by down");
 }

@@ -59,7 +59,7 @@ fn a_saved_plan_is_refused_when_aws_changed_or_it_is_for_another_cluster() {
     let wd = Workdir::new();
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let sdk = sdk();
-    let queue = format!("Karpenter-{c}");
+    let queue = queue_name(&c);
     set_retention(&sdk, &queue, "600");
     let plan = wd.path().join("plan.json");
     let plan = plan.to_str().unwrap();
@@ -114,10 +114,10 @@ fn output_prints_helm_values_a_nodeclass_and_json_from_live_aws() {
     assert_eq!(r.code, 0, "{r:?}");
     let doc = r.json();
     assert_eq!(doc["cluster_name"], c.as_str());
-    assert_eq!(doc["interruption_queue"], format!("Karpenter-{c}"));
-    assert_eq!(doc["node_role_name"], format!("KarpenterNodeRole-{c}"));
+    assert_eq!(doc["interruption_queue"], queue_name(&c));
+    assert_eq!(doc["node_role_name"], node_role(&c));
     // The role ARN it prints is the live one.
-    let live = rt().block_on(sdk().iam.get_role().role_name(format!("KarpenterController-{c}")).send()).unwrap();
+    let live = rt().block_on(sdk().iam.get_role().role_name(controller_role(&c)).send()).unwrap();
     assert_eq!(doc["controller_role_arn"], live.role().unwrap().arn());
     assert_eq!(doc["service_account"]["namespace"], "kube-system");
     assert_eq!(doc["subnets"].as_array().unwrap().len(), 3);

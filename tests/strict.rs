@@ -40,9 +40,6 @@ use aws_sdk_iam::types::PolicyScopeType;
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
-use std::time::Duration;
 
 const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
@@ -52,173 +49,11 @@ fn plan(c: &str) -> String {
     )
 }
 
-fn iam_path(c: &str) -> String {
-    format!("/karpctl/{c}/")
-}
-
-fn node_role(c: &str) -> String {
-    format!("KarpenterNodeRole-{c}")
-}
-
-fn controller_role(c: &str) -> String {
-    format!("KarpenterController-{c}")
-}
-
-fn policy_name(c: &str, part: &str) -> String {
-    format!("KarpenterController{part}Policy-{c}")
-}
-
-fn queue_name(c: &str) -> String {
-    format!("Karpenter-{c}")
-}
-
-fn rule_name(c: &str, part: &str) -> String {
-    format!("Karpenter-{c}-{part}")
-}
-
 fn strs(v: &Value) -> Vec<String> {
     v.as_array().unwrap_or_else(|| panic!("not a list: {v}")).iter().map(|x| x.as_str().unwrap().to_string()).collect()
 }
 
-// ------------------------------------------------------------------------------------- proxy
-
-/// One microburst proxy in front of `upstream` (moto or ministack); stopped when dropped.
-///
-/// microburst builds its request-detection tables on the first proxied request (about 8 s of one
-/// core, measured; more under load), so `start` sends a warm-up `GET /` (no service, so no rule
-/// matches it) from a thread, and `url()` waits for it: start proxies first, then seed and run
-/// karpctl while they warm up.
-struct Proxy {
-    name: String,
-    url: String,
-    warm: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
-    stopping: Option<std::process::Child>,
-}
-
-impl Proxy {
-    fn start(wd: &Workdir, name: &str, upstream: &str, rules: Value) -> Proxy {
-        let cfg = wd.path().join(format!("microburst-{name}.yaml"));
-        // JSON is YAML.
-        std::fs::write(&cfg, serde_json::to_string_pretty(&json!({ "rules": rules })).unwrap()).unwrap();
-        let out = Command::new(repo().join("scripts/emulator"))
-            .args(["proxy-start", name, upstream])
-            .arg(&cfg)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run scripts/emulator proxy-start");
-        assert!(out.status.success(), "proxy-start {name} failed: {}", String::from_utf8_lossy(&out.stderr));
-        let url = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().trim().to_string();
-        assert!(url.starts_with("http://"), "proxy-start printed no URL: {url:?}");
-        let addr = url.trim_start_matches("http://").trim_end_matches('/').to_string();
-        let warm = std::thread::spawn(move || {
-            if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
-                let _ = s.set_read_timeout(Some(Duration::from_secs(120)));
-                let _ = write!(s, "GET / HTTP/1.0\r\nHost: {addr}\r\n\r\n");
-                let _ = s.read_to_end(&mut Vec::new());
-            }
-        });
-        Proxy { name: name.to_string(), url, warm: std::sync::Mutex::new(Some(warm)), stopping: None }
-    }
-
-    /// The proxy's URL, once it is warm.
-    fn url(&self) -> &str {
-        if let Some(h) = self.warm.lock().unwrap().take() {
-            let _ = h.join();
-        }
-        &self.url
-    }
-
-    /// A call to the control API (HTTP/1.0: the body ends at close).
-    fn control(&self, method: &str, path: &str) -> Value {
-        self.control_with(method, path, "")
-    }
-
-    fn control_with(&self, method: &str, path: &str, body: &str) -> Value {
-        microburst_control(&self.url(), method, path, body)
-    }
-
-    /// The fired log (every request a rule matched, faulted or only delayed), oldest first.
-    fn fired_log(&self) -> Vec<Value> {
-        let mut v = self.control("GET", "/_microburst/fired?limit=2000").as_array().cloned().unwrap_or_default();
-        v.sort_by(|a, b| a["ts"].as_f64().unwrap_or(0.0).total_cmp(&b["ts"].as_f64().unwrap_or(0.0)));
-        v
-    }
-
-    /// How many times a rule fired on `operation`.
-    fn fired(&self, operation: &str) -> usize {
-        self.fired_log().iter().filter(|e| e["operation"] == operation).count()
-    }
-
-    /// The active rules, each with its `id`.
-    fn rules(&self) -> Vec<Value> {
-        self.control("GET", "/_microburst/rules").as_array().cloned().unwrap_or_default()
-    }
-
-    /// Append rules at run time (after those already there: the first matching rule wins).
-    fn add_rules(&self, rules: Value) {
-        self.control_with("PATCH", "/_microburst/rules", &rules.to_string());
-    }
-
-    fn stop_command(&self) -> Command {
-        let mut cmd = Command::new(repo().join("scripts/emulator"));
-        cmd.args(["proxy-stop", &self.name]).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        cmd
-    }
-
-    /// Start stopping now (microburst takes seconds to shut down); the drop waits for it. Lets a
-    /// test stop its proxies in parallel.
-    fn begin_stop(&mut self) {
-        if self.stopping.is_none() {
-            self.stopping = self.stop_command().spawn().ok();
-        }
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        if let Some(h) = self.warm.get_mut().ok().and_then(|w| w.take()) {
-            let _ = h.join();
-        }
-        match self.stopping.take() {
-            Some(mut child) => {
-                let _ = child.wait();
-            }
-            None => {
-                let _ = self.stop_command().status();
-            }
-        }
-    }
-}
-
-/// Stop proxies in parallel, waiting for all.
-fn stop_all(proxies: Vec<Proxy>) {
-    let mut proxies = proxies;
-    for p in proxies.iter_mut() {
-        p.begin_stop();
-    }
-    drop(proxies);
-}
-
 // ------------------------------------------------------------------------- reading live state
-
-struct Queue {
-    url: String,
-    attrs: HashMap<String, String>,
-    tags: HashMap<String, String>,
-}
-
-fn queue(sdk: &Sdk, name: &str) -> Option<Queue> {
-    rt().block_on(async {
-        let url = sdk.sqs.get_queue_url().queue_name(name).send().await.ok()?.queue_url()?.to_string();
-        let a = sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send().await.unwrap();
-        let t = sdk.sqs.list_queue_tags().queue_url(&url).send().await.unwrap();
-        Some(Queue {
-            url,
-            attrs: a.attributes().unwrap().iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect(),
-            tags: t.tags().cloned().unwrap_or_default(),
-        })
-    })
-}
 
 /// (trust policy, tags, ARN) of a role.
 fn role(sdk: &Sdk, name: &str) -> Option<(Value, BTreeMap<String, String>, String)> {
@@ -230,13 +65,6 @@ fn role(sdk: &Sdk, name: &str) -> Option<(Value, BTreeMap<String, String>, Strin
             r.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect(),
             r.arn().to_string(),
         ))
-    })
-}
-
-fn attached(sdk: &Sdk, role_name: &str) -> BTreeSet<String> {
-    rt().block_on(async {
-        let o = sdk.iam.list_attached_role_policies().role_name(role_name).send().await.unwrap();
-        o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect()
     })
 }
 
@@ -328,30 +156,7 @@ fn access_entries(sdk: &Sdk, c: &str) -> BTreeMap<String, String> {
 
 /// Role ARNs of the kube-system/karpenter pod identity associations (ministack).
 fn pod_identity_roles(sdk: &Sdk, c: &str) -> Vec<String> {
-    rt().block_on(async {
-        let l = sdk
-            .eks
-            .list_pod_identity_associations()
-            .cluster_name(c)
-            .namespace("kube-system")
-            .service_account("karpenter")
-            .send()
-            .await
-            .unwrap();
-        let mut out = vec![];
-        for a in l.associations() {
-            let d = sdk
-                .eks
-                .describe_pod_identity_association()
-                .cluster_name(c)
-                .association_id(a.association_id().unwrap())
-                .send()
-                .await
-                .unwrap();
-            out.push(d.association().and_then(|a| a.role_arn()).unwrap_or_default().to_string());
-        }
-        out
-    })
+    karpenter_associations(sdk, c).into_iter().map(|(_, role_arn)| role_arn).collect()
 }
 
 /// The seed's subnet and security group ids.
@@ -411,7 +216,7 @@ fn strict_up_creates_everything_then_a_second_up_writes_nothing() {
     assert_eq!(strings(&st[0]["Principal"]["Service"]), ["ec2.amazonaws.com"]);
     // The four AWS managed policies: moto knows them (MOTO_IAM_LOAD_MANAGED_POLICIES) and would
     // have refused a wrong ARN with NoSuchEntity.
-    let want: BTreeSet<String> = NODE_MANAGED_POLICIES.iter().map(|p| format!("arn:aws:iam::aws:policy/{p}")).collect();
+    let want: BTreeSet<String> = NODE_MANAGED_POLICIES.iter().map(|p| aws_managed(p)).collect();
     assert_eq!(attached(&sdk, &node_role(&c)), want);
 
     let (trust, tags, ctrl_arn) = role(&sdk, &controller_role(&c)).expect("controller role");
@@ -427,7 +232,7 @@ fn strict_up_creates_everything_then_a_second_up_writes_nothing() {
     for (_, arn) in &policies {
         assert_eq!(versions(&sdk, arn), vec![("v1".to_string(), true)], "{arn}: one version");
     }
-    assert_eq!(profiles, vec![format!("KarpenterNodeInstanceProfile-{c}")]);
+    assert_eq!(profiles, vec![instance_profile(&c)]);
     let ip = rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(&profiles[0]).send()).unwrap();
     let held: Vec<String> = ip.instance_profile().unwrap().roles().iter().map(|r| r.role_name().to_string()).collect();
     assert_eq!(held, vec![node_role(&c)]);
@@ -628,7 +433,7 @@ fn strict_down_removes_everything_in_the_order_aws_requires() {
     let wd = Workdir::new();
     // Started first (it warms up while the cluster is seeded); rules are added once the policy
     // ARNs exist.
-    let mut px = Proxy::start(&wd, &format!("{c}-rec"), &moto_endpoint(), json!([]));
+    let mut px = Proxy::start_warm(&wd, &format!("{c}-rec"), &moto_endpoint(), json!([]));
     let s = seeded(&c);
     let sdk = sdk_strict();
     // Someone else tagged one subnet for Karpenter before karpctl ran: never removed.
@@ -800,7 +605,7 @@ fn strict_create_queue_refused_after_down_is_retried_until_the_name_is_free() {
     let wd = Workdir::new();
     // Neither emulator blocks the name after DeleteQueue; AWS does for 60 s. Three refusals, on
     // the SQS calls of the `up` that follows the `down` (only that run goes through the proxy).
-    let mut px = Proxy::start(
+    let mut px = Proxy::start_warm(
         &wd,
         &format!("{c}-sqs"),
         &moto_endpoint(),
@@ -839,7 +644,7 @@ fn strict_iam_propagation_delays_seen_by_eks_and_iam_are_retried_until_the_roles
     let c = cluster_name("s-prop");
     let wd = Workdir::new();
     // EKS (ministack) and IAM (moto) accept a role the moment it exists; AWS does not for a while.
-    let eks = Proxy::start(
+    let eks = Proxy::start_warm(
         &wd,
         &format!("{c}-eks"),
         &endpoint(),
@@ -850,7 +655,7 @@ fn strict_iam_propagation_delays_seen_by_eks_and_iam_are_retried_until_the_roles
              "error": {"code": "InvalidParameterException", "message": "Role provided in the request does not exist"}}
         ]),
     );
-    let iam = Proxy::start(
+    let iam = Proxy::start_warm(
         &wd,
         &format!("{c}-iam"),
         &moto_endpoint(),
@@ -874,9 +679,7 @@ fn strict_iam_propagation_delays_seen_by_eks_and_iam_are_retried_until_the_roles
     let (_, _, ctrl_arn) = role(&sdk, &controller_role(&c)).unwrap();
     assert_eq!(access_entries(&sdk, &c).get(&node_arn).map(String::as_str), Some("EC2_LINUX"), "one entry, made once");
     assert_eq!(pod_identity_roles(&sdk, &c), vec![ctrl_arn], "one association, made once");
-    let ip = rt()
-        .block_on(sdk.iam.get_instance_profile().instance_profile_name(format!("KarpenterNodeInstanceProfile-{c}")).send())
-        .unwrap();
+    let ip = rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(instance_profile(&c)).send()).unwrap();
     assert_eq!(ip.instance_profile().unwrap().roles().len(), 1);
     stop_all(vec![eks, iam]);
     assert_converged(&wd, &c);

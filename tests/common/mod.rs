@@ -4,11 +4,17 @@
 
 #![allow(dead_code)]
 
+use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+pub mod names;
+pub mod proxy;
+pub use names::*;
+pub use proxy::{Proxy, stop_all};
 
 pub fn repo() -> PathBuf {
     std::env::var("KARPCTL_REPO").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
@@ -34,13 +40,18 @@ pub fn seed(cluster: &str, extra: &[&str]) -> Value {
 }
 
 pub fn seed_at(endpoint: &str, cluster: &str, extra: &[&str]) -> Value {
+    run_seed(&["--endpoint", endpoint, "--cluster", cluster], extra, "seed")
+}
+
+/// Run scripts/seed.py with `args` then `extra`; its last stdout line is the seed's JSON.
+fn run_seed(args: &[&str], extra: &[&str], what: &str) -> Value {
     let out = Command::new(repo().join(".venv/bin/python"))
         .arg(repo().join("scripts/seed.py"))
-        .args(["--endpoint", endpoint, "--cluster", cluster])
+        .args(args)
         .args(extra)
         .output()
         .expect("run scripts/seed.py");
-    assert!(out.status.success(), "seed failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{what} failed: {}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.lines().last().unwrap_or("{}")).expect("seed JSON")
 }
@@ -105,18 +116,31 @@ pub fn karpctl(wd: &Workdir, args: &[&str]) -> Run {
 /// The command the tests run: karpctl in `wd` against the test emulator, test credentials,
 /// no colour, a short consistency deadline. An empty value in `env` removes that variable.
 pub fn karpctl_command(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut cmd = karpctl_base(wd, args);
+    cmd.env("AWS_ENDPOINT_URL", endpoint());
+    apply_env(&mut cmd, env);
+    cmd
+}
+
+/// karpctl in `wd` with test credentials, no colour, a short consistency deadline, no profile or
+/// default cluster from this process, and stdin closed; where AWS is, is the caller's to set.
+fn karpctl_base(wd: &Workdir, args: &[&str]) -> Command {
     let mut cmd = Command::new(karpctl_bin());
     cmd.current_dir(wd.path())
         .args(args)
         .env_remove("AWS_PROFILE")
         .env_remove("KARPCTL_CLUSTER")
-        .env("AWS_ENDPOINT_URL", endpoint())
         .env("AWS_ACCESS_KEY_ID", "test")
         .env("AWS_SECRET_ACCESS_KEY", "test")
         .env("AWS_REGION", "us-east-1")
         .env("NO_COLOR", "1")
         .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
         .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// Set each variable of `env`; an empty value removes it.
+fn apply_env(cmd: &mut Command, env: &[(&str, &str)]) {
     for (k, v) in env {
         if v.is_empty() {
             cmd.env_remove(k);
@@ -124,17 +148,20 @@ pub fn karpctl_command(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Com
             cmd.env(k, v);
         }
     }
-    cmd
 }
 
-pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = karpctl_command(wd, args, env);
+/// Run karpctl to its end and collect exit code and output.
+fn run(mut cmd: Command) -> Run {
     let out: Output = cmd.output().expect("run karpctl");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
+    run(karpctl_command(wd, args, env))
 }
 
 /// AWS SDK clients pointed at the emulator, for checking results independently of karpctl.
@@ -169,6 +196,87 @@ pub fn sdk_at(endpoint: &str) -> Sdk {
         eks: aws_sdk_eks::Client::new(&conf),
         ec2: aws_sdk_ec2::Client::new(&conf),
     }
+}
+
+/// An SQS queue as read back: URL, every attribute, tags.
+pub struct Queue {
+    pub url: String,
+    pub attrs: HashMap<String, String>,
+    pub tags: HashMap<String, String>,
+}
+
+/// The queue named `name`, or None when GetQueueUrl finds none.
+pub fn queue(sdk: &Sdk, name: &str) -> Option<Queue> {
+    rt().block_on(async {
+        let url = sdk.sqs.get_queue_url().queue_name(name).send().await.ok()?.queue_url()?.to_string();
+        let a = sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send().await.unwrap();
+        let t = sdk.sqs.list_queue_tags().queue_url(&url).send().await.unwrap();
+        Some(Queue {
+            url,
+            attrs: a.attributes().unwrap().iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect(),
+            tags: t.tags().cloned().unwrap_or_default(),
+        })
+    })
+}
+
+/// ARNs of the managed policies attached to a role.
+pub fn attached(sdk: &Sdk, role_name: &str) -> BTreeSet<String> {
+    rt().block_on(async {
+        let o = sdk.iam.list_attached_role_policies().role_name(role_name).send().await.unwrap();
+        o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect()
+    })
+}
+
+/// ListPodIdentityAssociations for Karpenter's service account, kube-system/karpenter, of cluster `c`.
+pub async fn list_karpenter_associations(sdk: &Sdk, c: &str) -> Vec<aws_sdk_eks::types::PodIdentityAssociationSummary> {
+    let l = sdk
+        .eks
+        .list_pod_identity_associations()
+        .cluster_name(c)
+        .namespace("kube-system")
+        .service_account("karpenter")
+        .send()
+        .await
+        .expect("eks:ListPodIdentityAssociations");
+    l.associations().to_vec()
+}
+
+/// DescribePodIdentityAssociation of association `id` of cluster `c`.
+pub async fn describe_association(
+    sdk: &Sdk,
+    c: &str,
+    id: &str,
+) -> aws_sdk_eks::operation::describe_pod_identity_association::DescribePodIdentityAssociationOutput {
+    sdk.eks
+        .describe_pod_identity_association()
+        .cluster_name(c)
+        .association_id(id)
+        .send()
+        .await
+        .expect("eks:DescribePodIdentityAssociation")
+}
+
+/// (association id, role ARN) of every Pod Identity association of kube-system/karpenter.
+pub fn karpenter_associations(sdk: &Sdk, c: &str) -> Vec<(String, String)> {
+    rt().block_on(async {
+        let mut out = Vec::new();
+        for a in list_karpenter_associations(sdk, c).await {
+            let id = a.association_id().unwrap().to_string();
+            let d = describe_association(sdk, c, &id).await;
+            out.push((id, d.association().unwrap().role_arn().unwrap_or_default().to_string()));
+        }
+        out
+    })
+}
+
+/// A second `up` makes no write call, and `diff` then finds nothing to do.
+pub fn assert_second_up_writes_nothing(wd: &Workdir, c: &str) {
+    let r = karpctl(wd, &["up", "--cluster", c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.writes(), 0, "second up must make no write call: {}", r.stdout);
+    let r = karpctl(wd, &["diff", "--cluster", c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("No changes"), "{r:?}");
 }
 
 /// Parse a policy document the way a user would check it: percent-decoded JSON.
@@ -265,19 +373,8 @@ pub fn karpctl_strict_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> 
 /// Strict mode with explicit endpoints (for a proxy in front of moto or ministack). `env` as in
 /// `karpctl_env`: an empty value removes the variable.
 pub fn karpctl_strict_at(wd: &Workdir, args: &[&str], eps: &StrictEndpoints, env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(karpctl_bin());
-    cmd.current_dir(wd.path())
-        .args(args)
-        .env_remove("AWS_PROFILE")
-        .env_remove("KARPCTL_CLUSTER")
-        .env_remove("AWS_ENDPOINT_URL")
-        .env_remove("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS")
-        .env("AWS_ACCESS_KEY_ID", "test")
-        .env("AWS_SECRET_ACCESS_KEY", "test")
-        .env("AWS_REGION", "us-east-1")
-        .env("NO_COLOR", "1")
-        .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
-        .stdin(std::process::Stdio::null());
+    let mut cmd = karpctl_base(wd, args);
+    cmd.env_remove("AWS_ENDPOINT_URL").env_remove("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS");
     // No service may fall through to a variable this process inherited.
     for (k, _) in std::env::vars() {
         if k.starts_with("AWS_ENDPOINT_URL_") {
@@ -287,33 +384,14 @@ pub fn karpctl_strict_at(wd: &Workdir, args: &[&str], eps: &StrictEndpoints, env
     for (k, v) in eps.env() {
         cmd.env(k, v);
     }
-    for (k, v) in env {
-        if v.is_empty() {
-            cmd.env_remove(k);
-        } else {
-            cmd.env(k, v);
-        }
-    }
-    let out: Output = cmd.output().expect("run karpctl");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    apply_env(&mut cmd, env);
+    run(cmd)
 }
 
 /// Seed a cluster for strict mode: VPC, subnets and security groups in moto, the EKS cluster
 /// (naming those subnets) and its add-on in ministack.
 pub fn seed_strict(cluster: &str, extra: &[&str]) -> Value {
-    let out = Command::new(repo().join(".venv/bin/python"))
-        .arg(repo().join("scripts/seed.py"))
-        .args(["--endpoint", &endpoint(), "--ec2-endpoint", &moto_endpoint(), "--cluster", cluster])
-        .args(extra)
-        .output()
-        .expect("run scripts/seed.py");
-    assert!(out.status.success(), "strict seed failed: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.lines().last().unwrap_or("{}")).expect("seed JSON")
+    run_seed(&["--endpoint", &endpoint(), "--ec2-endpoint", &moto_endpoint(), "--cluster", cluster], extra, "strict seed")
 }
 
 /// SDK clients for checking a strict run: IAM, SQS, EventBridge and EC2 at moto, EKS at
@@ -330,26 +408,6 @@ pub fn sdk_strict_at(eps: &StrictEndpoints) -> Sdk {
         eks: sdk_at(eps.url("EKS")).eks,
         ec2: sdk_at(eps.url("EC2")).ec2,
     }
-}
-
-/// Call microburst's control API (`/_microburst/...`) on the proxy at `url`; the answer must be a
-/// 2xx with a JSON body.
-pub fn microburst_control(url: &str, method: &str, path: &str, body: &str) -> Value {
-    use std::io::{Read, Write};
-    let addr = url.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the proxy's control API");
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let (head, payload) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
-    assert!(head.starts_with("HTTP/1.0 2") || head.starts_with("HTTP/1.1 2"), "{method} {path}: {head}\n{payload}");
-    serde_json::from_str(payload).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {payload}"))
 }
 
 // ------------------------------------------------------------------ shared constants
