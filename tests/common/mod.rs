@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod lag;
+
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
