@@ -10,6 +10,7 @@ mod discovery;
 mod faults;
 mod identity;
 mod interruption;
+mod lagproxy_selftest;
 mod ownership;
 mod performance;
 mod plans_and_outputs;

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod lag;
+
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -1,0 +1,678 @@
+#!/usr/bin/env python3
+"""lagproxy: an HTTP proxy that emulates AWS behaviours that depend on time.
+
+Neither emulator (ministack, moto) nor microburst (errors and latency only) can
+show what real AWS does between a write and the moment it takes effect. This
+proxy sits between an AWS SDK client and an upstream (ministack, moto or a
+microburst proxy), forwards every request unchanged, and, for the resources a
+test names, answers the way AWS does during such a window:
+
+  sqs_attr_lag_s         {queue: N}    after SetQueueAttributes, GetQueueAttributes shows the
+                                       attributes that write changed as they were BEFORE it,
+                                       for N s (AWS: up to 60 s to propagate)
+  sqs_create_lag_s       {queue: N}    for N s after CreateQueue made the queue,
+                                       GetQueueAttributes/SetQueueAttributes/ListQueueTags/
+                                       TagQueue answer AWS.SimpleQueueService.NonExistentQueue
+  sqs_delete_lag_s       {queue: N}    DeleteQueue answers success at once and is sent
+                                       upstream N s later; reads still work meanwhile
+  eks_cluster_status     {cluster: S}  DescribeCluster shows cluster.status = S
+  eks_cluster_gone       [cluster]     every EKS request whose path names the cluster answers
+                                       404 ResourceNotFoundException
+  eks_role_propagation_s {role: N}     for N s after IAM CreateRole/UpdateAssumeRolePolicy of
+                                       the role, EKS CreateAccessEntry naming its ARN and
+                                       CreatePodIdentityAssociation naming it answer 400
+                                       InvalidParameterException
+  upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
+                                       e.g. {"iam": moto} with EKS on ministack
+
+Names are exact queue / cluster / role names; "*" in a map matches any name.
+
+Control API (JSON in, JSON out), under /_lag/:
+  GET  /_lag/health   {"ok": true, "upstream": URL}
+  GET  /_lag/rules    the current rules
+  POST /_lag/rules    merge a rules object into the current rules: maps merge per name
+                      (a null value removes that name), eks_cluster_gone takes a list
+                      (added) or a {cluster: bool} map (false/null removes), a top-level
+                      null removes the whole rule. Answers the rules after the merge.
+  GET  /_lag/calls    {"calls": [{"service", "operation", "time", "resource", "status",
+                      "lag"}...]} every request forwarded or answered, oldest first
+  GET  /_lag/state    the open windows (for debugging)
+  POST /_lag/reset    clear rules, windows and the call log; queued deletions are sent now
+
+Usage: lagproxy.py --upstream URL [--port N] [--host 127.0.0.1]
+Stdlib only (Python >= 3.10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import re
+import signal
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# Headers that belong to one hop, not to the request: never copied across.
+HOP_BY_HOP = {
+    "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
+    "upgrade", "expect", "content-length",
+}
+
+SCOPE_RE = re.compile(r"Credential=[^/,\s]+/\d{8}/([^/,\s]+)/([^/,\s]+)/aws4_request")
+
+SQS_CREATE_LAG_OPS = {"GetQueueAttributes", "SetQueueAttributes", "ListQueueTags", "TagQueue"}
+
+MAP_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_cluster_status",
+             "eks_role_propagation_s", "upstreams")
+NUMERIC_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_role_propagation_s")
+
+
+def log(msg: str) -> None:
+    print(f"lagproxy: {msg}", file=sys.stderr, flush=True)
+
+
+class BadRules(ValueError):
+    pass
+
+
+# ------------------------------------------------------------------ request parsing
+
+class Req:
+    """One client request as read off the wire, with what the proxy recognised in it."""
+
+    def __init__(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes):
+        self.method = method
+        self.target = target  # path plus query, as sent
+        self.headers = headers
+        self.body = body
+        split = urllib.parse.urlsplit(target)
+        self.path = split.path
+        self.query = split.query
+        self.service = self._service()
+        self.form: dict[str, str] = {}
+        self.json: dict | None = None
+        self.operation = self._operation()
+
+    def header(self, name: str) -> str | None:
+        name = name.lower()
+        for k, v in self.headers:
+            if k.lower() == name:
+                return v
+        return None
+
+    def _service(self) -> str:
+        m = SCOPE_RE.search(self.header("authorization") or "")
+        if m:
+            return m.group(2)
+        tgt = self.header("x-amz-target") or ""
+        if tgt.startswith("AmazonSQS."):
+            return "sqs"
+        if tgt.startswith("AWSEvents."):
+            return "events"
+        if self.path.startswith("/clusters"):
+            return "eks"
+        return "unknown"
+
+    def _operation(self) -> str:
+        tgt = self.header("x-amz-target")
+        if tgt and "." in tgt:
+            try:
+                self.json = json.loads(self.body or b"{}")
+            except ValueError:
+                self.json = None
+            return tgt.rsplit(".", 1)[1]
+        ctype = (self.header("content-type") or "").lower()
+        if "x-www-form-urlencoded" in ctype or (self.method == "POST" and self.body.startswith(b"Action=")):
+            self.form = dict(urllib.parse.parse_qsl(self.body.decode("utf-8", "replace"), keep_blank_values=True))
+        elif self.query:
+            self.form = dict(urllib.parse.parse_qsl(self.query, keep_blank_values=True))
+        if "Action" in self.form:
+            return self.form["Action"]
+        if self.service == "eks":
+            if self.body and ("json" in ctype or self.body.startswith(b"{")):
+                try:
+                    self.json = json.loads(self.body)
+                except ValueError:
+                    self.json = None
+            return eks_operation(self.method, self.path)
+        return f"{self.method} {self.path}"
+
+    # The resource names rules are scoped by.
+    def queue_name(self) -> str | None:
+        j = self.json or {}
+        if isinstance(j.get("QueueName"), str):
+            return j["QueueName"]
+        url = j.get("QueueUrl") or self.form.get("QueueUrl")
+        if isinstance(url, str) and url:
+            return url.rstrip("/").rsplit("/", 1)[-1]
+        return self.form.get("QueueName")
+
+    def cluster_name(self) -> str | None:
+        parts = self.path.split("/")
+        if len(parts) >= 3 and parts[1] == "clusters" and parts[2]:
+            return urllib.parse.unquote(parts[2])
+        return None
+
+    def role_name(self) -> str | None:
+        return self.form.get("RoleName")
+
+    def resource(self) -> str | None:
+        if self.service == "sqs":
+            return self.queue_name()
+        if self.service == "eks":
+            return self.cluster_name()
+        if self.service == "iam":
+            return self.role_name()
+        return None
+
+
+def eks_operation(method: str, path: str) -> str:
+    """The EKS operation for a rest-json request (the routes karpctl and the seed use)."""
+    p = [urllib.parse.unquote(x) for x in path.strip("/").split("/")]
+    n = len(p)
+    if p[0] == "clusters":
+        if n == 1:
+            return {"GET": "ListClusters", "POST": "CreateCluster"}.get(method, f"{method} /clusters")
+        if n == 2:
+            return {"GET": "DescribeCluster", "DELETE": "DeleteCluster"}.get(method, f"{method} /clusters/*")
+        sub = p[2]
+        if sub == "update-config" and method == "POST":
+            return "UpdateClusterConfig"
+        if sub == "updates":
+            return "ListUpdates" if n == 3 else "DescribeUpdate"
+        singular = {
+            "access-entries": "AccessEntry", "pod-identity-associations": "PodIdentityAssociation",
+            "addons": "Addon", "node-groups": "Nodegroup", "fargate-profiles": "FargateProfile",
+        }.get(sub)
+        if singular:
+            if n == 3:
+                plural = {"AccessEntry": "AccessEntries", "Nodegroup": "Nodegroups"}.get(singular, singular + "s")
+                return {"GET": f"List{plural}", "POST": f"Create{singular}"}.get(method, f"{method} {sub}")
+            if sub == "access-entries" and n >= 5 and p[4] == "access-policies":
+                if n == 5:
+                    return {"GET": "ListAssociatedAccessPolicies", "POST": "AssociateAccessPolicy"}.get(method, method)
+                return "DisassociateAccessPolicy" if method == "DELETE" else f"{method} access-policies"
+            if n == 4:
+                return {"GET": f"Describe{singular}", "DELETE": f"Delete{singular}",
+                        "POST": f"Update{singular}"}.get(method, f"{method} {sub}")
+            if n == 5 and p[4] == "update-config":
+                return f"Update{singular}Config"
+    if p[0] == "tags":
+        return {"GET": "ListTagsForResource", "POST": "TagResource", "DELETE": "UntagResource"}.get(method, method)
+    if p[0] == "access-policies" and method == "GET":
+        return "ListAccessPolicies"
+    if p[0] == "addons" and n >= 2 and p[1] == "supported-versions":
+        return "DescribeAddonVersions"
+    return f"{method} {path}"
+
+
+# ------------------------------------------------------------------ responses
+
+def sqs_error(code: str, type_: str, message: str, status: int = 400) -> tuple[int, list, bytes]:
+    """An SQS error as AWS sends it on the JSON wire (and as microburst renders it): the SDK
+    takes the code from x-amzn-query-error (awsQueryCompatible)."""
+    body = json.dumps({"__type": f"com.amazonaws.sqs#{type_}", "message": message}).encode()
+    return status, [
+        ("Content-Type", "application/x-amz-json-1.0"),
+        ("x-amzn-RequestId", str(uuid.uuid4())),
+        ("x-amzn-query-error", f"AWS.SimpleQueueService.{code};Sender"),
+    ], body
+
+
+def non_existent_queue() -> tuple[int, list, bytes]:
+    return sqs_error("NonExistentQueue", "QueueDoesNotExist", "The specified queue does not exist.")
+
+
+def eks_error(status: int, code: str, message: str) -> tuple[int, list, bytes]:
+    body = json.dumps({"message": message}).encode()
+    return status, [
+        ("Content-Type", "application/json"),
+        ("x-amzn-RequestId", str(uuid.uuid4())),
+        ("x-amzn-ErrorType", code),
+    ], body
+
+
+# ------------------------------------------------------------------ the proxy's state
+
+class Lag:
+    def __init__(self, upstream: str):
+        self.upstream = upstream.rstrip("/")
+        self.lock = threading.RLock()
+        self.rules: dict = {}
+        self.calls: list[dict] = []
+        # queue -> {"until": t, "old": {attr: value}, "keys": set(attrs written)}
+        self.attr_windows: dict[str, dict] = {}
+        # queue -> t (NonExistentQueue until t)
+        self.create_windows: dict[str, float] = {}
+        # role -> {"until": t, "kind": "create"|"trust"}
+        self.role_windows: dict[str, dict] = {}
+        # queued DeleteQueue requests: id -> (due, Req, timer)
+        self.pending_deletes: dict[int, tuple[float, Req, threading.Timer]] = {}
+        self._next_id = 0
+
+    # ------------------------------------------------------------- rules
+
+    def merge(self, patch) -> dict:
+        if not isinstance(patch, dict):
+            raise BadRules("the rules must be a JSON object")
+        with self.lock:
+            new = json.loads(json.dumps(self.rules))
+            for key, val in patch.items():
+                if val is None:
+                    new.pop(key, None)
+                    continue
+                if key in MAP_RULES:
+                    if not isinstance(val, dict):
+                        raise BadRules(f"{key} must be an object keyed by name (e.g. {{\"my-name\": 2}}); "
+                                       "rules are scoped so that parallel tests do not interfere")
+                    cur = new.setdefault(key, {})
+                    for name, v in val.items():
+                        if v is None:
+                            cur.pop(name, None)
+                        elif key in NUMERIC_RULES and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+                            raise BadRules(f"{key}.{name} must be a number of seconds >= 0 (got {v!r})")
+                        elif key == "eks_cluster_status" and not isinstance(v, str):
+                            raise BadRules(f"eks_cluster_status.{name} must be a status string (got {v!r})")
+                        elif key == "upstreams" and not (isinstance(v, str) and v.startswith(("http://", "https://"))):
+                            raise BadRules(f"upstreams.{name} must be an http(s) URL (got {v!r})")
+                        else:
+                            cur[name] = v
+                    if not cur:
+                        new.pop(key)
+                elif key == "eks_cluster_gone":
+                    cur = set(new.get(key, []))
+                    if isinstance(val, list) and all(isinstance(x, str) for x in val):
+                        cur |= set(val)
+                    elif isinstance(val, dict):
+                        for name, on in val.items():
+                            (cur.add if on else cur.discard)(name)
+                    else:
+                        raise BadRules("eks_cluster_gone must be a list of cluster names or {name: bool}")
+                    if cur:
+                        new[key] = sorted(cur)
+                    else:
+                        new.pop(key, None)
+                else:
+                    raise BadRules(f"unknown rule {key!r}; known: {', '.join(MAP_RULES + ('eks_cluster_gone',))}")
+            self.rules = new
+            return json.loads(json.dumps(new))
+
+    def rule(self, key: str, name: str | None):
+        """The rule value for `name` (exact name first, then "*"), or None."""
+        if name is None:
+            return None
+        with self.lock:
+            m = self.rules.get(key) or {}
+            if name in m:
+                return m[name]
+            return m.get("*")
+
+    def cluster_gone(self, name: str | None) -> bool:
+        with self.lock:
+            gone = self.rules.get("eks_cluster_gone") or []
+            return name is not None and (name in gone or "*" in gone)
+
+    def upstream_for(self, service: str) -> str:
+        with self.lock:
+            return (self.rules.get("upstreams") or {}).get(service, self.upstream).rstrip("/")
+
+    def reset(self) -> None:
+        with self.lock:
+            pending = list(self.pending_deletes.items())
+            self.pending_deletes.clear()
+            self.rules = {}
+            self.calls = []
+            self.attr_windows.clear()
+            self.create_windows.clear()
+            self.role_windows.clear()
+        for _, (_, req, timer) in pending:
+            timer.cancel()
+            self._send_delete(req)
+
+    def flush(self) -> None:
+        with self.lock:
+            pending = list(self.pending_deletes.values())
+            self.pending_deletes.clear()
+        for _, req, timer in pending:
+            timer.cancel()
+            self._send_delete(req)
+
+    def state(self) -> dict:
+        now = time.monotonic()
+        with self.lock:
+            return {
+                "sqs_attr": {q: {"remaining_s": round(w["until"] - now, 3), "old": w["old"], "keys": sorted(w["keys"])}
+                             for q, w in self.attr_windows.items() if w["until"] > now},
+                "sqs_create": {q: round(t - now, 3) for q, t in self.create_windows.items() if t > now},
+                "sqs_delete": [{"queue": r.queue_name(), "due_in_s": round(due - now, 3)}
+                               for due, r, _ in self.pending_deletes.values()],
+                "eks_role": {r: {"remaining_s": round(w["until"] - now, 3), "kind": w["kind"]}
+                             for r, w in self.role_windows.items() if w["until"] > now},
+            }
+
+    def record(self, req: Req, status: int, lag: str | None) -> None:
+        with self.lock:
+            self.calls.append({
+                "service": req.service, "operation": req.operation, "time": time.time(),
+                "resource": req.resource(), "status": status, "lag": lag,
+            })
+
+    # ------------------------------------------------------------- upstream
+
+    def forward(self, req: Req, headers: list[tuple[str, str]] | None = None,
+                body: bytes | None = None) -> tuple[int, list, bytes]:
+        base = urllib.parse.urlsplit(self.upstream_for(req.service))
+        conn_cls = http.client.HTTPSConnection if base.scheme == "https" else http.client.HTTPConnection
+        conn = conn_cls(base.netloc, timeout=120)
+        body = req.body if body is None else body
+        target = (base.path.rstrip("/") + req.target) if base.path not in ("", "/") else req.target
+        try:
+            conn.putrequest(req.method, target, skip_host=req.header("host") is not None,
+                            skip_accept_encoding=True)
+            for k, v in (req.headers if headers is None else headers):
+                if k.lower() not in HOP_BY_HOP:
+                    conn.putheader(k, v)
+            if body or req.method in ("POST", "PUT", "PATCH"):
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body or None)
+            resp = conn.getresponse()
+            data = resp.read()
+            out = [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP]
+            return resp.status, out, data
+        finally:
+            conn.close()
+
+    def sqs_call(self, like: Req, operation: str, payload: dict) -> tuple[int, dict]:
+        """An SQS call of our own, upstream, with the client's headers (the emulators accept
+        any signature; microburst is started with --no-resign)."""
+        headers = [(k, "AmazonSQS." + operation) if k.lower() == "x-amz-target" else (k, v) for k, v in like.headers]
+        status, _, data = self.forward(like, headers=headers, body=json.dumps(payload).encode())
+        try:
+            return status, json.loads(data or b"{}")
+        except ValueError:
+            return status, {}
+
+    def _send_delete(self, req: Req) -> None:
+        try:
+            status, _, data = self.forward(req)
+            log(f"deferred DeleteQueue {req.queue_name()} sent upstream: {status} {data[:200]!r}")
+        except Exception as e:  # noqa: BLE001 - a background send has no caller to tell
+            log(f"deferred DeleteQueue {req.queue_name()} failed: {e}")
+
+    def _delete_due(self, ident: int) -> None:
+        with self.lock:
+            item = self.pending_deletes.pop(ident, None)
+        if item:
+            self._send_delete(item[1])
+
+    # ------------------------------------------------------------- behaviours
+
+    def handle(self, req: Req) -> tuple[int, list, bytes, str | None]:
+        if req.service == "sqs":
+            return self.handle_sqs(req)
+        if req.service == "eks":
+            return self.handle_eks(req)
+        if req.service == "iam":
+            return self.handle_iam(req)
+        return (*self.forward(req), None)
+
+    def handle_sqs(self, req: Req):
+        op, q = req.operation, req.queue_name()
+        now = time.monotonic()
+        if q is None:
+            return (*self.forward(req), None)
+
+        if op in SQS_CREATE_LAG_OPS:
+            with self.lock:
+                until = self.create_windows.get(q)
+            if until is not None and now < until:
+                return (*non_existent_queue(), "sqs_create_lag_s")
+
+        if op == "CreateQueue":
+            n = self.rule("sqs_create_lag_s", q)
+            existed = False
+            if n:
+                st, _ = self.sqs_call(req, "GetQueueUrl", {"QueueName": q})
+                existed = st == 200
+            status, headers, body = self.forward(req)
+            if n and not existed and status == 200:
+                with self.lock:
+                    self.create_windows[q] = time.monotonic() + n
+                return status, headers, body, "sqs_create_lag_s"
+            return status, headers, body, None
+
+        if op == "SetQueueAttributes":
+            n = self.rule("sqs_attr_lag_s", q)
+            if not n:
+                return (*self.forward(req), None)
+            written = set(((req.json or {}).get("Attributes") or {}).keys())
+            with self.lock:
+                w = self.attr_windows.get(q)
+                open_window = w is not None and w["until"] > time.monotonic()
+            old = None
+            if not open_window:
+                url = (req.json or {}).get("QueueUrl")
+                st, got = self.sqs_call(req, "GetQueueAttributes", {"QueueUrl": url, "AttributeNames": ["All"]})
+                old = got.get("Attributes", {}) if st == 200 else None
+            status, headers, body = self.forward(req)
+            if status == 200:
+                with self.lock:
+                    w = self.attr_windows.get(q)
+                    if w is not None and w["until"] > time.monotonic():
+                        # A write inside the window: readers still see the values from
+                        # before the first write; the window restarts.
+                        w["keys"] |= written
+                        w["until"] = time.monotonic() + n
+                    elif old is not None:
+                        self.attr_windows[q] = {"until": time.monotonic() + n, "old": old, "keys": written}
+                return status, headers, body, "sqs_attr_lag_s"
+            return status, headers, body, None
+
+        if op == "GetQueueAttributes":
+            with self.lock:
+                w = self.attr_windows.get(q)
+                w = dict(w) if w and w["until"] > now else None
+            status, headers, body = self.forward(req)
+            if w is None or status != 200:
+                return status, headers, body, None
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                return status, headers, body, None
+            attrs = doc.get("Attributes") or {}
+            requested = set((req.json or {}).get("AttributeNames") or [])
+            for key in w["keys"]:
+                if key in w["old"]:
+                    if key in attrs or "All" in requested or key in requested:
+                        attrs[key] = w["old"][key]
+                else:
+                    attrs.pop(key, None)
+            doc["Attributes"] = attrs
+            if not attrs:
+                doc.pop("Attributes")
+            return status, headers, json.dumps(doc).encode(), "sqs_attr_lag_s"
+
+        if op == "DeleteQueue":
+            n = self.rule("sqs_delete_lag_s", q)
+            if not n:
+                return (*self.forward(req), None)
+            with self.lock:
+                self._next_id += 1
+                ident = self._next_id
+                timer = threading.Timer(n, self._delete_due, args=(ident,))
+                timer.daemon = True
+                self.pending_deletes[ident] = (time.monotonic() + n, req, timer)
+            timer.start()
+            return 200, [("Content-Type", "application/x-amz-json-1.0"),
+                         ("x-amzn-RequestId", str(uuid.uuid4()))], b"{}", "sqs_delete_lag_s"
+
+        return (*self.forward(req), None)
+
+    def handle_eks(self, req: Req):
+        cluster = req.cluster_name()
+        if self.cluster_gone(cluster):
+            return (*eks_error(404, "ResourceNotFoundException", f"No cluster found for name: {cluster}."),
+                    "eks_cluster_gone")
+        op = req.operation
+        if op in ("CreateAccessEntry", "CreatePodIdentityAssociation"):
+            field = "principalArn" if op == "CreateAccessEntry" else "roleArn"
+            arn = (req.json or {}).get(field)
+            role = arn.rsplit("/", 1)[-1] if isinstance(arn, str) and ":role/" in arn else None
+            with self.lock:
+                w = self.role_windows.get(role) if role else None
+                w = dict(w) if w and w["until"] > time.monotonic() else None
+            if w is not None:
+                if op == "CreateAccessEntry":
+                    msg = "The specified principalArn is invalid: invalid principal"
+                elif w["kind"] == "trust":
+                    msg = "Trust policy of the role provided is invalid"
+                else:
+                    msg = "Role provided in the request does not exist"
+                return (*eks_error(400, "InvalidParameterException", msg), "eks_role_propagation_s")
+        status, headers, body = self.forward(req)
+        if op == "DescribeCluster" and status == 200:
+            want = self.rule("eks_cluster_status", cluster)
+            if want:
+                try:
+                    doc = json.loads(body)
+                    doc["cluster"]["status"] = want
+                    return status, headers, json.dumps(doc).encode(), "eks_cluster_status"
+                except (ValueError, KeyError, TypeError):
+                    pass
+        return status, headers, body, None
+
+    def handle_iam(self, req: Req):
+        status, headers, body = self.forward(req)
+        op, role = req.operation, req.role_name()
+        if op in ("CreateRole", "UpdateAssumeRolePolicy") and role and 200 <= status < 300:
+            n = self.rule("eks_role_propagation_s", role)
+            if n:
+                with self.lock:
+                    self.role_windows[role] = {"until": time.monotonic() + n,
+                                               "kind": "create" if op == "CreateRole" else "trust"}
+                return status, headers, body, "eks_role_propagation_s"
+        return status, headers, body, None
+
+
+# ------------------------------------------------------------------ HTTP server
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "lagproxy"
+    lag: Lag  # set on the class by main()
+
+    def log_message(self, fmt, *args):  # quiet: the call log is the record
+        pass
+
+    def _body(self) -> bytes:
+        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        if "chunked" in te:
+            chunks = []
+            while True:
+                line = self.rfile.readline(65537)
+                size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass  # trailers
+                    break
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline(65537)
+            return b"".join(chunks)
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def _send(self, status: int, headers: list, body: bytes) -> None:
+        self.send_response_only(status)
+        for k, v in headers:
+            if k.lower() not in HOP_BY_HOP:
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD" and body:
+            self.wfile.write(body)
+        self.wfile.flush()
+
+    def _json(self, status: int, doc) -> None:
+        self._send(status, [("Content-Type", "application/json")], json.dumps(doc).encode())
+
+    def _control(self, body: bytes) -> None:
+        path = urllib.parse.urlsplit(self.path).path.rstrip("/")
+        lag = self.lag
+        try:
+            if path == "/_lag/health" and self.command == "GET":
+                return self._json(200, {"ok": True, "upstream": lag.upstream})
+            if path == "/_lag/rules" and self.command == "GET":
+                with lag.lock:
+                    return self._json(200, lag.rules)
+            if path == "/_lag/rules" and self.command in ("POST", "PUT", "PATCH"):
+                patch = json.loads(body or b"{}")
+                return self._json(200, lag.merge(patch))
+            if path == "/_lag/calls" and self.command == "GET":
+                with lag.lock:
+                    return self._json(200, {"calls": list(lag.calls)})
+            if path == "/_lag/state" and self.command == "GET":
+                return self._json(200, lag.state())
+            if path == "/_lag/reset" and self.command == "POST":
+                lag.reset()
+                return self._json(200, {"ok": True})
+            return self._json(404, {"error": f"no control route {self.command} {path}"})
+        except (BadRules, ValueError) as e:
+            return self._json(400, {"error": str(e)})
+
+    def _handle(self) -> None:
+        body = self._body()
+        if self.path.startswith("/_lag/") or self.path == "/_lag":
+            return self._control(body)
+        req = Req(self.command, self.path, list(self.headers.items()), body)
+        try:
+            status, headers, data, lag = self.lag.handle(req)
+        except (OSError, http.client.HTTPException) as e:
+            log(f"{req.service} {req.operation}: upstream failed: {e}")
+            self.lag.record(req, 502, None)
+            self.close_connection = True
+            return self._send(502, [("Content-Type", "text/plain")], f"lagproxy: upstream failed: {e}\n".encode())
+        self.lag.record(req, status, lag)
+        self._send(status, headers, data)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = False
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--upstream", required=True, help="URL every request is forwarded to")
+    ap.add_argument("--port", type=int, default=0, help="0 = any free port")
+    ap.add_argument("--host", default="127.0.0.1")
+    args = ap.parse_args()
+    if not args.upstream.startswith(("http://", "https://")):
+        ap.error("--upstream must be an http(s) URL")
+    lag = Lag(args.upstream)
+    Handler.lag = lag
+    srv = Server((args.host, args.port), Handler)
+    host, port = srv.server_address[:2]
+    log(f"listening on http://{host}:{port} -> {lag.upstream}")
+
+    def stop(signum, _frame):
+        log(f"signal {signum}: sending queued deletions and stopping")
+        threading.Thread(target=lambda: (lag.flush(), srv.shutdown()), daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    srv.serve_forever()
+    srv.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,315 @@
+//! Self-tests of scripts/lagproxy.py (tests/common/lag.rs): each AWS time-dependent behaviour it
+//! emulates, seen through the Rust AWS SDK clients pointed at the proxy, with windows of 1-3 s.
+//! Every test starts its own proxy in front of the test emulator and scopes its rules to its own
+//! queue / cluster / role names; a second name in the same test shows that the rule is scoped.
+
+use crate::common::lag::LagProxy;
+use crate::common::*;
+use aws_sdk_sqs::error::ProvideErrorMetadata;
+use aws_sdk_sqs::types::QueueAttributeName;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+const NON_EXISTENT_QUEUE: &str = "AWS.SimpleQueueService.NonExistentQueue";
+
+fn proxy(prefix: &str) -> LagProxy {
+    LagProxy::start(&cluster_name(prefix), &endpoint())
+}
+
+/// Wait until `f` holds (polling every 100 ms), at most `max`; returns the time it took.
+fn eventually(max: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let t = Instant::now();
+    loop {
+        if f() {
+            return t.elapsed();
+        }
+        assert!(t.elapsed() < max, "{what}: not within {max:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn visibility_timeout(sdk: &Sdk, url: &str) -> Option<String> {
+    let out = rt()
+        .block_on(sdk.sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::All).send())
+        .expect("GetQueueAttributes");
+    out.attributes().and_then(|a| a.get(&QueueAttributeName::VisibilityTimeout)).cloned()
+}
+
+fn has_policy(sdk: &Sdk, url: &str) -> bool {
+    let out = rt()
+        .block_on(sdk.sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::All).send())
+        .expect("GetQueueAttributes");
+    out.attributes().is_some_and(|a| a.contains_key(&QueueAttributeName::Policy))
+}
+
+fn create_queue(sdk: &Sdk, name: &str) -> String {
+    rt().block_on(sdk.sqs.create_queue().queue_name(name).send()).expect("CreateQueue").queue_url().unwrap().to_string()
+}
+
+fn set_attrs(sdk: &Sdk, url: &str, attrs: &[(QueueAttributeName, &str)]) {
+    let mut req = sdk.sqs.set_queue_attributes().queue_url(url);
+    for (k, v) in attrs {
+        req = req.attributes(k.clone(), *v);
+    }
+    rt().block_on(req.send()).expect("SetQueueAttributes");
+}
+
+#[test]
+fn lag_sqs_attributes_read_old_values_within_the_window() {
+    let px = proxy("lagattr");
+    let (q, other) = (cluster_name("lagattr-q"), cluster_name("lagattr-other"));
+    px.set(json!({"sqs_attr_lag_s": {&q: 2}}));
+    let sdk = sdk_at(px.url());
+    let direct = crate::common::sdk();
+    let url = create_queue(&sdk, &q);
+    let other_url = create_queue(&sdk, &other);
+
+    let policy = r#"{"Version":"2012-10-17","Statement":[]}"#;
+    set_attrs(&sdk, &url, &[(QueueAttributeName::VisibilityTimeout, "77"), (QueueAttributeName::Policy, policy)]);
+    let written = Instant::now();
+    // Through the proxy: the values from before the write, an attribute that did not exist
+    // before (Policy) absent. The emulator itself already has the new ones.
+    assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("30"));
+    assert!(!has_policy(&sdk, &url), "Policy was not set before the write");
+    assert_eq!(visibility_timeout(&direct, &url).as_deref(), Some("77"));
+    assert!(has_policy(&direct, &url));
+    // The rule is scoped to its queue: another queue's write shows at once.
+    set_attrs(&sdk, &other_url, &[(QueueAttributeName::VisibilityTimeout, "55")]);
+    assert_eq!(visibility_timeout(&sdk, &other_url).as_deref(), Some("55"));
+
+    eventually(Duration::from_secs(6), "new VisibilityTimeout through the proxy", || {
+        visibility_timeout(&sdk, &url).as_deref() == Some("77")
+    });
+    assert!(written.elapsed() >= Duration::from_secs(2), "new value seen after {:?}, before the window ended", written.elapsed());
+    assert!(has_policy(&sdk, &url));
+
+    let calls = px.calls();
+    assert!(calls.contains(&("sqs".to_string(), "SetQueueAttributes".to_string())), "{calls:?}");
+    // The call log says which reads the snapshot served: every read of the queue until the
+    // window ended, none after.
+    let reads: Vec<bool> = px
+        .calls_json()
+        .iter()
+        .filter(|c| c["operation"] == "GetQueueAttributes" && c["resource"] == q.as_str())
+        .map(|c| c["lag"] == "sqs_attr_lag_s")
+        .collect();
+    let served = reads.iter().take_while(|lagged| **lagged).count();
+    assert!(served >= 2 && reads[served..].iter().all(|lagged| !lagged) && served < reads.len(), "{:?}", px.calls_json());
+}
+
+#[test]
+fn lag_sqs_create_answers_non_existent_queue_within_the_window() {
+    let px = proxy("lagcreate");
+    let (q, other) = (cluster_name("lagcreate-q"), cluster_name("lagcreate-other"));
+    px.set(json!({"sqs_create_lag_s": {&q: 1.5}}));
+    let sdk = sdk_at(px.url());
+    let url = create_queue(&sdk, &q);
+    let created = Instant::now();
+
+    let e = rt()
+        .block_on(sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send())
+        .expect_err("GetQueueAttributes right after CreateQueue");
+    assert_eq!(e.code(), Some(NON_EXISTENT_QUEUE), "{e:?}");
+    assert!(e.as_service_error().is_some_and(|s| s.is_queue_does_not_exist()), "{e:?}");
+    let e = rt().block_on(sdk.sqs.tag_queue().queue_url(&url).tags("k", "v").send()).expect_err("TagQueue");
+    assert_eq!(e.code(), Some(NON_EXISTENT_QUEUE), "{e:?}");
+    let e = rt().block_on(sdk.sqs.list_queue_tags().queue_url(&url).send()).expect_err("ListQueueTags");
+    assert_eq!(e.code(), Some(NON_EXISTENT_QUEUE), "{e:?}");
+    let e = rt()
+        .block_on(sdk.sqs.set_queue_attributes().queue_url(&url).attributes(QueueAttributeName::DelaySeconds, "1").send())
+        .expect_err("SetQueueAttributes");
+    assert_eq!(e.code(), Some(NON_EXISTENT_QUEUE), "{e:?}");
+    // Another queue created through the same proxy is usable at once.
+    let other_url = create_queue(&sdk, &other);
+    assert_eq!(visibility_timeout(&sdk, &other_url).as_deref(), Some("30"));
+
+    eventually(Duration::from_secs(5), "queue readable after the create window", || {
+        rt().block_on(sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send()).is_ok()
+    });
+    assert!(created.elapsed() >= Duration::from_millis(1500), "readable after {:?}", created.elapsed());
+    rt().block_on(sdk.sqs.tag_queue().queue_url(&url).tags("k", "v").send()).expect("TagQueue after the window");
+
+    // A CreateQueue of a queue that already exists opens no window.
+    create_queue(&sdk, &q);
+    assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("30"));
+    assert_eq!(px.count("CreateQueue"), 3, "{:?}", px.calls());
+}
+
+#[test]
+fn lag_sqs_delete_takes_effect_after_the_window() {
+    let px = proxy("lagdelete");
+    let q = cluster_name("lagdelete-q");
+    px.set(json!({"sqs_delete_lag_s": {&q: 2}}));
+    let sdk = sdk_at(px.url());
+    let url = create_queue(&sdk, &q);
+
+    rt().block_on(sdk.sqs.delete_queue().queue_url(&url).send()).expect("DeleteQueue answers success at once");
+    let deleted = Instant::now();
+    rt().block_on(sdk.sqs.get_queue_url().queue_name(&q).send()).expect("GetQueueUrl within the window");
+    assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("30"), "reads still work within the window");
+    assert_eq!(px.state()["sqs_delete"][0]["queue"], q.as_str(), "{}", px.state());
+
+    eventually(Duration::from_secs(6), "queue gone after the delete window", || {
+        match rt().block_on(sdk.sqs.get_queue_url().queue_name(&q).send()) {
+            Ok(_) => false,
+            Err(e) => {
+                assert_eq!(e.code(), Some(NON_EXISTENT_QUEUE), "{e:?}");
+                true
+            }
+        }
+    });
+    assert!(deleted.elapsed() >= Duration::from_secs(2), "gone after {:?}", deleted.elapsed());
+    assert!(px.state()["sqs_delete"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn lag_eks_cluster_status_and_gone() {
+    let c = cluster_name("lageks");
+    seed(&c, &["--no-pod-identity-agent"]);
+    let px = proxy("lageks");
+    let sdk = sdk_at(px.url());
+    let status = |sdk: &Sdk| {
+        let out = rt().block_on(sdk.eks.describe_cluster().name(&c).send()).expect("DescribeCluster");
+        out.cluster().and_then(|c| c.status()).map(|s| s.as_str().to_string())
+    };
+    assert_eq!(status(&sdk).as_deref(), Some("ACTIVE"));
+
+    px.set(json!({"eks_cluster_status": {"some-other-cluster": "DELETING"}}));
+    assert_eq!(status(&sdk).as_deref(), Some("ACTIVE"), "scoped to its cluster");
+    px.set(json!({"eks_cluster_status": {&c: "UPDATING"}}));
+    assert_eq!(status(&sdk).as_deref(), Some("UPDATING"));
+    assert_eq!(status(&crate::common::sdk()).as_deref(), Some("ACTIVE"), "the emulator is unchanged");
+    px.set(json!({"eks_cluster_status": {&c: "FAILED"}}));
+    assert_eq!(status(&sdk).as_deref(), Some("FAILED"));
+    let rules = px.set(json!({"eks_cluster_status": {&c: null}}));
+    assert_eq!(rules, json!({"eks_cluster_status": {"some-other-cluster": "DELETING"}}), "null removes one name");
+    assert_eq!(status(&sdk).as_deref(), Some("ACTIVE"));
+
+    px.set(json!({"eks_cluster_gone": [&c]}));
+    let e = rt().block_on(sdk.eks.describe_cluster().name(&c).send()).expect_err("DescribeCluster of a gone cluster");
+    assert_eq!(e.code(), Some("ResourceNotFoundException"), "{e:?}");
+    assert_eq!(e.message(), Some(format!("No cluster found for name: {c}.").as_str()));
+    assert!(e.as_service_error().is_some_and(|s| s.is_resource_not_found_exception()), "{e:?}");
+    let e = rt().block_on(sdk.eks.list_access_entries().cluster_name(&c).send()).expect_err("ListAccessEntries");
+    assert_eq!(e.code(), Some("ResourceNotFoundException"), "{e:?}");
+    px.set(json!({"eks_cluster_gone": {&c: false}}));
+    assert_eq!(status(&sdk).as_deref(), Some("ACTIVE"));
+
+    let calls = px.calls();
+    assert!(calls.contains(&("eks".to_string(), "DescribeCluster".to_string())), "{calls:?}");
+    assert!(calls.contains(&("eks".to_string(), "ListAccessEntries".to_string())), "{calls:?}");
+}
+
+#[test]
+fn lag_role_propagation_refuses_access_entries_and_pod_identity() {
+    let c = cluster_name("lagrole");
+    seed(&c, &[]);
+    let px = proxy("lagrole");
+    let role = cluster_name("lagrole-r");
+    let other = cluster_name("lagrole-other");
+    px.set(json!({"eks_role_propagation_s": {&role: 2}}));
+    let sdk = sdk_at(px.url());
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"pods.eks.amazonaws.com"},"Action":["sts:AssumeRole","sts:TagSession"]}]}"#;
+    let arn_of = |name: &str| {
+        let out = rt()
+            .block_on(
+                sdk.iam.create_role().role_name(name).path(format!("/karpctl/{c}/")).assume_role_policy_document(trust).send(),
+            )
+            .expect("CreateRole");
+        out.role().unwrap().arn().to_string()
+    };
+    let arn = arn_of(&role);
+    let created = Instant::now();
+    let other_arn = arn_of(&other);
+    // (code, message) of a refusal; boxed errors would do too, this keeps the asserts short.
+    let refusal = |e: &dyn ProvideErrorMetadata| (e.code().map(str::to_string), e.message().map(str::to_string));
+    let entry = |arn: &str| {
+        rt().block_on(sdk.eks.create_access_entry().cluster_name(&c).principal_arn(arn).r#type("EC2_LINUX").send())
+            .map(drop)
+            .map_err(|e| {
+                assert!(e.as_service_error().is_none_or(|s| s.is_invalid_parameter_exception()), "{e:?}");
+                refusal(&e)
+            })
+    };
+    let association = |arn: &str, sa: &str| {
+        rt().block_on(
+            sdk.eks
+                .create_pod_identity_association()
+                .cluster_name(&c)
+                .namespace("kube-system")
+                .service_account(sa)
+                .role_arn(arn)
+                .send(),
+        )
+        .map(drop)
+        .map_err(|e| refusal(&e))
+    };
+    let invalid = |msg: &str| (Some("InvalidParameterException".to_string()), Some(msg.to_string()));
+
+    let e = entry(&arn).expect_err("CreateAccessEntry right after CreateRole");
+    assert_eq!(e, invalid("The specified principalArn is invalid: invalid principal"));
+    let e = association(&arn, "karpenter").expect_err("CreatePodIdentityAssociation right after CreateRole");
+    assert_eq!(e, invalid("Role provided in the request does not exist"));
+    // Scoped to its role: the other role (no rule) is accepted at once.
+    entry(&other_arn).expect("CreateAccessEntry for a role without a rule");
+
+    eventually(Duration::from_secs(6), "access entry accepted after the window", || entry(&arn).is_ok());
+    assert!(created.elapsed() >= Duration::from_secs(2), "accepted after {:?}", created.elapsed());
+    association(&arn, "karpenter").expect("CreatePodIdentityAssociation after the window");
+
+    // A trust policy update opens the window again, with the trust-policy message.
+    rt().block_on(sdk.iam.update_assume_role_policy().role_name(&role).policy_document(trust).send())
+        .expect("UpdateAssumeRolePolicy");
+    let updated = Instant::now();
+    let e = association(&arn, "karpenter-2").expect_err("CreatePodIdentityAssociation right after UpdateAssumeRolePolicy");
+    assert_eq!(e, invalid("Trust policy of the role provided is invalid"));
+    eventually(Duration::from_secs(6), "association accepted after the trust window", || {
+        association(&arn, "karpenter-2").is_ok()
+    });
+    assert!(updated.elapsed() >= Duration::from_secs(2), "accepted after {:?}", updated.elapsed());
+
+    let calls = px.calls();
+    for (svc, op) in [
+        ("iam", "CreateRole"),
+        ("iam", "UpdateAssumeRolePolicy"),
+        ("eks", "CreateAccessEntry"),
+        ("eks", "CreatePodIdentityAssociation"),
+    ] {
+        assert!(calls.contains(&(svc.to_string(), op.to_string())), "{svc} {op} not in {calls:?}");
+    }
+}
+
+#[test]
+fn lag_control_api_merges_validates_and_resets() {
+    let px = proxy("lagctl");
+    assert_eq!(px.rules(), json!({}));
+    px.set(json!({"sqs_attr_lag_s": {"a": 1}, "eks_cluster_gone": ["c1"]}));
+    let rules = px.set(json!({"sqs_attr_lag_s": {"b": 2}, "eks_cluster_gone": ["c2"], "eks_cluster_status": {"c3": "UPDATING"}}));
+    assert_eq!(
+        rules,
+        json!({"sqs_attr_lag_s": {"a": 1, "b": 2}, "eks_cluster_gone": ["c1", "c2"], "eks_cluster_status": {"c3": "UPDATING"}})
+    );
+    let e = px.try_set(json!({"sqs_attr_lag_s": 2})).expect_err("an unscoped rule is refused");
+    assert!(e.contains("keyed by name"), "{e}");
+    let e = px.try_set(json!({"sqs_create_lag_s": {"q": "soon"}})).expect_err("seconds must be a number");
+    assert!(e.contains("number of seconds"), "{e}");
+    let e = px.try_set(json!({"no_such_rule": {}})).expect_err("unknown rule");
+    assert!(e.contains("unknown rule"), "{e}");
+    assert_eq!(px.rules(), rules, "a refused patch changes nothing");
+
+    // Calls are logged with service, operation and time; reset clears rules and log.
+    let sdk = sdk_at(px.url());
+    rt().block_on(sdk.sqs.list_queues().send()).expect("ListQueues");
+    rt().block_on(sdk.eks.list_clusters().send()).expect("ListClusters");
+    rt().block_on(sdk.iam.list_roles().max_items(1).send()).expect("ListRoles");
+    assert_eq!(
+        px.calls(),
+        [("sqs", "ListQueues"), ("eks", "ListClusters"), ("iam", "ListRoles")]
+            .map(|(s, o)| (s.to_string(), o.to_string()))
+            .to_vec()
+    );
+    assert!(px.calls_json().iter().all(|c| c["time"].as_f64().is_some_and(|t| t > 1.7e9)), "{:?}", px.calls_json());
+    px.reset();
+    assert_eq!(px.rules(), json!({}));
+    assert!(px.calls().is_empty());
+}
