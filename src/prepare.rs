@@ -145,6 +145,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
             queue_attrs: Default::default(),
             queue_tags: Default::default(),
             any: Default::default(),
+            written: Default::default(),
         });
         let early_checks = crate::preflight::start_early_checks(&ctx, &spec, cmd);
         let ahead = read_ahead.then(|| {

@@ -9,13 +9,42 @@ use std::io::Write as _;
 use std::time::{Duration, Instant};
 
 pub enum Event<'a> {
-    Started { step: &'a Step },
-    Still { step: &'a Step, elapsed: Duration },
-    Finished { step: &'a Step, elapsed: Duration },
-    Failed { step: &'a Step, error: &'a str, elapsed: Duration },
-    Skipped { step: &'a Step, because: &'a str },
-    Cancelling { in_flight: usize },
-    Retrying { id: &'a str, operation: &'a str, code: &'a str, attempt: u32, elapsed: Duration },
+    Started {
+        step: &'a Step,
+    },
+    Still {
+        step: &'a Step,
+        elapsed: Duration,
+    },
+    Finished {
+        step: &'a Step,
+        elapsed: Duration,
+    },
+    Failed {
+        step: &'a Step,
+        error: &'a str,
+        elapsed: Duration,
+    },
+    Skipped {
+        step: &'a Step,
+        because: &'a str,
+    },
+    Cancelling {
+        in_flight: usize,
+    },
+    Retrying {
+        id: &'a str,
+        operation: &'a str,
+        code: &'a str,
+        attempt: u32,
+        elapsed: Duration,
+    },
+    /// A write succeeded and karpctl waits for AWS to show it (or for a delete to take effect).
+    Waiting {
+        id: &'a str,
+        what: &'a str,
+        elapsed: Duration,
+    },
     Info(&'a str),
 }
 
@@ -104,6 +133,7 @@ impl Reporter for Progress {
                 "{id}: {operation} returned {code} (AWS is still propagating a change); retry {attempt} [{} elapsed]",
                 secs(elapsed)
             )),
+            Event::Waiting { id, what, elapsed } => Some(format!("{id}: waiting for {what} [{} elapsed]", secs(elapsed))),
             Event::Info(s) => Some(s.to_string()),
         };
         let mut err = std::io::stderr().lock();

@@ -292,10 +292,16 @@ pub fn matches_any(code: &str, msg: &str, list: &[Retryable]) -> bool {
     list.iter().any(|r| r.code == code && (r.message.is_empty() || msg.contains(r.message)))
 }
 
-/// Settings for the consistency retry loop.
+/// Settings for the consistency retry loop. The schedule polls often while AWS is most likely to
+/// become ready (every `fast` for the first `fast_for`: IAM changes typically reach EKS within 2
+/// to 10 s, and a poll of these cheap calls costs little), then backs off exponentially from
+/// `initial` to `max` until `deadline`. Exponential backoff from the start would overshoot the
+/// moment AWS is ready by as much again as the wait itself (docs/aws-behaviour.md section 9).
 #[derive(Clone, Debug)]
 pub struct ConsistencyPolicy {
     pub deadline: Duration,
+    pub fast: Duration,
+    pub fast_for: Duration,
     pub initial: Duration,
     pub max: Duration,
 }
@@ -305,9 +311,60 @@ impl Default for ConsistencyPolicy {
         let secs = std::env::var("KARPCTL_CONSISTENCY_DEADLINE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
         ConsistencyPolicy {
             deadline: Duration::from_secs(secs),
-            initial: Duration::from_millis(500),
+            fast: Duration::from_millis(250),
+            fast_for: Duration::from_secs(10),
+            initial: Duration::from_secs(1),
             max: Duration::from_secs(10),
         }
+    }
+}
+
+impl ConsistencyPolicy {
+    /// The pause before the next attempt, `elapsed` after the first one and `slow` pauses into the
+    /// back-off phase.
+    pub fn next_delay(&self, elapsed: Duration, slow: &mut u32) -> Duration {
+        if elapsed < self.fast_for {
+            return self.fast;
+        }
+        let d = self.initial.saturating_mul(1u32 << (*slow).min(16)).min(self.max);
+        *slow += 1;
+        d
+    }
+}
+
+/// How often a retry or a wait is shown while it goes on (the first one always is).
+const SHOW_EVERY: Duration = Duration::from_secs(3);
+
+/// Poll `check` on the consistency schedule until it answers true (Ok(true)) or the deadline
+/// passes (Ok(false)): for AWS changes that succeed at once but show late (SQS attributes, a
+/// deleted queue). Progress is reported as `waiting for <what>`.
+pub async fn wait_until<F, Fut>(
+    policy: &ConsistencyPolicy,
+    reporter: &dyn Reporter,
+    step_id: &str,
+    what: &str,
+    mut check: F,
+) -> anyhow::Result<bool>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    let start = Instant::now();
+    let mut slow = 0;
+    let mut shown: Option<Instant> = None;
+    loop {
+        if check().await? {
+            return Ok(true);
+        }
+        let delay = policy.next_delay(start.elapsed(), &mut slow);
+        if start.elapsed() + delay > policy.deadline {
+            return Ok(false);
+        }
+        if shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
+            reporter.event(Event::Waiting { id: step_id, what, elapsed: start.elapsed() });
+            shown = Some(Instant::now());
+        }
+        tokio::time::sleep(delay).await;
     }
 }
 
@@ -327,19 +384,23 @@ where
     Fut: std::future::Future<Output = Result<T, E>>,
 {
     let start = Instant::now();
-    let mut delay = policy.initial;
+    let mut slow = 0;
     let mut attempt = 1u32;
+    let mut shown: Option<Instant> = None;
     loop {
         match f().await {
             Ok(v) => return Ok(v),
             Err(e) => {
                 let (c, m) = (code(&e).to_string(), message(&e).to_string());
+                let delay = policy.next_delay(start.elapsed(), &mut slow);
                 if !matches_any(&c, &m, retryable) || start.elapsed() + delay > policy.deadline {
                     return Err(e);
                 }
-                reporter.event(Event::Retrying { id: step_id, operation, code: &c, attempt, elapsed: start.elapsed() });
+                if shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
+                    reporter.event(Event::Retrying { id: step_id, operation, code: &c, attempt, elapsed: start.elapsed() });
+                    shown = Some(Instant::now());
+                }
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(policy.max);
                 attempt += 1;
             }
         }
@@ -364,6 +425,19 @@ pub fn partition(region: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_consistency_schedule_polls_fast_first_then_backs_off() {
+        let p = ConsistencyPolicy::default();
+        let mut slow = 0;
+        // Fast polls for the first ten seconds: AWS is most likely to become ready then.
+        assert_eq!(p.next_delay(Duration::ZERO, &mut slow), Duration::from_millis(250));
+        assert_eq!(p.next_delay(Duration::from_millis(9_900), &mut slow), Duration::from_millis(250));
+        assert_eq!(slow, 0);
+        // Then exponential from one second, capped.
+        let later: Vec<u64> = (0..6).map(|_| p.next_delay(Duration::from_secs(11), &mut slow).as_millis() as u64).collect();
+        assert_eq!(later, [1000, 2000, 4000, 8000, 10000, 10000]);
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A connector that answers 200 after 10 ms and records how many calls overlapped.

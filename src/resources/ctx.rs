@@ -81,6 +81,15 @@ pub struct Ctx {
     pub queue_tags: Memo<Tags>,
     /// Any other memoised read, by a key the kind chooses (see `Ctx::cached`).
     pub any: Memo<Arc<dyn std::any::Any + Send + Sync>>,
+    /// What this run has written so far (see `Ctx::wrote`).
+    pub written: Mutex<BTreeMap<String, Written>>,
+}
+
+/// One step this run applied: its action and the fields it set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    pub action: Action,
+    pub fields: Vec<String>,
 }
 
 impl Ctx {
@@ -97,6 +106,29 @@ impl Ctx {
     }
     pub fn forget_cached(&self, key: &str) {
         self.any.forget(key);
+    }
+
+    /// Record a step this run applied (the dispatcher does, after each successful step).
+    pub fn record_write(&self, step: &Step) {
+        let fields = match step.action {
+            Action::Create | Action::Replace => {
+                step.node.fields.as_ref().map(|f| f.keys().cloned().collect()).unwrap_or_default()
+            }
+            _ => step.changes.iter().map(|c| c.field.clone()).collect(),
+        };
+        self.written.lock().unwrap().insert(step.id.clone(), Written { action: step.action, fields });
+    }
+
+    /// Whether this run created (or replaced) node `id`, or, with `field`, set that field of it.
+    /// AWS answers some calls about an object written seconds ago as if the write had not
+    /// happened yet (docs/aws-behaviour.md section 9); only such objects get those retries.
+    pub fn wrote(&self, id: &str, field: Option<&str>) -> bool {
+        let w = self.written.lock().unwrap();
+        match (w.get(id), field) {
+            (None, _) => false,
+            (Some(w), None) => matches!(w.action, Action::Create | Action::Replace),
+            (Some(w), Some(f)) => w.action != Action::Delete && w.fields.iter().any(|x| x == f),
+        }
     }
 
     pub fn tags_value(tags: &Tags) -> Value {

@@ -106,6 +106,9 @@ pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
         Kind::DiscoveryTags => discovery_tags::apply(ctx, step, cur).await,
     };
     forget(ctx, &step.node);
+    if r.is_ok() {
+        ctx.record_write(step);
+    }
     r
 }
 
