@@ -4,7 +4,7 @@
 //! so that objects karpctl made before are found and removed.
 
 use crate::facts::Facts;
-use crate::model::Node;
+use crate::model::{Finding, Level, Node};
 use crate::plan_file::Spec;
 use crate::resources::{
     access_entry, discovery_tags, event_rule, iam_policy, iam_role, instance_profile, pod_identity, queue, queue_policy,
@@ -27,6 +27,23 @@ pub fn validate(nodes: &[Node]) -> Result<(), crate::plan_file::UserError> {
         }
     }
     Ok(())
+}
+
+/// Warnings about the plan itself that no AWS read can settle (shown by `diff` and `up`).
+pub fn findings(spec: &Spec) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if spec.interruption.enabled
+        && let Some(key) = &spec.interruption.kms_key_id
+    {
+        out.push(Finding {
+            id: "queue-kms-key-policy".into(),
+            level: Level::Warning,
+            message: format!(
+                "the interruption queue is encrypted with KMS key {key}: EventBridge can deliver to it only if the key policy lets the service principal events.amazonaws.com use kms:GenerateDataKey and kms:Decrypt; karpctl cannot check key policies, and without that grant PutTargets still succeeds but no interruption event ever arrives"
+            ),
+        });
+    }
+    out
 }
 
 /// Every kind's nodes for this plan, in a fixed order.

@@ -380,10 +380,20 @@ pub fn is_control_plane_group(g: &Group, cluster_sg: &str) -> bool {
         || g.description.starts_with(CONTROL_PLANE_DESCRIPTION)
 }
 
-/// The node security group among the owned-tagged groups of the VPC: one -> it; none -> None
-/// (use the cluster security group); several -> an error listing them all.
+/// Whether a group is one the Kubernetes AWS cloud provider made for a Classic Load Balancer of a
+/// `type: LoadBalancer` Service (`k8s-elb-<hash>`, "Security group for Kubernetes ELB <hash>
+/// (<namespace>/<service>)"). It carries the cluster's `owned` tag but is never the nodes' group
+/// (docs/aws-behaviour.md section 9).
+pub fn is_load_balancer_group(g: &Group) -> bool {
+    g.name.starts_with("k8s-elb-") || g.description.starts_with("Security group for Kubernetes ELB")
+}
+
+/// The node security group among the owned-tagged groups of the VPC, leaving out the control
+/// plane's and the load balancers' groups: one -> it; none -> None (use the cluster security
+/// group); several -> an error listing them all.
 pub fn pick_group(cluster: &str, vpc: &str, cluster_sg: &str, owned: &[Group]) -> Result<Option<Group>, UserError> {
-    let mut c: Vec<&Group> = owned.iter().filter(|g| !is_control_plane_group(g, cluster_sg)).collect();
+    let mut c: Vec<&Group> =
+        owned.iter().filter(|g| !is_control_plane_group(g, cluster_sg) && !is_load_balancer_group(g)).collect();
     c.sort_by(|a, b| a.id.cmp(&b.id));
     c.dedup_by(|a, b| a.id == b.id);
     match c.len() {
@@ -537,6 +547,25 @@ mod tests {
     }
     fn group(id: &str, name: &str, desc: &str) -> Group {
         Group { id: id.into(), name: name.into(), description: desc.into(), vpc_id: "vpc-1".into(), tags: Tags::new() }
+    }
+
+    #[test]
+    fn classic_load_balancer_groups_are_never_the_node_group() {
+        let g = [
+            group("sg-node", "c-node", "Node security group"),
+            group("sg-elb1", "k8s-elb-a1b2c3d4e5f6", "Security group for Kubernetes ELB a1b2c3d4e5f6 (default/web)"),
+            group("sg-elb2", "custom-name", "Security group for Kubernetes ELB f6e5d4c3b2a1 (shop/api)"),
+        ];
+        assert_eq!(pick_group("c", "vpc-1", "sg-cluster", &g).unwrap().unwrap().id, "sg-node");
+        let only_elb = [g[1].clone(), g[2].clone()];
+        assert_eq!(
+            pick_group("c", "vpc-1", "sg-cluster", &only_elb).unwrap(),
+            None,
+            "load balancer groups only: the cluster group"
+        );
+        // Any other ambiguity is still explained.
+        let two = [g[0].clone(), group("sg-other", "eksctl-c-nodegroup-ng-1-SG", "Communication between nodes")];
+        assert!(pick_group("c", "vpc-1", "sg-cluster", &two).unwrap_err().message.contains("2 security groups"));
     }
 
     #[test]

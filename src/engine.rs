@@ -75,7 +75,7 @@ pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i3
     let p = prepare(global, Command::Diff, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
-    plan.findings.extend(p.facts.discovery.findings.iter().cloned());
+    plan.findings.extend(p.findings());
     if let Some(path) = out {
         let saved = SavedPlan {
             format_version: SAVED_PLAN_VERSION,
@@ -108,7 +108,7 @@ pub async fn up(global: &Global, adopt: bool) -> Result<i32> {
     let p = prepare(global, Command::Up, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed, PlanOptions { adopt });
-    plan.findings.extend(p.facts.discovery.findings.iter().cloned());
+    plan.findings.extend(p.findings());
     apply_plan("up", &p, plan).await
 }
 

@@ -164,11 +164,18 @@ pub fn controller_policies(i: &ControllerPolicyInputs) -> Vec<(PolicyPart, Value
         .collect()
 }
 
+/// EC2's service principal in a partition: `ec2.amazonaws.com.cn` in China, where
+/// `ec2.amazonaws.com` fails CreateRole with "Invalid principal" (Karpenter's CloudFormation writes
+/// `ec2.${AWS::URLSuffix}`; docs/aws-behaviour.md section 9).
+pub fn ec2_principal(partition: &str) -> &'static str {
+    if partition == "aws-cn" { "ec2.amazonaws.com.cn" } else { "ec2.amazonaws.com" }
+}
+
 /// Trust policy of the node role: EC2 may assume it.
-pub fn node_role_trust() -> Value {
+pub fn node_role_trust(partition: &str) -> Value {
     document(vec![json!({
         "Effect": "Allow",
-        "Principal": {"Service": "ec2.amazonaws.com"},
+        "Principal": {"Service": ec2_principal(partition)},
         "Action": "sts:AssumeRole",
     })])
 }
@@ -1031,12 +1038,18 @@ mod tests {
 
     #[test]
     fn trust_policies() {
-        let node = node_role_trust();
+        let node = node_role_trust("aws");
         assert!(equivalent(
             &node,
             &json!({"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}})
         ));
         assert_eq!(node, policy_doc::canonical(&node));
+        for (partition, principal) in
+            [("aws-cn", "ec2.amazonaws.com.cn"), ("aws-us-gov", "ec2.amazonaws.com"), ("aws-eusc", "ec2.amazonaws.com")]
+        {
+            let want = json!({"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":{"Service":principal},"Action":"sts:AssumeRole"}});
+            assert!(equivalent(&node_role_trust(partition), &want), "{partition}");
+        }
 
         let pod = controller_trust_pod_identity();
         assert!(equivalent(

@@ -101,6 +101,11 @@ pub struct Node {
     /// the plan.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unlisted: bool,
+    /// Nodes this one is bound to by identity, with why: when the plan creates or replaces one of
+    /// them, this object must be made again too (an access entry is bound to its role's unique
+    /// id, not its ARN).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bound_to: Vec<(String, String)>,
 }
 
 impl Node {
@@ -116,6 +121,7 @@ impl Node {
             notes: vec![],
             contained_in: None,
             unlisted: false,
+            bound_to: vec![],
         }
     }
     pub fn with_fields(mut self, fields: Option<Fields>) -> Node {
@@ -132,6 +138,11 @@ impl Node {
     }
     pub fn contained_in(mut self, parent: &str) -> Node {
         self.contained_in = Some(parent.to_string());
+        self
+    }
+    /// Replace this node whenever the plan makes `id` anew, for the reason given.
+    pub fn bound_to(mut self, id: &str, why: &str) -> Node {
+        self.bound_to.push((id.to_string(), why.to_string()));
         self
     }
     pub fn unlisted(mut self) -> Node {

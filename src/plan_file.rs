@@ -42,6 +42,8 @@ pub struct RawIdentity {
     pub service_account: Option<String>,
     pub create_pod_identity_agent: Option<bool>,
     pub zonal_shift: Option<bool>,
+    /// A managed policy ARN set as the permissions boundary of every role karpctl creates.
+    pub permissions_boundary: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -132,6 +134,8 @@ pub struct Identity {
     pub service_account: String,
     pub create_pod_identity_agent: bool,
     pub zonal_shift: bool,
+    /// The permissions boundary of every role karpctl creates (None: karpctl does not manage one).
+    pub permissions_boundary: Option<String>,
 }
 
 impl Identity {
@@ -240,6 +244,8 @@ pub const KNOWN_REGIONS: &[&str] = &[
     "eu-west-1",
     "eu-west-2",
     "eu-west-3",
+    "eu-isoe-west-1",
+    "eusc-de-east-1",
     "il-central-1",
     "me-central-1",
     "me-south-1",
@@ -249,6 +255,11 @@ pub const KNOWN_REGIONS: &[&str] = &[
     "us-east-2",
     "us-gov-east-1",
     "us-gov-west-1",
+    "us-iso-east-1",
+    "us-iso-west-1",
+    "us-isob-east-1",
+    "us-isof-east-1",
+    "us-isof-south-1",
     "us-west-1",
     "us-west-2",
 ];
@@ -265,14 +276,22 @@ pub fn validate_region(region: &str) -> Result<(), String> {
 }
 
 fn validate_region_format(region: &str) -> Result<(), String> {
-    // <area>-<direction>-<n>, optionally with a gov/iso segment: us-east-1, us-gov-west-1, cn-north-1.
+    // <area>-<direction>-<n>, optionally with a gov/iso segment: us-east-1, us-gov-west-1,
+    // cn-north-1, us-isof-south-1; the European Sovereign Cloud's area is longer: eusc-de-east-1.
     let parts: Vec<&str> = region.split('-').collect();
     let ok = parts.len() >= 3
         && parts.len() <= 4
-        && parts[0].len() == 2
+        && (2..=4).contains(&parts[0].len())
         && parts.iter().take(parts.len() - 1).all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_lowercase()))
         && parts.last().is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
     if ok { Ok(()) } else { Err(format!("{region:?} is not an AWS region name (expected something like us-east-1)")) }
+}
+
+/// A character IAM (and EKS) accept in a tag key or value: `[\p{L}\p{Z}\p{N}_.:/=+\-@]`.
+/// Letters and numbers of any script and space separators; not `,` `#` `(` `)` `!` `&` `'` `"`
+/// `*` and the like (docs/aws-behaviour.md section 9). IAM gets every tag of the plan.
+pub fn tag_char(c: char) -> bool {
+    c.is_alphabetic() || c.is_numeric() || (c.is_whitespace() && !c.is_control()) || "_.:/=+-@".contains(c)
 }
 
 fn validate_tags(ctx: &Ctx, tags: &Tags) -> Result<(), UserError> {
@@ -293,10 +312,14 @@ fn validate_tags(ctx: &Ctx, tags: &Tags) -> Result<(), UserError> {
         } else if v.len() > 256 {
             Some(format!("value of {k:?} is longer than 256 characters"))
         } else {
-            None
+            let key_char = k.chars().find(|c| !tag_char(*c)).map(|c| format!("key {k:?} contains {c:?}"));
+            let value_char = || v.chars().find(|c| !tag_char(*c)).map(|c| format!("value of {k:?} contains {c:?}"));
+            key_char.or_else(value_char).map(|what| format!("{what}, which IAM does not allow in tags"))
         };
         if let Some(b) = bad {
-            return Err(ctx.err("tags", k, &b));
+            return Err(ctx.err("tags", k, &b).hint(
+                "tag keys and values may hold letters, digits, spaces and _ . : / = + - @ (IAM's and EKS's set; every object karpctl creates gets these tags)",
+            ));
         }
     }
     Ok(())
@@ -374,6 +397,15 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
                 .err("interruption", "kms_key_id", "is empty")
                 .hint("remove it to use SSE-SQS, or give a KMS key id, ARN or alias"));
         }
+        if is_aws_managed_sqs_key(k) {
+            return Err(ctx
+                .err(
+                    "interruption",
+                    "kms_key_id",
+                    &format!("is {k:?}, the AWS managed key for SQS; EventBridge can never deliver to a queue encrypted with it (its key policy cannot grant events.amazonaws.com), so Karpenter would receive no interruption events"),
+                )
+                .hint("use a customer managed KMS key whose key policy lets events.amazonaws.com use kms:GenerateDataKey and kms:Decrypt, or remove kms_key_id to use SSE-SQS"));
+        }
         if i.sqs_managed_sse == Some(true) {
             return Err(ctx
                 .err(
@@ -404,6 +436,16 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         interruption: Interruption { enabled: i.enabled.unwrap_or(true), queue_name, queue_name_note, kms_key_id: i.kms_key_id },
         source,
     })
+}
+
+/// `alias/aws/sqs`, as an alias name or an alias ARN.
+pub fn is_aws_managed_sqs_key(k: &str) -> bool {
+    let k = k.trim();
+    k == "alias/aws/sqs" || (k.starts_with("arn:") && k.contains(":kms:") && k.ends_with(":alias/aws/sqs"))
+}
+
+fn is_policy_arn(a: &str) -> bool {
+    a.starts_with("arn:") && a.contains(":iam::") && a.contains(":policy/")
 }
 
 fn valid_iam_name(n: &str, limit: usize) -> bool {
@@ -458,8 +500,15 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
             return Err(ctx.err("identity", "existing_node_role", &format!("{e:?} is neither an IAM role name nor a role ARN")));
         }
     }
+    if let Some(b) = &i.permissions_boundary
+        && !is_policy_arn(b)
+    {
+        return Err(ctx
+            .err("identity", "permissions_boundary", &format!("{b:?} is not an IAM managed policy ARN"))
+            .hint("use the boundary policy's ARN, like arn:aws:iam::123456789012:policy/MyBoundary"));
+    }
     for a in &i.extra_node_policy_arns {
-        if !(a.starts_with("arn:") && a.contains(":iam::") && a.contains(":policy/")) {
+        if !is_policy_arn(a) {
             return Err(ctx
                 .err("identity", "extra_node_policy_arns", &format!("{a:?} is not an IAM policy ARN"))
                 .hint("use ARNs like arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"));
@@ -513,6 +562,7 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
         service_account,
         create_pod_identity_agent: i.create_pod_identity_agent.unwrap_or(false),
         zonal_shift: i.zonal_shift.unwrap_or(false),
+        permissions_boundary: i.permissions_boundary.clone(),
     })
 }
 
@@ -613,6 +663,40 @@ mod tests {
         assert!(s.interruption.enabled);
         assert_eq!(s.interruption.queue_name, "Karpenter-say-when-east");
         assert_eq!(s.interruption.kms_key_id, None);
+    }
+
+    #[test]
+    fn tags_outside_iams_character_set_are_refused_naming_the_tag() {
+        for (key, value) in [("team", "a,b"), ("cost#center", "x"), ("owner", "o'brien"), ("x", "(y)"), ("a*", "b")] {
+            let text = format!("cluster = \"a\"\n[tags]\n\"{key}\" = \"{value}\"\n");
+            let e = parse(&text, "p.toml", None).unwrap_err();
+            assert!(e.message.starts_with("p.toml:3:"), "{}", e.message);
+            assert!(e.message.contains(key), "{}", e.message);
+            assert!(e.message.contains("IAM does not allow"), "{}", e.message);
+        }
+        let ok = "cluster = \"a\"\n[tags]\n\"team/owner\" = \"platform:core+ops@example.com = 1\"\n\"équipe\" = \"plateforme\"\n";
+        assert!(parse(ok, "p.toml", None).is_ok());
+    }
+
+    #[test]
+    fn the_aws_managed_sqs_key_is_refused() {
+        for k in ["alias/aws/sqs", "arn:aws:kms:us-east-1:123456789012:alias/aws/sqs"] {
+            let text = format!("cluster = \"a\"\n[interruption]\nkms_key_id = \"{k}\"\n");
+            let e = parse(&text, "p.toml", None).unwrap_err();
+            assert!(e.message.contains("EventBridge can never deliver"), "{}", e.message);
+            assert!(e.message.starts_with("p.toml:3:"), "{}", e.message);
+        }
+        assert!(parse("cluster = \"a\"\n[interruption]\nkms_key_id = \"alias/my-key\"\n", "p.toml", None).is_ok());
+    }
+
+    #[test]
+    fn permissions_boundaries_must_be_policy_arns() {
+        let e = parse("cluster = \"a\"\n[identity]\npermissions_boundary = \"MyBoundary\"\n", "p.toml", None).unwrap_err();
+        assert!(e.message.contains("identity.permissions_boundary"), "{}", e.message);
+        let s =
+            parse("cluster = \"a\"\n[identity]\npermissions_boundary = \"arn:aws:iam::123456789012:policy/B\"\n", "p.toml", None)
+                .unwrap();
+        assert_eq!(s.identity.permissions_boundary.as_deref(), Some("arn:aws:iam::123456789012:policy/B"));
     }
 
     #[test]

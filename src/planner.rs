@@ -74,6 +74,7 @@ fn all_fields_as_changes(node: &Node, observed: Option<&Observed>, create: bool)
 
 pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
     let mut p = Plan::default();
+    let bound: Vec<(Node, Option<Observed>)> = entries.iter().filter(|(n, _)| !n.bound_to.is_empty()).cloned().collect();
     for (node, observed) in entries {
         let step = |action, changes| Step {
             id: node.id.clone(),
@@ -176,6 +177,7 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
             (None, None) => {}
         }
     }
+    remake_bound(&mut p, bound);
     // A delete whose parent object is deleted too needs no call of its own.
     let deleted: std::collections::BTreeSet<String> =
         p.steps.iter().filter(|s| s.action == Action::Delete).map(|s| s.id.clone()).collect();
@@ -191,6 +193,60 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
     p.conflicts.sort_by(|a, b| a.id.cmp(&b.id));
     p.in_sync.sort();
     p
+}
+
+/// Objects bound to another's identity (`Node::bound_to`) are replaced when the plan makes that
+/// one anew: an in-sync or updated one of ours becomes a replace saying why; one that is not
+/// ours gets a warning, since karpctl never replaces it.
+fn remake_bound(p: &mut Plan, bound: Vec<(Node, Option<Observed>)>) {
+    let remade: std::collections::BTreeSet<String> =
+        p.steps.iter().filter(|s| matches!(s.action, Action::Create | Action::Replace)).map(|s| s.id.clone()).collect();
+    for (node, observed) in bound {
+        let Some((parent, why)) = node.bound_to.iter().find(|(id, _)| remade.contains(id)) else { continue };
+        let Some(obs) = observed else { continue };
+        let change = Change {
+            field: format!("{parent} (bound)"),
+            before: Value::String(format!("the {parent} that existed before")),
+            after: Value::String(format!("the {parent} this plan makes")),
+            forces_replacement: true,
+        };
+        match obs.owner {
+            Owner::Ours => {
+                let note = format!("replaced because {parent} is made anew: {why}");
+                if let Some(s) = p.steps.iter_mut().find(|s| s.id == node.id) {
+                    if s.action == Action::Update {
+                        s.action = Action::Replace;
+                        s.changes.push(change);
+                        s.node.notes.push(note);
+                    }
+                } else if p.in_sync.contains(&node.id) {
+                    p.in_sync.retain(|i| i != &node.id);
+                    let mut n = node.clone();
+                    n.notes.push(note);
+                    p.steps.push(Step {
+                        id: node.id.clone(),
+                        kind: node.kind,
+                        name: node.name.clone(),
+                        action: Action::Replace,
+                        changes: vec![change],
+                        deps: node.deps.clone(),
+                        node: n,
+                        observed: Some(obs),
+                        removed_with: None,
+                    });
+                }
+            }
+            _ => p.findings.push(Finding {
+                id: format!("{}-bound", node.id),
+                level: Level::Warning,
+                message: format!(
+                    "{} {} is not karpctl's, and {parent} is made anew: {why}; delete it and run `karpctl up` again, or make it again yourself",
+                    node.kind.label(),
+                    node.name
+                ),
+            }),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -290,6 +346,30 @@ mod tests {
         let p = plan(entries, PlanOptions::default());
         let child = p.steps.iter().find(|s| s.id == "queue-policy").unwrap();
         assert_eq!(child.removed_with.as_deref(), Some("queue"));
+    }
+
+    #[test]
+    fn an_object_bound_to_a_remade_one_is_replaced_saying_why() {
+        let entry = |owner| {
+            let n = node("ae", Kind::AccessEntry, Some(fields(json!({"type": "EC2_LINUX"}))))
+                .bound_to("role", "EKS binds it to the role's id");
+            (n.with_deps(["role"]), Some(obs(json!({"type": "EC2_LINUX"}), owner)))
+        };
+        let role = || node("role", Kind::IamRole, Some(fields(json!({"path": "/"}))));
+        // The role exists: nothing to do.
+        let p = plan(vec![(role(), Some(obs(json!({"path": "/"}), Owner::Ours))), entry(Owner::Ours)], PlanOptions::default());
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        // The role is made again: its entry too, in the same run, with the reason.
+        let p = plan(vec![(role(), None), entry(Owner::Ours)], PlanOptions::default());
+        let ae = p.steps.iter().find(|s| s.id == "ae").expect("the entry is replaced");
+        assert_eq!(ae.action, Action::Replace);
+        assert!(ae.changes.iter().any(|c| c.forces_replacement && c.field.contains("role")));
+        assert!(ae.node.notes.iter().any(|n| n.contains("role's id")), "{:?}", ae.node.notes);
+        assert!(!p.in_sync.contains(&"ae".to_string()));
+        // Not ours: never replaced, but the user is told.
+        let p = plan(vec![(role(), None), entry(Owner::External)], PlanOptions::default());
+        assert!(p.steps.iter().all(|s| s.id != "ae"));
+        assert!(p.findings.iter().any(|f| f.level == Level::Warning && f.message.contains("role's id")));
     }
 
     #[test]

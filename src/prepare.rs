@@ -34,6 +34,16 @@ impl Prepared {
         self.ctx.reporter.event(Event::Info(msg));
     }
 
+    /// What to tell the user with the plan besides the changes: discovery's notes and the plan's
+    /// own warnings (see `desired::findings`).
+    pub fn findings(&self) -> Vec<crate::model::Finding> {
+        let mut f = self.facts.discovery.findings.clone();
+        if self.cmd != Command::Down {
+            f.extend(desired::findings(&self.spec));
+        }
+        f
+    }
+
     /// The nodes this command works on (see `nodes_for`).
     pub fn nodes(&self) -> Vec<Node> {
         nodes_for(&self.spec, &self.facts, self.cmd)
@@ -114,11 +124,10 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     )
     .await;
     let reporter = reporter_for(global);
-    let partition = aws::partition(&region).to_string();
     // STS and DescribeCluster together; once STS has answered (the account pin checked), the
     // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
     let early = async {
-        let account_id = caller_account(&clients).await?;
+        let (account_id, partition) = caller_identity(&clients, &region).await?;
         reporter.event(Event::Info(&format!(
             "Account {account_id}, region {region}, cluster {}{}",
             spec.cluster,
@@ -171,7 +180,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     let mut facts = Facts {
         account_id: ctx.account_id.clone(),
         region,
-        partition,
+        partition: ctx.partition.clone(),
         cluster,
         discovery: Default::default(),
         existing_node_role_arn: None,
@@ -203,9 +212,15 @@ fn credentials_hint() -> &'static str {
     "check your AWS credentials (AWS_PROFILE, AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, or --profile) and that the endpoint is reachable (--endpoint-url / AWS_ENDPOINT_URL)"
 }
 
-async fn caller_account(clients: &Clients) -> Result<String> {
+/// The account and partition of the credentials (sts:GetCallerIdentity). The partition comes from
+/// the caller's ARN (`arn:<partition>:...`), not the region's name: newer partitions exist
+/// (docs/aws-behaviour.md section 9); the region decides only when the ARN is not usable.
+async fn caller_identity(clients: &Clients, region: &str) -> Result<(String, String)> {
     match clients.sts.get_caller_identity().send().await {
-        Ok(o) => Ok(o.account().unwrap_or_default().to_string()),
+        Ok(o) => {
+            let partition = o.arn().and_then(aws::partition_of_arn).unwrap_or_else(|| aws::partition(region)).to_string();
+            Ok((o.account().unwrap_or_default().to_string(), partition))
+        }
         Err(e) => {
             let what = match (e.code(), e.message()) {
                 (Some(c), Some(m)) => format!("{c}: {m}"),

@@ -617,3 +617,31 @@ fn a_subnet_tag_filter_matching_nothing_in_the_vpc_fails_preflight_with_no_write
     }
     assert!(tagged_for(&sdk, &c).is_empty());
 }
+
+#[test]
+fn a_classic_load_balancer_group_of_the_cluster_is_never_taken_for_the_node_group() {
+    // The Kubernetes AWS cloud provider makes one group per `type: LoadBalancer` Service and tags
+    // it kubernetes.io/cluster/<c>=owned, like the node group.
+    let c = cluster_name("disc-elb");
+    let s = Seeded::of(&c, &[]);
+    let sdk = sdk();
+    let elb = rt().block_on(async {
+        let o = sdk
+            .ec2
+            .create_security_group()
+            .group_name("k8s-elb-a1b2c3d4e5f60718293a4b5c6d7e8f90")
+            .description("Security group for Kubernetes ELB a1b2c3d4e5f60718293a4b5c6d7e8f90 (default/web)")
+            .vpc_id(&s.vpc)
+            .send()
+            .await
+            .unwrap();
+        o.group_id().unwrap().to_string()
+    });
+    add_tags(&sdk, &elb, &[(&format!("kubernetes.io/cluster/{c}"), "owned")]);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "the load balancer's group is not a second candidate: {r:?}");
+    assert_ours(&sdk, &c, &s.node_sg);
+    assert_untagged(&sdk, &elb);
+}

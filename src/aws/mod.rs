@@ -407,24 +407,53 @@ where
     }
 }
 
-/// The partition of a region.
+/// The partition of a region, from its name (a fallback: the caller's ARN is the authority).
 pub fn partition(region: &str) -> &'static str {
-    if region.starts_with("cn-") {
-        "aws-cn"
-    } else if region.starts_with("us-gov-") {
-        "aws-us-gov"
-    } else if region.starts_with("us-iso-") {
-        "aws-iso"
-    } else if region.starts_with("us-isob-") {
-        "aws-iso-b"
-    } else {
-        "aws"
+    const PREFIXES: [(&str, &str); 7] = [
+        ("cn-", "aws-cn"),
+        ("us-gov-", "aws-us-gov"),
+        ("us-iso-", "aws-iso"),
+        ("us-isob-", "aws-iso-b"),
+        ("eu-isoe-", "aws-iso-e"),
+        ("us-isof-", "aws-iso-f"),
+        ("eusc-", "aws-eusc"),
+    ];
+    PREFIXES.iter().find(|(p, _)| region.starts_with(p)).map(|(_, part)| *part).unwrap_or("aws")
+}
+
+/// The partition in an ARN (`arn:aws-cn:sts::1:assumed-role/...` -> `aws-cn`).
+pub fn partition_of_arn(arn: &str) -> Option<&str> {
+    let mut parts = arn.split(':');
+    match (parts.next(), parts.next()) {
+        (Some("arn"), Some(p)) if !p.is_empty() && p.starts_with("aws") => Some(p),
+        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn partitions_come_from_the_caller_arn_and_else_the_region() {
+        assert_eq!(partition_of_arn("arn:aws-cn:sts::123456789012:assumed-role/r/s"), Some("aws-cn"));
+        assert_eq!(partition_of_arn("arn:aws-eusc:iam::123456789012:user/u"), Some("aws-eusc"));
+        assert_eq!(partition_of_arn("arn:aws:iam::123456789012:root"), Some("aws"));
+        assert_eq!(partition_of_arn("not-an-arn"), None);
+        assert_eq!(partition_of_arn(""), None);
+        for (region, p) in [
+            ("us-east-1", "aws"),
+            ("cn-north-1", "aws-cn"),
+            ("us-gov-west-1", "aws-us-gov"),
+            ("us-iso-east-1", "aws-iso"),
+            ("us-isob-east-1", "aws-iso-b"),
+            ("eu-isoe-west-1", "aws-iso-e"),
+            ("us-isof-south-1", "aws-iso-f"),
+            ("eusc-de-east-1", "aws-eusc"),
+        ] {
+            assert_eq!(partition(region), p, "{region}");
+        }
+    }
 
     #[test]
     fn the_consistency_schedule_polls_fast_first_then_backs_off() {

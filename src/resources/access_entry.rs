@@ -49,16 +49,15 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         ("type", json!(id.access_entry_type)),
         ("tags", arns::tags_value(spec, "node-access-entry")),
     ]);
-    let deps = if id.node_role.is_some() { vec!["node-role"] } else { vec![] };
-    vec![
-        Node::new(
-            "node-access-entry",
-            &principal_arn,
-            NodeSpec::AccessEntry(EksSpec { cluster: spec.cluster.clone(), principal_arn: principal_arn.clone() }),
-        )
-        .with_fields(Some(fields))
-        .with_deps(deps),
-    ]
+    let spec_of = NodeSpec::AccessEntry(EksSpec { cluster: spec.cluster.clone(), principal_arn: principal_arn.clone() });
+    let node = Node::new("node-access-entry", &principal_arn, spec_of).with_fields(Some(fields));
+    if id.node_role.is_none() {
+        return vec![node];
+    }
+    // EKS binds an entry to the role's unique id, not its ARN: a role made again (deleted out of
+    // band, or moved to another path) needs its entry made again (docs/aws-behaviour.md section 9).
+    let why = "EKS binds an access entry to its role's unique id, so the entry made for the old role would let no node join";
+    vec![node.with_deps(["node-role"]).bound_to("node-role", why)]
 }
 
 /// Who owns an entry, from its tags: without karpctl's ownership tag it belongs to someone else

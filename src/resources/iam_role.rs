@@ -42,6 +42,10 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+/// The field holding a role's permissions boundary (a policy ARN). Desired only when the plan sets
+/// `identity.permissions_boundary`; otherwise karpctl leaves any boundary alone.
+const BOUNDARY: &str = "PermissionsBoundary";
+
 /// Pure: the node role (when karpctl creates it, or to remove one it made before the plan named
 /// an existing role) and the controller role. Fields: `path`, `AssumeRolePolicyDocument`
 /// (canonical), `tags`.
@@ -49,11 +53,15 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let id = &spec.identity;
     let path = id.path.as_str();
     let role_fields = |trust: Value, node_id: &str| {
-        crate::model::fields_of(vec![
+        let mut f = crate::model::fields_of(vec![
             ("path", json!(path)),
             ("AssumeRolePolicyDocument", trust),
             ("tags", arns::tags_value(spec, node_id)),
-        ])
+        ]);
+        if let Some(b) = &id.permissions_boundary {
+            f.insert(BOUNDARY.into(), json!(b));
+        }
+        f
     };
     let mut out = Vec::new();
     let created = id.node_role.as_ref();
@@ -63,7 +71,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         let arn = arns::role_arn(facts, path, &node_role_name);
         out.push(
             Node::new("node-role", node_role_name, NodeSpec::IamRole { arn })
-                .with_fields(created.map(|_| role_fields(karpenter_iam::node_role_trust(), "node-role")))
+                .with_fields(created.map(|_| role_fields(karpenter_iam::node_role_trust(&facts.partition), "node-role")))
                 .with_notes(created.and_then(|n| n.note.clone())),
         );
     }
@@ -97,6 +105,8 @@ pub struct LiveRole {
     pub path: String,
     /// The trust policy as IAM returns it (percent-encoded).
     pub trust: Option<String>,
+    /// The permissions boundary's policy ARN, if any.
+    pub boundary: Option<String>,
     pub tags: Tags,
 }
 
@@ -112,6 +122,7 @@ pub async fn get_role_fresh(ctx: &Ctx, name: &str) -> Result<Option<LiveRole>> {
             arn: r.arn().to_string(),
             path: r.path().to_string(),
             trust: r.assume_role_policy_document().map(str::to_string),
+            boundary: r.permissions_boundary().and_then(|b| b.permissions_boundary_arn()).map(str::to_string),
             tags: tags_from(r.tags()),
         })),
         Err(e) if e.is_not_found() => Ok(None),
@@ -173,6 +184,9 @@ fn observed(ctx: &Ctx, live: &LiveRole) -> Result<Observed> {
     fields.insert("path".into(), json!(live.path));
     fields.insert("AssumeRolePolicyDocument".into(), trust);
     fields.insert("tags".into(), Ctx::tags_value(&live.tags));
+    if let Some(b) = &live.boundary {
+        fields.insert(BOUNDARY.into(), json!(b));
+    }
     let mut ids = BTreeMap::new();
     ids.insert("arn".to_string(), live.arn.clone());
     Ok(Observed { fields, owner: Owner::from_tags(&live.tags, &ctx.cluster), ids })
@@ -218,6 +232,8 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         .role_name(name)
         .path(want_str(node, "path"))
         .assume_role_policy_document(&trust)
+        // In the create call itself: an organisation's SCP may deny CreateRole without it.
+        .set_permissions_boundary(wanted_boundary(node).map(str::to_string))
         .set_tags(Some(sdk_tags(&wanted_tags(node))?))
         .send()
         .await;
@@ -258,6 +274,27 @@ async fn converge(ctx: &Ctx, step: &Step, live: &LiveRole) -> Result<()> {
     if !tags_satisfied(&live.tags, &tags) {
         tag_role(ctx, &node.name, &tags).await?;
     }
+    if let Some(b) = wanted_boundary(node)
+        && live.boundary.as_deref() != Some(b)
+    {
+        put_boundary(ctx, &node.name, b).await?;
+    }
+    Ok(())
+}
+
+fn wanted_boundary(node: &Node) -> Option<&str> {
+    Some(want_str(node, BOUNDARY)).filter(|b| !b.is_empty())
+}
+
+async fn put_boundary(ctx: &Ctx, role: &str, boundary: &str) -> Result<()> {
+    ctx.aws
+        .iam
+        .put_role_permissions_boundary()
+        .role_name(role)
+        .permissions_boundary(boundary)
+        .send()
+        .await
+        .map_err(|e| aws_err("iam:PutRolePermissionsBoundary", e))?;
     Ok(())
 }
 
@@ -289,6 +326,11 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     }
     if changed(step, "AssumeRolePolicyDocument") {
         update_trust(ctx, node).await?;
+    }
+    if changed(step, BOUNDARY)
+        && let Some(b) = wanted_boundary(node)
+    {
+        put_boundary(ctx, &node.name, b).await?;
     }
     Ok(())
 }

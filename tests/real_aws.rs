@@ -1,0 +1,110 @@
+//! Real-AWS behaviours the emulators hide (docs/aws-behaviour.md section 9) that karpctl handles
+//! in its planner and IAM code: an access entry made again with its role, permissions boundaries,
+//! and the warning for a customer managed KMS key.
+
+use crate::common::*;
+use serde_json::Value;
+
+fn ops(r: &Run) -> Value {
+    r.json()["stats"]["operations"].clone()
+}
+
+fn calls(ops: &Value, op: &str) -> u64 {
+    ops[op]["calls"].as_u64().unwrap_or(0)
+}
+
+fn delete_role_out_of_band(sdk: &Sdk, role: &str) {
+    rt().block_on(async {
+        let attached = sdk.iam.list_attached_role_policies().role_name(role).send().await.unwrap();
+        for p in attached.attached_policies() {
+            sdk.iam.detach_role_policy().role_name(role).policy_arn(p.policy_arn().unwrap()).send().await.unwrap();
+        }
+        sdk.iam.delete_role().role_name(role).send().await.unwrap();
+    });
+}
+
+#[test]
+fn a_node_role_made_again_gets_its_access_entry_made_again() {
+    let c = cluster_name("remade");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let sdk = sdk();
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let role = node_role(&c);
+    let role_arn = rt().block_on(async { sdk.iam.get_role().role_name(&role).send().await.unwrap().role.unwrap().arn });
+
+    // Someone deletes the node role; the access entry stays behind, bound to the old role's id.
+    delete_role_out_of_band(&sdk, &role);
+
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("node-access-entry") && r.stdout.contains("role's unique id"), "the plan says why: {r:?}");
+
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let ops = ops(&r);
+    assert_eq!(calls(&ops, "IAM:CreateRole"), 1, "{ops}");
+    assert_eq!(calls(&ops, "EKS:DeleteAccessEntry"), 1, "the old entry is removed: {ops}");
+    assert_eq!(calls(&ops, "EKS:CreateAccessEntry"), 1, "and made again for the new role: {ops}");
+    let entry = rt().block_on(async {
+        sdk.eks.describe_access_entry().cluster_name(&c).principal_arn(&role_arn).send().await.unwrap().access_entry.unwrap()
+    });
+    assert_eq!(entry.r#type(), Some("EC2_LINUX"));
+    assert_second_up_writes_nothing(&wd, &c);
+}
+
+#[test]
+fn the_permissions_boundary_goes_on_every_role_in_the_create_call_and_drift_is_repaired() {
+    let c = cluster_name("boundary");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let sdk = sdk();
+    let boundary = aws_managed("PowerUserAccess");
+    wd.plan(&c, &format!("cluster = \"{c}\"\n[identity]\npermissions_boundary = \"{boundary}\"\n"));
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let ops = ops(&r);
+    assert_eq!(calls(&ops, "IAM:CreateRole"), 2, "{ops}");
+    assert_eq!(calls(&ops, "IAM:PutRolePermissionsBoundary"), 0, "set by CreateRole itself: {ops}");
+    let boundary_of = |role: &str| {
+        rt().block_on(async {
+            let r = sdk.iam.get_role().role_name(role).send().await.unwrap().role.unwrap();
+            r.permissions_boundary().and_then(|b| b.permissions_boundary_arn()).map(str::to_string)
+        })
+    };
+    assert_eq!(boundary_of(&node_role(&c)).as_deref(), Some(boundary.as_str()));
+    assert_eq!(boundary_of(&controller_role(&c)).as_deref(), Some(boundary.as_str()));
+    assert_second_up_writes_nothing(&wd, &c);
+
+    // Removed out of band: diff shows it, up puts it back.
+    rt().block_on(async {
+        sdk.iam.delete_role_permissions_boundary().role_name(controller_role(&c)).send().await.unwrap();
+    });
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("PermissionsBoundary"), "{r:?}");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(boundary_of(&controller_role(&c)).as_deref(), Some(boundary.as_str()));
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn a_customer_managed_queue_key_is_warned_about_in_diff() {
+    let c = cluster_name("cmk");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    wd.plan(&c, &format!("cluster = \"{c}\"\n[interruption]\nkms_key_id = \"alias/karpenter-queue\"\n"));
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let findings = r.json()["findings"].clone();
+    let text = findings.to_string();
+    assert!(
+        text.contains("events.amazonaws.com") && text.contains("kms:GenerateDataKey") && text.contains("kms:Decrypt"),
+        "{findings}"
+    );
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert!(r.stdout.contains("events.amazonaws.com") || r.stderr.contains("events.amazonaws.com"), "{r:?}");
+}
