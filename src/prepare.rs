@@ -119,6 +119,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
             endpoint_url: global.endpoint_url.clone(),
             max_attempts: 8,
             max_in_flight: concurrency,
+            ca_bundle: aws::ca_bundle_from_env()?,
         },
         stats.clone(),
     )

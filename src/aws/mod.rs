@@ -123,6 +123,22 @@ pub struct ConnectOptions {
     pub max_attempts: u32,
     /// Most AWS requests in flight at once, across every client (`--concurrency`).
     pub max_in_flight: usize,
+    /// Extra trusted CA certificates (PEM), from AWS_CA_BUNDLE: added to the system's roots.
+    pub ca_bundle: Option<Vec<u8>>,
+}
+
+/// The PEM file AWS_CA_BUNDLE names, as the AWS CLI reads it (the Rust SDK itself does not):
+/// for TLS-inspecting proxies and private endpoints. Unreadable or empty: an error naming it.
+pub fn ca_bundle_from_env() -> Result<Option<Vec<u8>>, crate::error::UserError> {
+    let Some(path) = std::env::var_os("AWS_CA_BUNDLE").filter(|p| !p.is_empty()) else { return Ok(None) };
+    let shown = std::path::Path::new(&path).display().to_string();
+    match std::fs::read(&path) {
+        Ok(b) if String::from_utf8_lossy(&b).contains("-----BEGIN CERTIFICATE-----") => Ok(Some(b)),
+        Ok(_) => Err(crate::error::UserError::new(format!("AWS_CA_BUNDLE={shown} holds no PEM certificate"))
+            .hint("point AWS_CA_BUNDLE at a PEM file of CA certificates, or unset it")),
+        Err(e) => Err(crate::error::UserError::new(format!("AWS_CA_BUNDLE={shown} cannot be read: {e}"))
+            .hint("point AWS_CA_BUNDLE at a readable PEM file of CA certificates, or unset it")),
+    }
 }
 
 /// An HTTP client that lets at most `permits` requests be on the wire at once, across every
@@ -176,14 +192,21 @@ impl HttpClient for LimitedClient {
     }
 }
 
-/// The SDK's default HTTPS client (hyper 1 with rustls on aws-lc, proxy settings from the
-/// environment), built here so that it can be wrapped in a `LimitedClient`.
-fn default_https_client() -> SharedHttpClient {
+/// The SDK's default HTTPS client (hyper 1 with rustls on aws-lc, the system's trusted roots plus
+/// any `ca_bundle`, proxy settings from the environment), built here so that it can be wrapped
+/// in a `LimitedClient`.
+fn default_https_client(ca_bundle: Option<Vec<u8>>) -> SharedHttpClient {
     use aws_smithy_http_client::proxy::ProxyConfig;
-    use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+    use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider::CryptoMode};
     use aws_smithy_http_client::{Builder, ConnectorBuilder};
-    Builder::new().build_with_connector_fn(|settings, components| {
+    let trust = ca_bundle.map(|pem| TrustStore::default().with_pem_certificate(pem));
+    Builder::new().build_with_connector_fn(move |settings, components| {
         let mut conn = ConnectorBuilder::default().tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc));
+        if let Some(t) = &trust
+            && let Ok(ctx) = TlsContext::builder().with_trust_store(t.clone()).build()
+        {
+            conn = conn.tls_context(ctx);
+        }
         conn.set_connector_settings(settings.cloned());
         if let Some(c) = components {
             conn.set_sleep_impl(c.sleep_impl());
@@ -229,7 +252,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         .retry_config(retry)
         .timeout_config(timeouts)
         .stalled_stream_protection(stalled)
-        .http_client(LimitedClient::new(default_https_client(), opts.max_in_flight));
+        .http_client(LimitedClient::new(default_https_client(opts.ca_bundle.clone()), opts.max_in_flight));
     if let Some(p) = &opts.profile {
         loader = loader.profile_name(p);
     }
@@ -332,8 +355,11 @@ impl ConsistencyPolicy {
     }
 }
 
-/// How often a retry or a wait is shown while it goes on (the first one always is).
+/// How often a retry or a wait is shown while it goes on, after the first ones: the fast polls
+/// would otherwise print four lines a second.
 const SHOW_EVERY: Duration = Duration::from_secs(3);
+/// Every one of the first retries of a call is shown.
+const SHOW_FIRST: u32 = 5;
 
 /// Poll `check` on the consistency schedule until it answers true (Ok(true)) or the deadline
 /// passes (Ok(false)): for AWS changes that succeed at once but show late (SQS attributes, a
@@ -396,7 +422,7 @@ where
                 if !matches_any(&c, &m, retryable) || start.elapsed() + delay > policy.deadline {
                     return Err(e);
                 }
-                if shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
+                if attempt <= SHOW_FIRST || shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
                     reporter.event(Event::Retrying { id: step_id, operation, code: &c, attempt, elapsed: start.elapsed() });
                     shown = Some(Instant::now());
                 }

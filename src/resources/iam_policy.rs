@@ -270,7 +270,7 @@ async fn converge(ctx: &Ctx, step: &Step, arn: &str, live: &LivePolicy) -> Resul
         .zip(node.fields.as_ref().and_then(|f| f.get("PolicyDocument")))
         .is_some_and(|(a, b)| policy_doc::equivalent(&a, b));
     if !same {
-        new_version(ctx, arn, &wanted_document(node)?).await?;
+        new_version(ctx, arn, &wanted_document(node)?, None).await?;
     }
     Ok(())
 }
@@ -361,6 +361,15 @@ async fn versions(ctx: &Ctx, arn: &str) -> Result<Vec<Version>> {
     Ok(out)
 }
 
+/// One version's document (None: no such version).
+async fn version_document(ctx: &Ctx, arn: &str, id: &str) -> Result<Option<Value>> {
+    match ctx.aws.iam.get_policy_version().policy_arn(arn).version_id(id).send().await {
+        Ok(o) => Ok(o.policy_version().and_then(|v| v.document()).map(policy_doc::parse).transpose()?),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(aws_err("iam:GetPolicyVersion", e)),
+    }
+}
+
 async fn delete_version(ctx: &Ctx, arn: &str, id: &str) -> Result<()> {
     match ctx.aws.iam.delete_policy_version().policy_arn(arn).version_id(id).send().await {
         Ok(_) => Ok(()),
@@ -370,9 +379,37 @@ async fn delete_version(ctx: &Ctx, arn: &str, id: &str) -> Result<()> {
 }
 
 /// Make `document` the default version, pruning the oldest non-default version at the limit.
-async fn new_version(ctx: &Ctx, arn: &str, document: &str) -> Result<()> {
+/// The version a stale read missed: the newest version, when it is newer than the default version
+/// the plan was read with (IAM's default version can read back old for a moment after a write).
+pub fn newer_than_read(versions: &[Version], read_default: &str) -> Option<String> {
+    let newest = versions.iter().max_by_key(|v| version_number(&v.id))?;
+    (version_number(&newest.id) > version_number(read_default)).then(|| newest.id.clone())
+}
+
+/// Make `document` the policy's default version. If a version newer than the one the plan read
+/// already holds this document (a write of this or a concurrent run that the read did not show
+/// yet), make that one the default instead of adding a duplicate; otherwise create a new
+/// version, pruning the oldest non-default one at IAM's limit of five.
+async fn new_version(ctx: &Ctx, arn: &str, document: &str, read_default: Option<&str>) -> Result<()> {
     for attempt in 1..=3 {
-        if let Some(old) = version_to_prune(&versions(ctx, arn).await?) {
+        let all = versions(ctx, arn).await?;
+        let wanted = policy_doc::parse(document)?;
+        if let Some(newer) = read_default.and_then(|d| newer_than_read(&all, d))
+            && version_document(ctx, arn, &newer).await?.is_some_and(|d| policy_doc::equivalent(&d, &wanted))
+        {
+            if !all.iter().any(|v| v.id == newer && v.is_default) {
+                ctx.aws
+                    .iam
+                    .set_default_policy_version()
+                    .policy_arn(arn)
+                    .version_id(&newer)
+                    .send()
+                    .await
+                    .map_err(|e| aws_err("iam:SetDefaultPolicyVersion", e))?;
+            }
+            return Ok(());
+        }
+        if let Some(old) = version_to_prune(&all) {
             delete_version(ctx, arn, &old).await?;
         }
         match ctx.aws.iam.create_policy_version().policy_arn(arn).policy_document(document).set_as_default(true).send().await {
@@ -392,7 +429,8 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
         tag(ctx, &arn, &wanted_tags(node)).await?;
     }
     if changed(step, "PolicyDocument") {
-        new_version(ctx, &arn, &wanted_document(node)?).await?;
+        let read_default = step.observed.as_ref().and_then(|o| o.ids.get("default_version")).map(String::as_str);
+        new_version(ctx, &arn, &wanted_document(node)?, read_default).await?;
     }
     Ok(())
 }
@@ -498,6 +536,16 @@ mod tests {
         assert_eq!(version_to_prune(&vs).as_deref(), Some("v2"), "the default is never pruned, even when oldest");
         let vs = [v("v9", false, 9), v("v7", false, 7), v("v8", true, 8), v("v6", false, 6), v("v10", false, 10)];
         assert_eq!(version_to_prune(&vs).as_deref(), Some("v6"), "order of the list does not matter");
+    }
+
+    #[test]
+    fn a_newer_version_than_the_read_default_is_found() {
+        let vs = [v("v1", false, 1), v("v2", false, 2), v("v3", true, 3)];
+        assert_eq!(newer_than_read(&vs, "v2").as_deref(), Some("v3"), "the read was stale: v3 was written since");
+        assert_eq!(newer_than_read(&vs, "v3"), None);
+        let vs = [v("v10", true, 1), v("v9", false, 1)];
+        assert_eq!(newer_than_read(&vs, "v9").as_deref(), Some("v10"), "by number, not by text");
+        assert_eq!(newer_than_read(&[], "v1"), None);
     }
 
     #[test]

@@ -340,6 +340,11 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
 async fn replace(ctx: &Ctx, step: &Step) -> Result<()> {
     let old_path = step.observed.as_ref().and_then(|o| o.fields.get("path")).and_then(|p| p.as_str()).unwrap_or("/").to_string();
     let detached = delete(ctx, step, false).await?;
+    // The same name again: wait until IAM shows the old role gone, so that CreateRole does not
+    // meet it (docs/aws-behaviour.md section 9).
+    let name = &step.node.name;
+    let gone = || async { Ok(get_role_fresh(ctx, name).await?.is_none()) };
+    aws::wait_until(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "IAM to show the old role deleted", gone).await?;
     create(ctx, step).await?;
     let own_prefix = format!("arn:{}:iam::{}:policy{old_path}", ctx.partition, ctx.account_id);
     for arn in detached {
