@@ -15,4 +15,5 @@ mod ownership;
 mod performance;
 mod plans_and_outputs;
 mod real_aws;
+mod real_aws_sqs;
 mod strict;

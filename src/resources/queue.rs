@@ -2,9 +2,12 @@
 //!
 //! Read: GetQueueUrl, then GetQueueAttributes(All) and ListQueueTags together (shared with the
 //! queue policy through the context's memo). Create: CreateQueue with attributes and tags in the
-//! one call; a name deleted in the last 60 s is retried (QueueDeletedRecently). Update:
-//! SetQueueAttributes for the fields that differ, TagQueue for tags. Delete: ownership checked
-//! again, then DeleteQueue; a missing queue is success.
+//! one call; a name deleted in the last 60 s is retried (QueueDeletedRecently); the new queue
+//! answers NonExistentQueue for a moment, so the calls that follow are retried; then `up` waits
+//! for GetQueueAttributes to show the attributes. Update: SetQueueAttributes for the fields that
+//! differ (then the same wait), TagQueue for tags. Delete: ownership checked again, then
+//! DeleteQueue, then a wait until GetQueueUrl no longer finds the queue; a missing queue is
+//! success. (docs/aws-behaviour.md section 9, items 1 to 3.)
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
@@ -12,6 +15,7 @@ use crate::aws::{self, Classify, Retryable, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
+use crate::report::Event;
 use anyhow::{Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
@@ -25,6 +29,20 @@ const DELETED_RECENTLY: [Retryable; 2] = [
     Retryable { code: "AWS.SimpleQueueService.QueueDeletedRecently", message: "" },
     Retryable { code: "QueueDeletedRecently", message: "" },
 ];
+
+/// What a queue made a moment ago answers to reads, writes and tagging until SQS has it
+/// everywhere (docs/aws-behaviour.md section 9.1), in both spellings. Retried only for a queue
+/// this run created: anywhere else it means the queue is gone.
+pub const NOT_YET: [Retryable; 3] = [
+    Retryable { code: "AWS.SimpleQueueService.NonExistentQueue", message: "" },
+    Retryable { code: "NonExistentQueue", message: "" },
+    Retryable { code: "QueueDoesNotExist", message: "" },
+];
+
+/// The retries a call on the queue gets: NonExistentQueue only when this run created it.
+pub fn not_yet(created_now: bool) -> &'static [Retryable] {
+    if created_now { &NOT_YET } else { &[] }
+}
 
 /// The desired fields of the queue.
 pub fn desired_fields(kms_key_id: Option<&str>, tags: &Tags) -> Fields {
@@ -104,12 +122,9 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let (attrs, tags) = tokio::try_join!(attributes(ctx, &url), tags(ctx, &url))?;
     let (Some(attrs), Some(tags)) = (attrs, tags) else { return Ok(None) };
     let mut fields = Fields::new();
-    fields.insert("MessageRetentionPeriod".into(), attrs.get("MessageRetentionPeriod").map(|v| json!(v)).unwrap_or(Value::Null));
-    fields.insert("SqsManagedSseEnabled".into(), json!(attrs.get("SqsManagedSseEnabled").map(String::as_str).unwrap_or("false")));
-    fields.insert(
-        "KmsMasterKeyId".into(),
-        attrs.get("KmsMasterKeyId").filter(|v| !v.is_empty()).map(|v| json!(v)).unwrap_or(Value::Null),
-    );
+    for a in ATTRS {
+        fields.insert(a.into(), shown(&attrs, a).map(|v| json!(v)).unwrap_or(Value::Null));
+    }
     fields.insert("tags".into(), Ctx::tags_value(&tags));
     let mut ids = BTreeMap::new();
     ids.insert("url".to_string(), url);
@@ -117,6 +132,59 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
         ids.insert("arn".to_string(), arn.clone());
     }
     Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
+}
+
+/// A managed attribute as `read` (and so `diff`) sees it: SSE-SQS off when SQS does not say, no
+/// KMS key when empty.
+fn shown<'a>(attrs: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    match name {
+        "SqsManagedSseEnabled" => Some(attrs.get(name).map(String::as_str).unwrap_or("false")),
+        "KmsMasterKeyId" => attrs.get(name).map(String::as_str).filter(|v| !v.is_empty()),
+        _ => attrs.get(name).map(String::as_str),
+    }
+}
+
+/// All attributes of the queue, read now (never memoised); None when SQS says there is no such
+/// queue.
+pub async fn attributes_now(ctx: &Ctx, url: &str) -> Result<Option<HashMap<String, String>>> {
+    match ctx.aws.sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::All).send().await {
+        Ok(o) => Ok(Some(
+            o.attributes().map(|m| m.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect()).unwrap_or_default(),
+        )),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(aws_err("sqs:GetQueueAttributes", e)),
+    }
+}
+
+/// After an attribute write SQS accepted: wait (bounded by the consistency deadline, with
+/// progress) until GetQueueAttributes, read fresh, shows it, so that `diff` right after `up`
+/// finds nothing (docs/aws-behaviour.md section 9.2). One read when SQS already shows it. A
+/// queue this run created may still answer NonExistentQueue (not yet); any other queue that
+/// does is gone. At the deadline the run goes on, saying so: the write was accepted.
+pub async fn wait_shown<F>(ctx: &Ctx, step_id: &str, url: &str, what: &str, created_now: bool, shows: F) -> Result<()>
+where
+    F: Fn(&HashMap<String, String>) -> bool,
+{
+    let shows = &shows;
+    let seen = aws::wait_until(&ctx.consistency, ctx.reporter.as_ref(), step_id, &format!("SQS to show {what}"), || async move {
+        match attributes_now(ctx, url).await? {
+            Some(a) => Ok(shows(&a)),
+            None if created_now => Ok(false),
+            None => bail!("SQS queue {url} no longer exists (it was deleted while karpctl wrote to it)"),
+        }
+    })
+    .await?;
+    if !seen {
+        ctx.reporter.event(Event::Info(&format!(
+            "{step_id}: SQS accepted {what} but does not show it yet (SQS takes up to 60 s); `karpctl diff` may show it as a change for up to a minute"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the attributes read show every attribute in `written`, compared as `diff` does.
+fn shows_attributes(attrs: &HashMap<String, String>, written: &HashMap<QueueAttributeName, String>) -> bool {
+    written.iter().all(|(k, v)| shown(attrs, k.as_str()).unwrap_or("") == v)
 }
 
 fn wanted_attributes(step: &Step, only_changed: bool) -> HashMap<QueueAttributeName, String> {
@@ -158,12 +226,33 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
             None => return Ok(None),
         },
     };
-    let live = match ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await {
-        Ok(o) => o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Tags>()).unwrap_or_default(),
+    // A queue this run created may not answer yet: never take that for "gone".
+    let live = match live_tags(ctx, &step.id, &url, ctx.wrote("queue", None)).await {
+        Ok(t) => t,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(aws_err("sqs:ListQueueTags", e)),
     };
     Ok(Some(Current::new(Owner::from_tags(&live, &ctx.cluster), live).id("url", url)))
+}
+
+/// ListQueueTags now (never memoised), retried while a queue this run created answers
+/// NonExistentQueue.
+async fn live_tags(
+    ctx: &Ctx,
+    step_id: &str,
+    url: &str,
+    created_now: bool,
+) -> std::result::Result<Tags, aws_sdk_sqs::error::SdkError<aws_sdk_sqs::operation::list_queue_tags::ListQueueTagsError>> {
+    let o = aws::with_consistency(
+        &ctx.consistency,
+        ctx.reporter.as_ref(),
+        step_id,
+        "sqs:ListQueueTags",
+        not_yet(created_now),
+        || ctx.aws.sqs.list_queue_tags().queue_url(url).send(),
+    )
+    .await?;
+    Ok(o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default())
 }
 
 /// Everything memoised about the queue (its URL by name; attributes and tags by URL).
@@ -179,7 +268,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
     match step.action {
         Action::Create => create(ctx, step).await,
         Action::Update | Action::Adopt => update(ctx, step, url, step.action == Action::Adopt).await,
-        Action::Delete => delete(ctx, url).await,
+        Action::Delete => delete(ctx, step, url).await,
         Action::Replace => bail!("the queue is never replaced"),
     }
 }
@@ -209,57 +298,85 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         Err(e) => return Err(aws_err("sqs:CreateQueue", e)),
     };
     // CreateQueue returns an existing queue with the same attributes without error, whoever made
-    // it: confirm the queue is ours before anything builds on it.
-    let live = ctx.aws.sqs.list_queue_tags().queue_url(&url).send().await.map_err(|e| aws_err("sqs:ListQueueTags", e))?;
-    let live: Tags = live.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+    // it: confirm the queue is ours before anything builds on it. A queue made a moment ago
+    // answers NonExistentQueue for a while (section 9.1): retried, never taken for "not ours".
+    let live = live_tags(ctx, &step.id, &url, true).await.map_err(|e| aws_err("sqs:ListQueueTags", e))?;
     if Owner::from_tags(&live, &ctx.cluster) != Owner::Ours {
         bail!("SQS queue {name} exists but is not managed by karpctl for cluster {}; it was left untouched", ctx.cluster);
     }
     ctx.queue_urls.put(name, Some(url.clone()));
     if existed {
         // Ours, made by a concurrent run with other attributes: make them match.
-        set_attributes(ctx, &url, attrs).await?;
+        set_attributes(ctx, &step.id, &url, attrs.clone(), true).await?;
     }
-    Ok(())
+    wait_shown(ctx, &step.id, &url, "the new queue's attributes", true, |a| shows_attributes(a, &attrs)).await
 }
 
-async fn set_attributes(ctx: &Ctx, url: &str, attrs: HashMap<QueueAttributeName, String>) -> Result<()> {
+/// SetQueueAttributes (retried while a queue this run created answers NonExistentQueue), then
+/// the wait for SQS to show what was written.
+async fn set_attributes(
+    ctx: &Ctx,
+    step_id: &str,
+    url: &str,
+    attrs: HashMap<QueueAttributeName, String>,
+    created_now: bool,
+) -> Result<()> {
     if attrs.is_empty() {
         return Ok(());
     }
-    ctx.aws
-        .sqs
-        .set_queue_attributes()
-        .queue_url(url)
-        .set_attributes(Some(attrs))
-        .send()
-        .await
-        .map_err(|e| aws_err("sqs:SetQueueAttributes", e))?;
-    Ok(())
+    aws::with_consistency(
+        &ctx.consistency,
+        ctx.reporter.as_ref(),
+        step_id,
+        "sqs:SetQueueAttributes",
+        not_yet(created_now),
+        || ctx.aws.sqs.set_queue_attributes().queue_url(url).set_attributes(Some(attrs.clone())).send(),
+    )
+    .await
+    .map_err(|e| aws_err("sqs:SetQueueAttributes", e))?;
+    let mut names: Vec<&str> = attrs.keys().map(QueueAttributeName::as_str).collect();
+    names.sort();
+    let what = format!("the new {}", names.join(", "));
+    wait_shown(ctx, step_id, url, &what, created_now, |a| shows_attributes(a, &attrs)).await
 }
 
 async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Result<()> {
     let Some(url) = url else { bail!("SQS queue {} disappeared since it was read; run karpctl up again", step.node.name) };
+    let created_now = ctx.wrote("queue", None);
     if adopt || changed(step, "tags") {
-        let tags = wanted_tags(&step.node);
-        ctx.aws
-            .sqs
-            .tag_queue()
-            .queue_url(url)
-            .set_tags(Some(tags.into_iter().collect()))
-            .send()
-            .await
-            .map_err(|e| aws_err("sqs:TagQueue", e))?;
+        let tags: HashMap<String, String> = wanted_tags(&step.node).into_iter().collect();
+        aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:TagQueue", not_yet(created_now), || {
+            ctx.aws.sqs.tag_queue().queue_url(url).set_tags(Some(tags.clone())).send()
+        })
+        .await
+        .map_err(|e| aws_err("sqs:TagQueue", e))?;
     }
-    set_attributes(ctx, url, wanted_attributes(step, true)).await
+    set_attributes(ctx, &step.id, url, wanted_attributes(step, true), created_now).await
 }
 
-/// Delete the queue the dispatcher has just found ours.
-async fn delete(ctx: &Ctx, url: Option<&str>) -> Result<()> {
+/// Delete the queue the dispatcher has just found ours, and return only once SQS no longer finds
+/// it: DeleteQueue takes up to 60 s, during which the queue still answers (section 9.3), and an
+/// `up` right after must not build on a queue about to vanish.
+async fn delete(ctx: &Ctx, step: &Step, url: Option<&str>) -> Result<()> {
     let Some(url) = url else { return Ok(()) };
     match ctx.aws.sqs.delete_queue().queue_url(url).send().await {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(aws_err("sqs:DeleteQueue", e)),
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(aws_err("sqs:DeleteQueue", e)),
     }
+    let name = &step.node.name;
+    let gone = aws::wait_until(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "SQS to finish deleting the queue", || async {
+        match ctx.aws.sqs.get_queue_url().queue_name(name).send().await {
+            Ok(_) => Ok(false),
+            Err(e) if e.is_not_found() => Ok(true),
+            Err(e) => Err(aws_err("sqs:GetQueueUrl", e)),
+        }
+    })
+    .await?;
+    if !gone {
+        bail!(
+            "SQS queue {name} is still being deleted (SQS accepted the delete; it takes up to 60 s); run `karpctl down` again to wait for it"
+        );
+    }
+    Ok(())
 }

@@ -2,13 +2,15 @@
 //!
 //! Read: shares GetQueueUrl / GetQueueAttributes / ListQueueTags with the queue (no extra call);
 //! ownership is the queue's. Write: SetQueueAttributes(Policy), retried while SQS does not yet
-//! accept a principal or the queue ARN (InvalidAttributeValue). Delete: clear the attribute,
-//! unless the queue itself is being deleted.
+//! accept a principal or the queue ARN (InvalidAttributeValue), or, for a queue this run
+//! created, does not know the queue yet (NonExistentQueue); then a bounded wait until
+//! GetQueueAttributes shows it. Delete: clear the attribute (same wait), unless the queue itself
+//! is being deleted.
 
 use super::ctx::{Ctx, Current};
 use super::queue;
 use crate::arns;
-use crate::aws::{self, Retryable, aws_err};
+use crate::aws::{self, Classify, Retryable, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step};
 use crate::plan_file::Spec;
@@ -55,24 +57,55 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 }
 
 /// Ownership (the queue's) was checked just now by the dispatcher, for every action but Create;
-/// a create finds the queue this plan has just made.
+/// a create finds the queue this plan has just made. A queue this run created may answer
+/// NonExistentQueue for a moment (docs/aws-behaviour.md section 9.1): retried. Then `up` waits,
+/// bounded, for GetQueueAttributes to show the policy written (section 9.2).
 pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
+    let created_now = ctx.wrote("queue", None);
     let url = match current.and_then(|c| c.get("url")) {
         Some(u) => Some(u.to_string()),
-        None => queue::url_now(ctx, &step.node.name).await?,
+        None => queue_url(ctx, step, created_now).await?,
     };
     let Some(url) = url else { bail!("SQS queue {} does not exist; its policy cannot be set", step.node.name) };
-    let value = match step.action {
-        Action::Delete => String::new(),
-        _ => {
-            let doc = step.node.fields.as_ref().and_then(|f| f.get("Policy")).context("no policy in the plan")?;
-            policy_doc::to_wire(doc)
-        }
+    let want = match step.action {
+        Action::Delete => None,
+        _ => Some(step.node.fields.as_ref().and_then(|f| f.get("Policy")).context("no policy in the plan")?.clone()),
     };
-    aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:SetQueueAttributes", &PROPAGATING, || {
+    let value = want.as_ref().map(policy_doc::to_wire).unwrap_or_default();
+    let mut retryable = PROPAGATING.to_vec();
+    retryable.extend_from_slice(queue::not_yet(created_now));
+    aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:SetQueueAttributes", &retryable, || {
         ctx.aws.sqs.set_queue_attributes().queue_url(&url).attributes(QueueAttributeName::Policy, value.clone()).send()
     })
     .await
     .map_err(|e| aws_err("sqs:SetQueueAttributes(Policy)", e))?;
-    Ok(())
+    let what = if want.is_some() { "the new policy" } else { "the policy removed" };
+    queue::wait_shown(ctx, &step.id, &url, what, created_now, |attrs| {
+        let live = attrs.get("Policy").filter(|p| !p.trim().is_empty());
+        match (&want, live) {
+            (None, live) => live.is_none(),
+            (Some(_), None) => false,
+            (Some(w), Some(text)) => policy_doc::parse(text).is_ok_and(|doc| policy_doc::equivalent(&doc, w)),
+        }
+    })
+    .await
+}
+
+/// The queue's URL, fresh. A queue this run created may not be found for a moment: asked again
+/// (bounded by the consistency deadline) before its policy is called impossible to set.
+async fn queue_url(ctx: &Ctx, step: &Step, created_now: bool) -> Result<Option<String>> {
+    let name = &step.node.name;
+    if !created_now {
+        return queue::url_now(ctx, name).await;
+    }
+    let found =
+        aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:GetQueueUrl", &queue::NOT_YET, || {
+            ctx.aws.sqs.get_queue_url().queue_name(name).send()
+        })
+        .await;
+    match found {
+        Ok(o) => Ok(o.queue_url().map(str::to_string)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(aws_err("sqs:GetQueueUrl", e)),
+    }
 }
