@@ -21,8 +21,8 @@ use crate::resources::{Background, Ctx};
 use anyhow::Result;
 use std::sync::Arc;
 
-pub use crate::resources::eks::POD_IDENTITY_AGENT;
 use crate::resources::eks;
+pub use crate::resources::eks::POD_IDENTITY_AGENT;
 
 #[derive(Debug, PartialEq, Eq)]
 enum Agent {

@@ -31,10 +31,8 @@ const PRINCIPAL_NOT_PROPAGATED: [Retryable; 1] =
 
 /// CreateAccessEntry right after DeleteAccessEntry of the same principal (a type change): EKS may
 /// still hold the old entry for a moment (docs/aws-behaviour.md section 9).
-const RECREATE_NOT_READY: [Retryable; 2] = [
-    PRINCIPAL_NOT_PROPAGATED[0],
-    Retryable { code: "ResourceInUseException", message: "" },
-];
+const RECREATE_NOT_READY: [Retryable; 2] =
+    [PRINCIPAL_NOT_PROPAGATED[0], Retryable { code: "ResourceInUseException", message: "" }];
 
 /// A CONFIG_MAP cluster has no access entries at all (and cannot get any until its mode changes).
 fn config_map_mode(code: &str, msg: &str) -> bool {

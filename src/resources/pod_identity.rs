@@ -47,7 +47,12 @@ fn retryable(ctx: &Ctx) -> &'static [Retryable] {
 
 /// An AWS error of Create/UpdatePodIdentityAssociation, with the cause spelled out when EKS
 /// refused the role's trust policy.
-fn assoc_err<E>(ctx: &Ctx, op: &str, role: &str, e: aws_smithy_runtime_api::client::result::SdkError<E, aws_smithy_runtime_api::http::Response>) -> anyhow::Error
+fn assoc_err<E>(
+    ctx: &Ctx,
+    op: &str,
+    role: &str,
+    e: aws_smithy_runtime_api::client::result::SdkError<E, aws_smithy_runtime_api::http::Response>,
+) -> anyhow::Error
 where
     E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
@@ -350,22 +355,29 @@ async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, fix: Fix
     let role_arn = want_str(node, "role_arn");
     // One call for every field; an empty string clears the target role and the session policy
     // (see `cleared` for what happens when EKS keeps them anyway).
-    let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "eks:UpdatePodIdentityAssociation", retryable(ctx), || {
-        let mut req = ctx.aws.eks.update_pod_identity_association().cluster_name(cluster).association_id(id);
-        if fix.role {
-            req = req.role_arn(role_arn);
-        }
-        if fix.target {
-            req = req.target_role_arn("");
-        }
-        if fix.session_tags || fix.policy {
-            req = req.disable_session_tags(false);
-        }
-        if fix.policy {
-            req = req.policy("");
-        }
-        req.send()
-    })
+    let r = aws::with_consistency(
+        &ctx.consistency,
+        ctx.reporter.as_ref(),
+        &step.id,
+        "eks:UpdatePodIdentityAssociation",
+        retryable(ctx),
+        || {
+            let mut req = ctx.aws.eks.update_pod_identity_association().cluster_name(cluster).association_id(id);
+            if fix.role {
+                req = req.role_arn(role_arn);
+            }
+            if fix.target {
+                req = req.target_role_arn("");
+            }
+            if fix.session_tags || fix.policy {
+                req = req.disable_session_tags(false);
+            }
+            if fix.policy {
+                req = req.policy("");
+            }
+            req.send()
+        },
+    )
     .await;
     let clearing = fix.target || fix.policy;
     match r {
@@ -406,7 +418,10 @@ async fn recreate(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, why: &
     })
     .await?;
     if !gone {
-        bail!("EKS still lists the deleted Pod Identity association {}; run karpctl up again", ids.get("association_id").map(String::as_str).unwrap_or(""));
+        bail!(
+            "EKS still lists the deleted Pod Identity association {}; run karpctl up again",
+            ids.get("association_id").map(String::as_str).unwrap_or("")
+        );
     }
     // create -> (409, ours) update -> recreate -> create: boxed, as async recursion must be.
     Box::pin(create(ctx, step)).await
@@ -467,7 +482,12 @@ mod tests {
     #[test]
     fn session_tags_target_role_and_session_policy_drift_are_field_changes() {
         let spec = crate::plan_file::defaults("c").unwrap();
-        let facts = crate::facts::Facts { account_id: "123456789012".into(), region: "us-east-1".into(), partition: "aws".into(), ..Default::default() };
+        let facts = crate::facts::Facts {
+            account_id: "123456789012".into(),
+            region: "us-east-1".into(),
+            partition: "aws".into(),
+            ..Default::default()
+        };
         let node = nodes(&spec, &facts).remove(0);
         let want = node.fields.clone().unwrap();
         let mut live = want.clone();
@@ -477,7 +497,8 @@ mod tests {
         live.insert("disable_session_tags".into(), json!(true));
         live.insert("session_policy".into(), json!("{\"Version\":\"2012-10-17\",\"Statement\":[]}"));
         let obs = Observed { fields: live, owner: Owner::Ours, ids: BTreeMap::new() };
-        let changed: Vec<String> = crate::planner::changes(crate::model::Kind::PodIdentity, &want, &obs).into_iter().map(|c| c.field).collect();
+        let changed: Vec<String> =
+            crate::planner::changes(crate::model::Kind::PodIdentity, &want, &obs).into_iter().map(|c| c.field).collect();
         assert_eq!(changed, ["disable_session_tags", "session_policy", "target_role_arn"]);
         // externalId follows the target role: never compared on its own.
         let mut ok = want.clone();
