@@ -14,4 +14,5 @@ mod lagproxy_selftest;
 mod ownership;
 mod performance;
 mod plans_and_outputs;
+mod real_aws_eks;
 mod strict;
