@@ -54,6 +54,36 @@ pub struct SecurityGroupFact {
     pub name: String,
 }
 
+/// `ClusterFacts::status` of a cluster that DescribeCluster does not find (`down` only: the
+/// cluster was deleted before what surrounds it).
+pub const CLUSTER_NOT_FOUND: &str = "NOT_FOUND";
+
+/// What a DescribeCluster status means for karpctl's EKS steps (access entry, Pod Identity
+/// association, the Pod Identity agent add-on). IAM, SQS, EventBridge and EC2 never need the
+/// cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterState {
+    /// ACTIVE: EKS objects can be read and written.
+    Active,
+    /// CREATING, UPDATING (a version upgrade: minutes to an hour), PENDING: EKS writes wait for
+    /// ACTIVE.
+    Busy,
+    /// Gone (not found), DELETING, FAILED: the cluster's access entries and associations go
+    /// with it; `up` cannot work, `down` skips them.
+    Going,
+}
+
+impl ClusterState {
+    pub fn of(status: &str) -> ClusterState {
+        match status {
+            "ACTIVE" => ClusterState::Active,
+            CLUSTER_NOT_FOUND | "DELETING" | "FAILED" => ClusterState::Going,
+            // CREATING, UPDATING, PENDING, and any status EKS adds later: wait and see.
+            _ => ClusterState::Busy,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct ClusterFacts {
     pub name: String,

@@ -21,7 +21,8 @@ use crate::resources::{Background, Ctx};
 use anyhow::Result;
 use std::sync::Arc;
 
-pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
+use crate::resources::eks;
+pub use crate::resources::eks::POD_IDENTITY_AGENT;
 
 #[derive(Debug, PartialEq, Eq)]
 enum Agent {
@@ -138,27 +139,21 @@ async fn pod_identity_agent(ctx: &Ctx, spec: &Spec) -> Result<Agent> {
     }
 }
 
+/// Install the add-on (`up`, create_pod_identity_agent = true, the add-on missing). CreateAddon
+/// needs an ACTIVE cluster; when the cluster is busy (UPDATING during a version upgrade), this
+/// returns at once, so that `up`'s other steps are not held up, and the Pod Identity step installs
+/// the add-on once the shared wait for ACTIVE is over (`eks::install_pending_agent`).
 pub async fn create_agent(ctx: &Ctx, spec: &Spec) -> Result<()> {
-    let r = ctx
-        .aws
-        .eks
-        .create_addon()
-        .cluster_name(&spec.cluster)
-        .addon_name(POD_IDENTITY_AGENT)
-        .set_tags((!spec.tags.is_empty()).then(|| spec.tags.clone().into_iter().collect()))
-        .send()
-        .await;
-    match r {
-        Ok(_) => {}
-        // Installed meanwhile by someone else: that is all we wanted.
-        Err(e) if aws::code(&e) == "ResourceInUseException" => {}
-        Err(e) => return Err(aws_err("eks:CreateAddon", e).context(format!("installing the {POD_IDENTITY_AGENT} add-on"))),
+    let status = eks::remembered_status(ctx, &spec.cluster).await?;
+    if crate::facts::ClusterState::of(&status) != crate::facts::ClusterState::Active {
+        eks::defer_agent(ctx, &spec.cluster, &spec.tags);
+        ctx.reporter.event(Event::Info(&format!(
+            "note: EKS cluster {} is {status}; the {POD_IDENTITY_AGENT} add-on is installed with the Pod Identity association, once the cluster is ACTIVE",
+            spec.cluster
+        )));
+        return Ok(());
     }
-    ctx.reporter.event(Event::Info(&format!(
-        "Installed the {POD_IDENTITY_AGENT} add-on on cluster {} (create_pod_identity_agent = true); karpctl down leaves it installed",
-        spec.cluster
-    )));
-    Ok(())
+    eks::install_agent(ctx, &spec.cluster, &spec.tags).await
 }
 
 /// The IAM OIDC provider ARN for a cluster's issuer URL.

@@ -4,7 +4,7 @@
 use crate::aws::{self, CallStats, Classify, Clients, ConnectOptions, ConsistencyPolicy};
 use crate::cli::Global;
 use crate::desired;
-use crate::facts::{ClusterFacts, Command, Facts};
+use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Command, Facts};
 use crate::model::{Node, Observed};
 use crate::observe::{ReadAhead, observe, observe_after};
 use crate::plan_file::{self, Spec, UserError};
@@ -170,14 +170,10 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
         });
         Ok::<_, anyhow::Error>((ctx, ahead, early_checks))
     };
-    let (early, cluster) = tokio::join!(early, describe_cluster(&clients, &spec.cluster, &region));
+    let (early, cluster) = tokio::join!(early, describe_cluster(&clients, &spec.cluster));
     let (ctx, ahead, early_checks) = early?;
-    let cluster = cluster?;
-    if cluster.status != "ACTIVE" {
-        return Err(UserError::new(format!("EKS cluster {} is {}, not ACTIVE", spec.cluster, cluster.status))
-            .hint("wait until the cluster is ACTIVE, then run karpctl again")
-            .into());
-    }
+    let cluster = cluster_status_check(cluster?, &spec.cluster, &region, cmd, reporter.as_ref())?;
+    resources::eks::remember_status(&ctx, &spec.cluster, &cluster.status);
     let mut facts = Facts {
         account_id: ctx.account_id.clone(),
         region,
@@ -235,14 +231,11 @@ async fn caller_identity(clients: &Clients, region: &str) -> Result<(String, Str
     }
 }
 
-async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result<ClusterFacts> {
+/// DescribeCluster; None when there is no such cluster.
+async fn describe_cluster(clients: &Clients, name: &str) -> Result<Option<ClusterFacts>> {
     let o = match clients.eks.describe_cluster().name(name).send().await {
         Ok(o) => o,
-        Err(e) if e.is_not_found() => {
-            return Err(UserError::new(format!("EKS cluster {name} does not exist in region {region}"))
-                .hint("check --cluster and --region (or the plan's `cluster` and `region`)")
-                .into());
-        }
+        Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => {
             return Err(anyhow::Error::new(
                 UserError::new(format!(
@@ -255,7 +248,7 @@ async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result
     };
     let c = o.cluster().context("eks:DescribeCluster returned no cluster")?;
     let vpc = c.resources_vpc_config();
-    Ok(ClusterFacts {
+    Ok(Some(ClusterFacts {
         name: name.to_string(),
         arn: c.arn().unwrap_or_default().to_string(),
         status: c.status().map(|s| s.as_str().to_string()).unwrap_or_default(),
@@ -274,5 +267,66 @@ async fn describe_cluster(clients: &Clients, name: &str, region: &str) -> Result
             .and_then(|k| k.ip_family())
             .map(|f| f.as_str().to_string())
             .unwrap_or_else(|| "ipv4".into()),
-    })
+    }))
+}
+
+/// What the cluster's status allows this command (docs/aws-behaviour.md section 9): IAM, SQS,
+/// EventBridge and EC2 never need the cluster; access entries and associations go with it.
+///
+/// - Gone (`down` only), DELETING, FAILED: `down` removes everything else and skips the EKS
+///   objects (they go with the cluster); `up` fails here, before any write; `diff` shows the plan.
+/// - CREATING, UPDATING (minutes to an hour during a version upgrade), PENDING: `diff` shows the
+///   plan with a note; `up` and `down` go on, their EKS steps waiting (once, shared) for ACTIVE.
+fn cluster_status_check(
+    cluster: Option<ClusterFacts>,
+    name: &str,
+    region: &str,
+    cmd: Command,
+    reporter: &dyn Reporter,
+) -> Result<ClusterFacts> {
+    let Some(cluster) = cluster else {
+        if cmd != Command::Down {
+            return Err(UserError::new(format!("EKS cluster {name} does not exist in region {region}"))
+                .hint("check --cluster and --region (or the plan's `cluster` and `region`); `karpctl down` still removes what karpctl made around a deleted cluster")
+                .into());
+        }
+        reporter.event(Event::Info(&format!(
+            "note: EKS cluster {name} does not exist in region {region}; its access entries and Pod Identity associations went with the cluster, karpctl removes the rest"
+        )));
+        return Ok(ClusterFacts {
+            name: name.to_string(),
+            status: CLUSTER_NOT_FOUND.to_string(),
+            authentication_mode: "API_AND_CONFIG_MAP".into(),
+            ip_family: "ipv4".into(),
+            ..Default::default()
+        });
+    };
+    let status = cluster.status.as_str();
+    match (ClusterState::of(status), cmd) {
+        (ClusterState::Active, _) => {}
+        (ClusterState::Going, Command::Up) => {
+            let hint = if status == "FAILED" {
+                format!(
+                    "a FAILED cluster cannot be repaired: delete it (aws eks delete-cluster --name {name} --region {region}), run `karpctl down` to remove what karpctl made around it, then create the cluster again"
+                )
+            } else {
+                "wait until the deletion ends, then run `karpctl down` to remove what karpctl made around the cluster".to_string()
+            };
+            return Err(UserError::new(format!("EKS cluster {name} is {status}; karpctl up cannot set Karpenter up around it"))
+                .hint(hint)
+                .into());
+        }
+        (ClusterState::Going, _) => reporter.event(Event::Info(&format!(
+            "note: EKS cluster {name} is {status}; its access entries and Pod Identity associations go with the cluster, so karpctl leaves them alone and removes the rest"
+        ))),
+        (ClusterState::Busy, Command::Diff) => reporter.event(Event::Info(&format!(
+            "note: EKS cluster {name} is {status}; `karpctl up` can run now: the steps that need the cluster (access entry, Pod Identity) wait until it is ACTIVE"
+        ))),
+        (ClusterState::Busy, _) => reporter.event(Event::Info(&format!(
+            "note: EKS cluster {name} is {status}; IAM, SQS, EventBridge and EC2 steps go on, the EKS steps wait until it is ACTIVE (up to {} s; {})",
+            resources::eks::active_timeout().as_secs(),
+            resources::eks::ACTIVE_TIMEOUT_ENV
+        ))),
+    }
+    Ok(cluster)
 }

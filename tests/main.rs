@@ -16,4 +16,5 @@ mod performance;
 mod plans_and_outputs;
 mod real_aws;
 mod real_aws_sqs;
+mod real_aws_eks;
 mod strict;

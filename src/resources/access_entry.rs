@@ -29,6 +29,11 @@ use std::collections::BTreeMap;
 const PRINCIPAL_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "The specified principalArn is invalid: invalid principal" }];
 
+/// CreateAccessEntry right after DeleteAccessEntry of the same principal (a type change): EKS may
+/// still hold the old entry for a moment (docs/aws-behaviour.md section 9).
+const RECREATE_NOT_READY: [Retryable; 2] =
+    [PRINCIPAL_NOT_PROPAGATED[0], Retryable { code: "ResourceInUseException", message: "" }];
+
 /// A CONFIG_MAP cluster has no access entries at all (and cannot get any until its mode changes).
 fn config_map_mode(code: &str, msg: &str) -> bool {
     code == "InvalidRequestException" && msg.contains("authentication mode")
@@ -105,12 +110,34 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 }
 
 /// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+/// Every action waits for an ACTIVE cluster first (`eks::gate`); a delete on a cluster that is
+/// gone is skipped (the entry went with it).
 pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
+    if !super::eks::gate(ctx, step).await? {
+        return Ok(());
+    }
     match step.action {
-        Action::Create => create(ctx, step).await,
+        Action::Create => create(ctx, step, false).await,
         Action::Replace => {
+            // The type cannot change in place: delete, wait until EKS no longer shows the old
+            // entry, then create (EKS answers 409 to a create while it still holds the old one).
             delete(ctx, step).await?;
-            create(ctx, step).await
+            let principal = principal_of(&step.node).to_string();
+            let gone = aws::wait_until(
+                &ctx.consistency,
+                ctx.reporter.as_ref(),
+                &step.id,
+                &format!("EKS to drop the old access entry for {principal}"),
+                || async { Ok(read(ctx, &step.node).await?.is_none()) },
+            )
+            .await?;
+            if !gone {
+                bail!(
+                    "EKS still shows the access entry for {principal} {} s after DeleteAccessEntry; run karpctl up again",
+                    ctx.consistency.deadline.as_secs()
+                );
+            }
+            create(ctx, step, true).await
         }
         Action::Update | Action::Adopt => {
             if step.action == Action::Adopt || changed(step, "tags") {
@@ -122,7 +149,9 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
     }
 }
 
-async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
+/// `recreate`: right after this run deleted the entry (a replacement), a 409 is the old entry
+/// lingering, retried like a propagation delay.
+async fn create(ctx: &Ctx, step: &Step, recreate: bool) -> Result<()> {
     let node = &step.node;
     let cluster = cluster_of(ctx, node);
     let principal = principal_of(node);
@@ -135,7 +164,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         ctx.reporter.as_ref(),
         &step.id,
         "eks:CreateAccessEntry",
-        &PRINCIPAL_NOT_PROPAGATED,
+        if recreate { &RECREATE_NOT_READY[..] } else { &PRINCIPAL_NOT_PROPAGATED[..] },
         || {
             ctx.aws
                 .eks
@@ -211,31 +240,61 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     }
 }
 
-/// Access entries for roles under the plan's IAM path other than the planned principal (the node
-/// role was renamed or moved): nodes without desired fields; their read decides ownership. One
-/// ListAccessEntries call; skipped when the IAM path is "/" (it would match every role).
+/// Access entries the plan no longer names that may be karpctl's: for roles under the plan's IAM
+/// path (the node role was renamed), and for a role with the planned node role's name under any
+/// path (identity.path changed: the role was re-made under the new path, its old entry names the
+/// old ARN). Nodes without desired fields; their read decides ownership by tags. One
+/// ListAccessEntries call; path matching is skipped when the IAM path is "/" (it would match
+/// every role). A cluster that is gone, or in CONFIG_MAP mode, has no entries.
 pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let Some(planned) = nodes.iter().find(|n| n.kind == crate::model::Kind::AccessEntry) else { return Ok(vec![]) };
-    let Some(path) = super::iam::plan_iam_path(nodes).filter(|p| p != "/") else { return Ok(vec![]) };
+    let path = super::iam::plan_iam_path(nodes).filter(|p| p != "/");
+    let planned_principal = principal_of(planned).to_string();
+    let planned_name = role_name(&planned_principal).map(str::to_string);
+    if path.is_none() && planned_name.is_none() {
+        return Ok(vec![]);
+    }
     let cluster = cluster_of(ctx, planned).to_string();
     let req = ctx.aws.eks.list_access_entries().cluster_name(&cluster);
     let entries = match req.into_paginator().items().send().try_collect().await {
         Ok(e) => e,
         Err(e) if e.is_not_found() => return Ok(vec![]),
+        Err(e) if config_map_mode(aws::code(&e), aws::message(&e)) => return Ok(vec![]),
         Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
     };
-    let marker = format!(":role{path}");
+    let marker = path.map(|p| format!(":role{p}"));
     Ok(entries
         .into_iter()
-        .filter(|arn| arn.contains(&marker) && arn.as_str() != principal_of(planned))
-        .map(|arn| {
+        .filter(|arn| arn.as_str() != planned_principal)
+        .filter_map(|arn| {
+            let under_path = marker.as_ref().is_some_and(|m| arn.contains(m.as_str()));
+            let same_name = planned_name.is_some() && role_name(&arn) == planned_name.as_deref();
+            let note = if under_path {
+                "an access entry for a role under karpctl's IAM path that the plan no longer names"
+            } else if same_name {
+                "an access entry for the node role's name under another IAM path (identity.path changed)"
+            } else {
+                return None;
+            };
             let id = format!("unlisted-access-entry-{}", arn.rsplit('/').next().unwrap_or(&arn));
+            let id = if same_name && !under_path { format!("{id}-{}", short_hash(&arn)) } else { id };
             let spec = NodeSpec::AccessEntry(EksSpec { cluster: cluster.clone(), principal_arn: arn.clone() });
-            Node::new(id, arn, spec)
-                .with_notes(["an access entry for a role under karpctl's IAM path that the plan no longer names".to_string()])
-                .unlisted()
+            Some(Node::new(id, arn.clone(), spec).with_notes([note.to_string()]).unlisted())
         })
         .collect())
+}
+
+/// The role name of an IAM role ARN (`arn:<p>:iam::<a>:role/<path>/<name>`), None for other ARNs.
+fn role_name(arn: &str) -> Option<&str> {
+    let (_, rest) = arn.split_once(":role/")?;
+    rest.rsplit('/').next().filter(|n| !n.is_empty())
+}
+
+/// 8 hex characters naming an ARN, so that two entries for one role name under different paths
+/// get different node ids.
+fn short_hash(s: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(s.as_bytes()).iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -251,6 +310,13 @@ mod tests {
         assert_eq!(owner(&t, "c"), Owner::Ours);
         t.insert(OWNER_TAG.into(), "d".into());
         assert_eq!(owner(&t, "c"), Owner::OtherCluster("d".into()));
+    }
+
+    #[test]
+    fn role_names_come_from_role_arns_whatever_the_path() {
+        assert_eq!(role_name("arn:aws:iam::1:role/karpctl/c/KarpenterNodeRole-c"), Some("KarpenterNodeRole-c"));
+        assert_eq!(role_name("arn:aws:iam::1:role/KarpenterNodeRole-c"), Some("KarpenterNodeRole-c"));
+        assert_eq!(role_name("arn:aws:iam::1:user/u"), None);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod access_entry;
 pub mod ctx;
 pub mod discovery_tags;
+pub mod eks;
 pub mod event_rule;
 pub mod iam;
 pub mod iam_orphans;

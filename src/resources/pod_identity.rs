@@ -17,12 +17,59 @@ use crate::facts::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, PodIdentitySpec, Step, Tags};
 use crate::plan_file::{IdentityMode, Spec};
 use anyhow::{Context, Result, bail};
-use serde_json::json;
+use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 /// Create/UpdatePodIdentityAssociation right after CreateRole (docs/aws-behaviour.md section 5).
 const ROLE_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "Role provided in the request does not exist" }];
+
+/// EKS checks the role's trust policy (pods.eks.amazonaws.com, sts:AssumeRole + sts:TagSession).
+const TRUST_INVALID: &str = "Trust policy of the role provided is invalid";
+
+/// ... and right after CreateRole or UpdateAssumeRolePolicy (an irsa -> pod_identity switch), it
+/// still sees the old trust policy for a few seconds: the same answer, but propagation.
+const ROLE_OR_TRUST_NOT_PROPAGATED: [Retryable; 2] =
+    [ROLE_NOT_PROPAGATED[0], Retryable { code: "InvalidParameterException", message: TRUST_INVALID }];
+
+/// The controller role's node id (this association's role).
+const CONTROLLER_ROLE: &str = "controller-role";
+
+/// What to retry: a refused trust policy only when this run created the controller role or set
+/// its trust policy just now; otherwise the trust policy really is wrong.
+fn retryable(ctx: &Ctx) -> &'static [Retryable] {
+    if ctx.wrote(CONTROLLER_ROLE, None) || ctx.wrote(CONTROLLER_ROLE, Some("AssumeRolePolicyDocument")) {
+        &ROLE_OR_TRUST_NOT_PROPAGATED
+    } else {
+        &ROLE_NOT_PROPAGATED
+    }
+}
+
+/// An AWS error of Create/UpdatePodIdentityAssociation, with the cause spelled out when EKS
+/// refused the role's trust policy.
+fn assoc_err<E>(
+    ctx: &Ctx,
+    op: &str,
+    role: &str,
+    e: aws_smithy_runtime_api::client::result::SdkError<E, aws_smithy_runtime_api::http::Response>,
+) -> anyhow::Error
+where
+    E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let trust = aws::code(&e) == "InvalidParameterException" && aws::message(&e).contains(TRUST_INVALID);
+    let err = aws_err(op, e);
+    if !trust {
+        return err;
+    }
+    let when = if retryable(ctx).len() > 1 {
+        format!(" (still, {} s after this run changed it)", ctx.consistency.deadline.as_secs())
+    } else {
+        String::new()
+    };
+    err.context(format!(
+        "EKS refused the trust policy of the controller role {role}{when}: it must allow the service principal pods.eks.amazonaws.com the actions sts:AssumeRole and sts:TagSession; fix the role's trust policy (karpctl writes it so when it manages the role) and run karpctl up again"
+    ))
+}
 
 fn namespace_of(node: &Node) -> &str {
     match &node.spec {
@@ -48,6 +95,11 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
             ("namespace", json!(id.namespace)),
             ("service_account", json!(id.service_account)),
             ("role_arn", json!(arns::controller_role_arn(spec, facts))),
+            // No role chaining, EKS's session tags on, no session policy: the controller role's
+            // own permissions, as Karpenter's docs set it up.
+            ("target_role_arn", Value::Null),
+            ("disable_session_tags", json!(false)),
+            ("session_policy", Value::Null),
             ("tags", arns::tags_value(spec, "pod-identity")),
         ])
     });
@@ -117,17 +169,57 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let Some(a) = o.association() else { return Ok(None) };
     let tags: Tags = a.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
     let opt = |v: Option<&str>| v.map(|s| json!(s)).unwrap_or(serde_json::Value::Null);
+    let owner_arn = a.owner_arn().filter(|o| !o.is_empty());
+    if let Some(msg) = addon_conflict(node, owner_arn, a.role_arn()) {
+        return Err(crate::plan_file::UserError::new(msg)
+            .hint("karpctl never changes an association an EKS add-on owns: change it through the add-on (aws eks update-addon ... --pod-identity-associations), or set identity.namespace / identity.service_account to another service account in the plan")
+            .into());
+    }
     let mut fields = Fields::new();
     fields.insert("namespace".into(), opt(a.namespace()));
     fields.insert("service_account".into(), opt(a.service_account()));
     fields.insert("role_arn".into(), opt(a.role_arn()));
+    fields.insert("target_role_arn".into(), opt(a.target_role_arn().filter(|t| !t.is_empty())));
+    // Set by EKS for a target role (the target role's trust matches on it): shown, not compared.
+    if let Some(x) = a.external_id().filter(|x| !x.is_empty()) {
+        fields.insert("external_id".into(), json!(x));
+    }
+    fields.insert("disable_session_tags".into(), json!(a.disable_session_tags().unwrap_or(false)));
+    fields.insert("session_policy".into(), opt(a.policy().filter(|p| !p.is_empty())));
+    if let Some(o) = owner_arn {
+        fields.insert("owner_arn".into(), json!(o));
+    }
     fields.insert("tags".into(), Ctx::tags_value(&tags));
     let mut ids = BTreeMap::new();
     ids.insert("association_id".to_string(), a.association_id().unwrap_or(&id).to_string());
     if let Some(arn) = a.association_arn() {
         ids.insert("arn".to_string(), arn.to_string());
     }
-    Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
+    Ok(Some(Observed { fields, owner: owner(&tags, owner_arn, &ctx.cluster), ids }))
+}
+
+/// Who owns an association: an EKS add-on when `ownerArn` is set (someone else's: it satisfies
+/// the plan and is never changed or deleted), else karpctl's tags decide.
+pub fn owner(tags: &Tags, owner_arn: Option<&str>, cluster: &str) -> Owner {
+    match owner_arn {
+        Some(o) if !o.is_empty() => Owner::External,
+        _ => Owner::from_tags(tags, cluster),
+    }
+}
+
+/// An add-on's association for the service account that gives it another role than the plan's:
+/// karpctl cannot fix that, so it is an error (before any write) saying who owns it.
+fn addon_conflict(node: &Node, owner_arn: Option<&str>, live_role: Option<&str>) -> Option<String> {
+    let owner_arn = owner_arn.filter(|o| !o.is_empty())?;
+    let want = node.fields.as_ref()?.get("role_arn")?.as_str()?;
+    let live = live_role.unwrap_or("");
+    (live != want).then(|| {
+        format!(
+            "EKS Pod Identity association {}/{} is owned by the EKS add-on {owner_arn} and gives the role {live}, not karpctl's controller role {want}",
+            namespace_of(node),
+            service_account_of(node)
+        )
+    })
 }
 
 /// List and describe, fresh: who owns the association now, and its id and ARN.
@@ -141,7 +233,16 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 }
 
 /// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+/// Every action waits for an ACTIVE cluster first (`eks::gate`); a delete on a cluster that is
+/// gone is skipped (the association went with it). The Pod Identity agent add-on, when `up` put
+/// its install off until the cluster is ACTIVE, is installed here.
 pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
+    if !super::eks::gate(ctx, step).await? {
+        return Ok(());
+    }
+    if step.action != Action::Delete {
+        super::eks::install_pending_agent(ctx, cluster_of(ctx, &step.node)).await?;
+    }
     match step.action {
         Action::Create => create(ctx, step).await,
         // No field forces a replacement today; if one ever does, delete then create.
@@ -151,7 +252,14 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
         }
         Action::Update | Action::Adopt => {
             let live = current.context("the Pod Identity association disappeared since it was read; run karpctl up again")?;
-            update(ctx, step, &live.ids, step.action == Action::Adopt || changed(step, "tags"), changed(step, "role_arn")).await
+            let fix = Fix {
+                tags: step.action == Action::Adopt || changed(step, "tags"),
+                role: changed(step, "role_arn"),
+                target: changed(step, "target_role_arn"),
+                session_tags: changed(step, "disable_session_tags"),
+                policy: changed(step, "session_policy"),
+            };
+            update(ctx, step, &live.ids, fix).await
         }
         Action::Delete => delete(ctx, step, current).await,
     }
@@ -167,7 +275,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         ctx.reporter.as_ref(),
         &step.id,
         "eks:CreatePodIdentityAssociation",
-        &ROLE_NOT_PROPAGATED,
+        retryable(ctx),
         || {
             ctx.aws
                 .eks
@@ -194,18 +302,40 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
                     ctx.cluster
                 );
             }
-            let role_differs = live.fields.get("role_arn").and_then(|v| v.as_str()) != Some(role);
-            update(ctx, step, &live.ids, false, role_differs).await
+            let want = node.fields.clone().unwrap_or_default();
+            let differs = |f: &str| live.fields.get(f).unwrap_or(&Value::Null) != want.get(f).unwrap_or(&Value::Null);
+            let fix = Fix {
+                tags: false,
+                role: differs("role_arn"),
+                target: differs("target_role_arn"),
+                session_tags: differs("disable_session_tags"),
+                policy: differs("session_policy"),
+            };
+            update(ctx, step, &live.ids, fix).await
         }
-        Err(e) => Err(aws_err("eks:CreatePodIdentityAssociation", e)),
+        Err(e) => Err(assoc_err(ctx, "eks:CreatePodIdentityAssociation", role, e)),
     }
 }
 
-async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, tags: bool, role: bool) -> Result<()> {
+/// What an update sets.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fix {
+    tags: bool,
+    role: bool,
+    /// Clear the target role (externalId goes with it).
+    target: bool,
+    /// Set disableSessionTags back to false.
+    session_tags: bool,
+    /// Clear the session policy.
+    policy: bool,
+}
+
+async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, fix: Fix) -> Result<()> {
     let node = &step.node;
     let cluster = cluster_of(ctx, node);
     let id = ids.get("association_id").context("no association id")?;
-    if tags {
+    let fields = fix.role || fix.target || fix.session_tags || fix.policy;
+    if fix.tags {
         let arn = ids.get("arn").context("no association ARN")?;
         if let Err(e) =
             ctx.aws.eks.tag_resource().resource_arn(arn).set_tags(Some(wanted_tags(node).into_iter().collect())).send().await
@@ -215,24 +345,86 @@ async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, tags: bo
                 "cannot tag EKS Pod Identity association {}/{} ({arn}){}",
                 namespace_of(node),
                 service_account_of(node),
-                if role { "; its role was not changed either" } else { "" }
+                if fields { "; its other fields were not changed either" } else { "" }
             )));
         }
     }
-    if role {
-        let role_arn = want_str(node, "role_arn");
-        aws::with_consistency(
-            &ctx.consistency,
-            ctx.reporter.as_ref(),
-            &step.id,
-            "eks:UpdatePodIdentityAssociation",
-            &ROLE_NOT_PROPAGATED,
-            || ctx.aws.eks.update_pod_identity_association().cluster_name(cluster).association_id(id).role_arn(role_arn).send(),
-        )
-        .await
-        .map_err(|e| aws_err("eks:UpdatePodIdentityAssociation", e))?;
+    if !fields {
+        return Ok(());
+    }
+    let role_arn = want_str(node, "role_arn");
+    // One call for every field; an empty string clears the target role and the session policy
+    // (see `cleared` for what happens when EKS keeps them anyway).
+    let r = aws::with_consistency(
+        &ctx.consistency,
+        ctx.reporter.as_ref(),
+        &step.id,
+        "eks:UpdatePodIdentityAssociation",
+        retryable(ctx),
+        || {
+            let mut req = ctx.aws.eks.update_pod_identity_association().cluster_name(cluster).association_id(id);
+            if fix.role {
+                req = req.role_arn(role_arn);
+            }
+            if fix.target {
+                req = req.target_role_arn("");
+            }
+            if fix.session_tags || fix.policy {
+                req = req.disable_session_tags(false);
+            }
+            if fix.policy {
+                req = req.policy("");
+            }
+            req.send()
+        },
+    )
+    .await;
+    let clearing = fix.target || fix.policy;
+    match r {
+        Ok(_) => {}
+        // EKS may refuse an empty value; re-creating gives the association without either.
+        Err(e) if clearing && aws::error::classify(aws::code(&e), aws::message(&e)) == aws::ErrorKind::Validation => {
+            return recreate(ctx, step, ids, "EKS refused to clear the target role or session policy in place").await;
+        }
+        Err(e) => return Err(assoc_err(ctx, "eks:UpdatePodIdentityAssociation", role_arn, e)),
+    }
+    if clearing && !cleared(ctx, node).await? {
+        return recreate(ctx, step, ids, "EKS kept the target role or session policy after the update").await;
     }
     Ok(())
+}
+
+/// Whether the live association has neither a target role nor a session policy.
+async fn cleared(ctx: &Ctx, node: &Node) -> Result<bool> {
+    let Some(live) = read(ctx, node).await? else { return Ok(true) };
+    let set = |f: &str| live.fields.get(f).is_some_and(|v| !v.is_null());
+    Ok(!set("target_role_arn") && !set("session_policy"))
+}
+
+/// Delete our association and create it again as the plan wants it (for what an update cannot
+/// clear). Pods keep the credentials they hold; new ones wait the few seconds this takes.
+async fn recreate(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, why: &str) -> Result<()> {
+    let node = &step.node;
+    ctx.reporter.event(crate::report::Event::Info(&format!(
+        "{}: {why}; re-creating EKS Pod Identity association {}/{}",
+        step.id,
+        namespace_of(node),
+        service_account_of(node)
+    )));
+    let current = Current { owner: Owner::Ours, tags: Tags::new(), ids: ids.clone() };
+    delete(ctx, step, Some(&current)).await?;
+    let gone = aws::wait_until(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "EKS to drop the old association", || async {
+        Ok(find(ctx, node).await?.is_none())
+    })
+    .await?;
+    if !gone {
+        bail!(
+            "EKS still lists the deleted Pod Identity association {}; run karpctl up again",
+            ids.get("association_id").map(String::as_str).unwrap_or("")
+        );
+    }
+    // create -> (409, ours) update -> recreate -> create: boxed, as async recursion must be.
+    Box::pin(create(ctx, step)).await
 }
 
 /// Delete the association the dispatcher has just read and found ours.
@@ -255,5 +447,63 @@ mod tests {
         let n = Node::new("pod-identity", "kube-system/karpenter", NodeSpec::for_tests(crate::model::Kind::PodIdentity));
         assert_eq!(namespace_of(&n), "kube-system");
         assert_eq!(service_account_of(&n), "karpenter");
+    }
+
+    fn wanting(role: &str) -> Node {
+        Node::new("pod-identity", "kube-system/karpenter", NodeSpec::for_tests(crate::model::Kind::PodIdentity))
+            .with_fields(Some(crate::model::fields_of(vec![("role_arn", json!(role))])))
+    }
+
+    #[test]
+    fn an_association_an_addon_owns_is_external_whatever_its_tags() {
+        let mut t = Tags::new();
+        t.insert(crate::model::OWNER_TAG.into(), "c".into());
+        assert_eq!(owner(&t, None, "c"), Owner::Ours);
+        assert_eq!(owner(&t, Some(""), "c"), Owner::Ours);
+        assert_eq!(owner(&t, Some("arn:aws:eks:us-east-1:1:addon/c/karpenter/x"), "c"), Owner::External);
+        assert_eq!(owner(&Tags::new(), Some("arn:aws:eks:us-east-1:1:addon/c/karpenter/x"), "c"), Owner::External);
+    }
+
+    #[test]
+    fn an_addons_association_for_another_role_is_an_error_naming_the_addon() {
+        let addon = Some("arn:aws:eks:us-east-1:1:addon/c/karpenter/x");
+        let n = wanting("arn:aws:iam::1:role/KarpenterController-c");
+        // Same role: it satisfies the plan.
+        assert_eq!(addon_conflict(&n, addon, Some("arn:aws:iam::1:role/KarpenterController-c")), None);
+        let msg = addon_conflict(&n, addon, Some("arn:aws:iam::1:role/other")).expect("a conflict");
+        assert!(msg.contains("owned by the EKS add-on arn:aws:eks:us-east-1:1:addon/c/karpenter/x"), "{msg}");
+        assert!(msg.contains("arn:aws:iam::1:role/other"), "{msg}");
+        // Not an add-on's, or nothing wanted (down): no conflict.
+        assert_eq!(addon_conflict(&n, None, Some("arn:aws:iam::1:role/other")), None);
+        let down = Node::new("pod-identity", "kube-system/karpenter", NodeSpec::for_tests(crate::model::Kind::PodIdentity));
+        assert_eq!(addon_conflict(&down, addon, Some("arn:aws:iam::1:role/other")), None);
+    }
+
+    #[test]
+    fn session_tags_target_role_and_session_policy_drift_are_field_changes() {
+        let spec = crate::plan_file::defaults("c").unwrap();
+        let facts = crate::facts::Facts {
+            account_id: "123456789012".into(),
+            region: "us-east-1".into(),
+            partition: "aws".into(),
+            ..Default::default()
+        };
+        let node = nodes(&spec, &facts).remove(0);
+        let want = node.fields.clone().unwrap();
+        let mut live = want.clone();
+        live.insert("tags".into(), want["tags"].clone());
+        live.insert("target_role_arn".into(), json!("arn:aws:iam::999999999999:role/elsewhere"));
+        live.insert("external_id".into(), json!("ext-1"));
+        live.insert("disable_session_tags".into(), json!(true));
+        live.insert("session_policy".into(), json!("{\"Version\":\"2012-10-17\",\"Statement\":[]}"));
+        let obs = Observed { fields: live, owner: Owner::Ours, ids: BTreeMap::new() };
+        let changed: Vec<String> =
+            crate::planner::changes(crate::model::Kind::PodIdentity, &want, &obs).into_iter().map(|c| c.field).collect();
+        assert_eq!(changed, ["disable_session_tags", "session_policy", "target_role_arn"]);
+        // externalId follows the target role: never compared on its own.
+        let mut ok = want.clone();
+        ok.insert("external_id".into(), json!("ext-1"));
+        let obs = Observed { fields: ok, owner: Owner::Ours, ids: BTreeMap::new() };
+        assert!(crate::planner::changes(crate::model::Kind::PodIdentity, &want, &obs).is_empty());
     }
 }
