@@ -22,6 +22,9 @@ test names, answers the way AWS does during such a window:
                                        the role, EKS CreateAccessEntry naming its ARN and
                                        CreatePodIdentityAssociation naming it answer 400
                                        InvalidParameterException
+  iam_policy_version_lag_s {policy: N} for N s after a CreatePolicyVersion that sets the
+                                       default, GetPolicy of that policy (by name) still shows
+                                       the previous DefaultVersionId
   upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
                                        e.g. {"iam": moto} with EKS on ministack
 
@@ -68,8 +71,10 @@ SCOPE_RE = re.compile(r"Credential=[^/,\s]+/\d{8}/([^/,\s]+)/([^/,\s]+)/aws4_req
 SQS_CREATE_LAG_OPS = {"GetQueueAttributes", "SetQueueAttributes", "ListQueueTags", "TagQueue"}
 
 MAP_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_cluster_status",
-             "eks_role_propagation_s", "upstreams")
-NUMERIC_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_role_propagation_s")
+             "eks_role_propagation_s", "iam_policy_version_lag_s", "upstreams")
+NUMERIC_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_role_propagation_s",
+                 "iam_policy_version_lag_s")
+DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
 
 def log(msg: str) -> None:
@@ -251,6 +256,8 @@ class Lag:
         self.create_windows: dict[str, float] = {}
         # role -> {"until": t, "kind": "create"|"trust"}
         self.role_windows: dict[str, dict] = {}
+        # policy ARN -> {"until": t, "old": previous default version id}
+        self.version_windows: dict[str, dict] = {}
         # queued DeleteQueue requests: id -> (due, Req, timer)
         self.pending_deletes: dict[int, tuple[float, Req, threading.Timer]] = {}
         self._next_id = 0
@@ -330,6 +337,7 @@ class Lag:
             self.attr_windows.clear()
             self.create_windows.clear()
             self.role_windows.clear()
+            self.version_windows.clear()
         for _, (_, req, timer) in pending:
             timer.cancel()
             self._send_delete(req)
@@ -547,8 +555,33 @@ class Lag:
         return status, headers, body, None
 
     def handle_iam(self, req: Req):
+        op, arn = req.operation, req.form.get("PolicyArn", "")
+        policy = arn.rsplit("/", 1)[-1] if arn else None
+        if op == "CreatePolicyVersion" and req.form.get("SetAsDefault", "").lower() == "true":
+            n = self.rule("iam_policy_version_lag_s", policy)
+            if n:
+                # The default before the write, read upstream with the client's headers.
+                q = urllib.parse.urlencode({"Action": "GetPolicy", "Version": "2010-05-08", "PolicyArn": arn})
+                _, _, before = self.forward(req, body=q.encode())
+                m = DEFAULT_VERSION_RE.search(before)
+                status, headers, body = self.forward(req)
+                if m and 200 <= status < 300:
+                    with self.lock:
+                        self.version_windows[arn] = {"until": time.monotonic() + n, "old": m.group(1)}
+                return status, headers, body, "iam_policy_version_lag_s"
+        if op == "GetPolicy" and arn:
+            with self.lock:
+                w = self.version_windows.get(arn)
+                if w and w["until"] <= time.monotonic():
+                    del self.version_windows[arn]
+                    w = None
+            status, headers, body = self.forward(req)
+            if w and 200 <= status < 300:
+                body = DEFAULT_VERSION_RE.sub(b"<DefaultVersionId>" + w["old"] + b"</DefaultVersionId>", body)
+                return status, headers, body, "iam_policy_version_lag_s"
+            return status, headers, body, None
         status, headers, body = self.forward(req)
-        op, role = req.operation, req.role_name()
+        role = req.role_name()
         if op in ("CreateRole", "UpdateAssumeRolePolicy") and role and 200 <= status < 300:
             n = self.rule("eks_role_propagation_s", role)
             if n:

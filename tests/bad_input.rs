@@ -85,6 +85,13 @@ fn bad_input_fails_with_the_field_a_hint_and_no_write() {
             expect: vec!["identity.permissions_boundary".into()],
         },
         Case {
+            name: "an AWS_CA_BUNDLE that cannot be read",
+            plan: None,
+            args: up.clone(),
+            env: vec![("AWS_CA_BUNDLE", "/nonexistent/ca-bundle.pem".to_string())],
+            expect: vec!["AWS_CA_BUNDLE".into(), "/nonexistent/ca-bundle.pem".into()],
+        },
+        Case {
             name: "unknown key",
             plan: p("[interruption]\nretention = 300\n"),
             args: up.clone(),

@@ -15,6 +15,6 @@ mod ownership;
 mod performance;
 mod plans_and_outputs;
 mod real_aws;
-mod real_aws_sqs;
 mod real_aws_eks;
+mod real_aws_sqs;
 mod strict;

@@ -108,3 +108,37 @@ fn a_customer_managed_queue_key_is_warned_about_in_diff() {
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert!(r.stdout.contains("events.amazonaws.com") || r.stderr.contains("events.amazonaws.com"), "{r:?}");
 }
+
+#[test]
+fn a_stale_default_policy_version_never_makes_a_duplicate_version() {
+    let c = cluster_name("polver");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let sdk = sdk();
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let name = policy_name(&c, "Interruption");
+    let arn = format!("arn:aws:iam::000000000000:policy{}{name}", iam_path(&c));
+    let versions =
+        || rt().block_on(async { sdk.iam.list_policy_versions().policy_arn(&arn).send().await.unwrap().versions().len() });
+    // Someone changes the policy out of band (v2).
+    rt().block_on(async {
+        let doc = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"sqs:GetQueueUrl","Resource":"*"}]}"#;
+        sdk.iam.create_policy_version().policy_arn(&arn).policy_document(doc).set_as_default(true).send().await.unwrap();
+    });
+    // IAM shows the old default version for a while after each write (emulated by the proxy).
+    let px = crate::common::lag::LagProxy::start(&cluster_name("polver-px"), &endpoint());
+    px.set(serde_json::json!({"iam_policy_version_lag_s": {name.clone(): 20}}));
+    let r = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--output", "json"], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(calls(&ops(&r), "IAM:CreatePolicyVersion"), 1, "the repair (v3)");
+    assert_eq!(versions(), 3);
+    // Right after, the default still reads as v2: the plan sees drift again, but up finds v3
+    // already holds the document and adds no duplicate.
+    let r = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--output", "json"], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(calls(&ops(&r), "IAM:CreatePolicyVersion"), 0, "no duplicate version: {}", ops(&r));
+    assert_eq!(versions(), 3);
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 0, "directly (no lag) the policy is in sync: {r:?}");
+}

@@ -22,20 +22,6 @@ fn plan(wd: &Workdir, c: &str, identity: &str) {
     wd.plan(c, &format!("cluster = \"{c}\"\nregion = \"{REGION}\"\n\n[identity]\n{identity}"));
 }
 
-/// Every AWS call of karpctl to `url` (no per-service variable bypasses it).
-fn env_to(url: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
-    let mut v = vec![("AWS_ENDPOINT_URL".to_string(), url.to_string())];
-    v.extend(std::env::vars().filter(|(k, _)| k.starts_with("AWS_ENDPOINT_URL_")).map(|(k, _)| (k, String::new())));
-    v.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    v
-}
-
-fn karpctl_at(wd: &Workdir, url: &str, args: &[&str], extra: &[(&str, &str)]) -> Run {
-    let env = env_to(url, extra);
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    karpctl_env(wd, args, &env)
-}
-
 fn up(wd: &Workdir, c: &str) -> Run {
     let r = karpctl(wd, &["up", "--cluster", c]);
     assert_eq!(r.code, 0, "up: {r:?}");

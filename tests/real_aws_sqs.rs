@@ -16,11 +16,7 @@ fn karpctl_via(wd: &Workdir, px: &LagProxy, args: &[&str]) -> Run {
 
 /// `karpctl_via` with `extra` variables.
 fn karpctl_via_env(wd: &Workdir, px: &LagProxy, args: &[&str], extra: &[(&str, &str)]) -> Run {
-    let inherited: Vec<String> = std::env::vars().map(|(k, _)| k).filter(|k| k.starts_with("AWS_ENDPOINT_URL_")).collect();
-    let mut env: Vec<(&str, &str)> = vec![("AWS_ENDPOINT_URL", px.url())];
-    env.extend(inherited.iter().map(|k| (k.as_str(), "")));
-    env.extend_from_slice(extra);
-    karpctl_env(wd, args, &env)
+    karpctl_at(wd, px.url(), args, extra)
 }
 
 /// A consistency deadline shorter than the lag windows below.

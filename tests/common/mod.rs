@@ -166,6 +166,16 @@ pub fn karpctl_env(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Run {
     run(karpctl_command(wd, args, env))
 }
 
+/// karpctl with every AWS call sent to `url` (a proxy): no inherited per-service endpoint
+/// variable may bypass it. `extra`: more environment variables.
+pub fn karpctl_at(wd: &Workdir, url: &str, args: &[&str], extra: &[(&str, &str)]) -> Run {
+    let inherited: Vec<String> = std::env::vars().map(|(k, _)| k).filter(|k| k.starts_with("AWS_ENDPOINT_URL_")).collect();
+    let mut env: Vec<(&str, &str)> = vec![("AWS_ENDPOINT_URL", url)];
+    env.extend(inherited.iter().map(|k| (k.as_str(), "")));
+    env.extend_from_slice(extra);
+    karpctl_env(wd, args, &env)
+}
+
 /// AWS SDK clients pointed at the emulator, for checking results independently of karpctl.
 pub struct Sdk {
     pub sqs: aws_sdk_sqs::Client,
