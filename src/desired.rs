@@ -60,7 +60,11 @@ pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
         pod_identity::nodes,
         discovery_tags::nodes,
     ];
-    builders.iter().flat_map(|b| b(spec, facts)).collect()
+    let mut nodes: Vec<Node> = builders.iter().flat_map(|b| b(spec, facts)).collect();
+    for n in &mut nodes {
+        n.immutable = crate::resources::immutable(n.kind).iter().map(|f| f.to_string()).collect();
+    }
+    nodes
 }
 
 #[cfg(test)]

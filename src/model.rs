@@ -106,6 +106,10 @@ pub struct Node {
     /// id, not its ARN).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bound_to: Vec<(String, String)>,
+    /// Fields that cannot change in place: a change to one replaces the object. Each kind names
+    /// its own (`resources::<kind>::IMMUTABLE`); `desired::build` sets them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub immutable: Vec<String>,
 }
 
 impl Node {
@@ -122,6 +126,7 @@ impl Node {
             contained_in: None,
             unlisted: false,
             bound_to: vec![],
+            immutable: vec![],
         }
     }
     pub fn with_fields(mut self, fields: Option<Fields>) -> Node {

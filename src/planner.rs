@@ -1,7 +1,7 @@
 //! Pure planning: desired nodes + what was observed -> steps with field-level changes.
 //! `diff` renders the result; `up` and `down` execute it. Nothing here talks to AWS.
 
-use crate::model::{Action, Change, Conflict, Finding, Kind, Level, Node, Observed, Owner, Plan, Step};
+use crate::model::{Action, Change, Conflict, Finding, Level, Node, Observed, Owner, Plan, Step};
 use serde_json::Value;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -10,22 +10,10 @@ pub struct PlanOptions {
     pub adopt: bool,
 }
 
-/// Fields that cannot change in place: a change to one of them replaces the object.
-fn forces_replacement(kind: Kind, field: &str) -> bool {
-    matches!(
-        (kind, field),
-        (Kind::AccessEntry, "type")
-            | (Kind::AccessEntry, "username")
-            | (Kind::AccessEntry, "groups")
-            | (Kind::IamRole, "path")
-            | (Kind::IamPolicy, "path")
-            | (Kind::InstanceProfile, "path")
-    )
-}
-
 /// Compare the desired fields with the observed ones. Only fields the plan names are compared;
-/// for `tags`, only the keys the plan sets (other tags on our objects are left alone).
-pub fn changes(kind: Kind, desired: &crate::model::Fields, observed: &Observed) -> Vec<Change> {
+/// for `tags`, only the keys the plan sets (other tags on our objects are left alone). A change to
+/// one of the `immutable` fields forces a replacement.
+pub fn changes(immutable: &[String], desired: &crate::model::Fields, observed: &Observed) -> Vec<Change> {
     let mut out = Vec::new();
     for (field, after) in desired {
         let before = match (field.as_str(), observed.fields.get(field)) {
@@ -46,7 +34,7 @@ pub fn changes(kind: Kind, desired: &crate::model::Fields, observed: &Observed) 
                 field: field.clone(),
                 before,
                 after: after.clone(),
-                forces_replacement: forces_replacement(kind, field),
+                forces_replacement: immutable.iter().any(|f| f == field),
             });
         }
     }
@@ -94,7 +82,7 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
             }
             (Some(want), Some(obs)) => match &obs.owner {
                 Owner::Ours => {
-                    let ch = changes(node.kind, want, obs);
+                    let ch = changes(&node.immutable, want, obs);
                     if ch.is_empty() {
                         p.in_sync.push(node.id.clone());
                     } else if ch.iter().any(|c| c.forces_replacement) {
@@ -104,7 +92,7 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                     }
                 }
                 Owner::Unowned if opts.adopt => {
-                    let ch = changes(node.kind, want, obs);
+                    let ch = changes(&node.immutable, want, obs);
                     if let Some(c) = ch.iter().find(|c| c.forces_replacement) {
                         // Adopting must not destroy the object: stop instead.
                         p.conflicts.push(Conflict {
@@ -128,8 +116,10 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                     owner: obs.owner.clone(),
                     detail: None,
                 }),
-                Owner::External if changes(node.kind, want, obs).iter().any(|c| c.forces_replacement && c.field != "tags") => {
-                    let c = changes(node.kind, want, obs).into_iter().find(|c| c.forces_replacement).unwrap();
+                Owner::External
+                    if changes(&node.immutable, want, obs).iter().any(|c| c.forces_replacement && c.field != "tags") =>
+                {
+                    let c = changes(&node.immutable, want, obs).into_iter().find(|c| c.forces_replacement).unwrap();
                     p.conflicts.push(Conflict {
                         id: node.id.clone(),
                         kind: node.kind,
@@ -252,11 +242,13 @@ fn remake_bound(p: &mut Plan, bound: Vec<(Node, Option<Observed>)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Fields;
+    use crate::model::{Fields, Kind};
     use serde_json::json;
 
     fn node(id: &str, kind: Kind, fields: Option<Fields>) -> Node {
-        Node::new(id, format!("name-{id}"), crate::model::NodeSpec::for_tests(kind)).with_fields(fields)
+        let mut n = Node::new(id, format!("name-{id}"), crate::model::NodeSpec::for_tests(kind)).with_fields(fields);
+        n.immutable = crate::resources::immutable(kind).iter().map(|f| f.to_string()).collect();
+        n
     }
     fn fields(v: Value) -> Fields {
         v.as_object().unwrap().clone().into_iter().collect()

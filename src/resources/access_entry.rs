@@ -25,6 +25,11 @@ use anyhow::{Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// Fields that cannot change in place: a change to one replaces the object.
+pub const IMMUTABLE: &[&str] = &["type", "username", "groups"];
+/// Read order among kinds (0 first: the slowest reads start first): EKS, one call.
+pub const READ_RANK: u8 = 1;
+
 /// CreateAccessEntry right after CreateRole: EKS does not see the role yet (docs/aws-behaviour.md section 5).
 const PRINCIPAL_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "The specified principalArn is invalid: invalid principal" }];

@@ -28,6 +28,11 @@ use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+/// No field forces a replacement: every change is made in place.
+pub const IMMUTABLE: &[&str] = &[];
+/// Read order among kinds (0 first: the slowest reads start first): EC2, one memoised DescribeTags for every discovery node.
+pub const READ_RANK: u8 = 6;
+
 /// Node ids are this prefix plus the subnet or security group id.
 pub const NODE_PREFIX: &str = "discovery-tags-";
 

@@ -19,6 +19,11 @@ use aws_sdk_eventbridge::types::{RuleState, Tag, Target};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// No field forces a replacement: every change is made in place.
+pub const IMMUTABLE: &[&str] = &[];
+/// Read order among kinds (0 first: the slowest reads start first): EventBridge.
+pub const READ_RANK: u8 = 5;
+
 pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
 /// The interruption rules of docs/aws-behaviour.md section 2: (part, source, detail-type, since minor version).

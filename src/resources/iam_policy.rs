@@ -37,6 +37,11 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+/// Fields that cannot change in place: a change to one replaces the object.
+pub const IMMUTABLE: &[&str] = &["path"];
+/// Read order among kinds (0 first: the slowest reads start first): IAM, two calls in a row (GetPolicy, then GetPolicyVersion).
+pub const READ_RANK: u8 = 2;
+
 /// IAM keeps at most this many versions of a managed policy.
 pub const MAX_VERSIONS: usize = 5;
 

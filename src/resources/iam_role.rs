@@ -42,6 +42,11 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+/// Fields that cannot change in place: a change to one replaces the object.
+pub const IMMUTABLE: &[&str] = &["path"];
+/// Read order among kinds (0 first: the slowest reads start first): IAM, one memoised GetRole.
+pub const READ_RANK: u8 = 3;
+
 /// The field holding a role's permissions boundary (a policy ARN). Desired only when the plan sets
 /// `identity.permissions_boundary`; otherwise karpctl leaves any boundary alone.
 const BOUNDARY: &str = "PermissionsBoundary";

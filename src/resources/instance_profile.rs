@@ -29,6 +29,11 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+/// Fields that cannot change in place: a change to one replaces the object.
+pub const IMMUTABLE: &[&str] = &["path"];
+/// Read order among kinds (0 first: the slowest reads start first): IAM, one call.
+pub const READ_RANK: u8 = 3;
+
 /// AddRoleToInstanceProfile just after either was created (docs/aws-behaviour.md section 5).
 const ADD_ROLE_RETRY: [Retryable; 3] = [
     Retryable { code: "InvalidParameterValue", message: "Invalid IAM Instance Profile name" },

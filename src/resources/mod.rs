@@ -20,19 +20,36 @@ use crate::model::{Action, Kind, Node, Observed, Step};
 use anyhow::Result;
 pub use ctx::{Background, Ctx, Current};
 
-/// A kind's read time, as a rank (slowest first). Reads start in this order, so that the longest
-/// ones do not wait for a free slot behind quick ones: EKS calls are the slowest karpctl makes (a
-/// Pod Identity read is two in a row), then IAM (a policy read is two in a row), then SQS,
-/// EventBridge and EC2 (one memoised DescribeTags for every discovery node).
+/// A kind's read time, as a rank (slowest first; each kind's `READ_RANK`). Reads start in this
+/// order, so that the longest ones do not wait for a free slot behind quick ones.
 pub fn read_rank(kind: Kind) -> u8 {
     match kind {
-        Kind::PodIdentity => 0,
-        Kind::AccessEntry => 1,
-        Kind::IamPolicy => 2,
-        Kind::IamRole | Kind::RolePolicyAttachment | Kind::InstanceProfile => 3,
-        Kind::Queue | Kind::QueuePolicy => 4,
-        Kind::EventRule => 5,
-        Kind::DiscoveryTags => 6,
+        Kind::PodIdentity => pod_identity::READ_RANK,
+        Kind::AccessEntry => access_entry::READ_RANK,
+        Kind::IamPolicy => iam_policy::READ_RANK,
+        Kind::IamRole => iam_role::READ_RANK,
+        Kind::RolePolicyAttachment => role_policy_attachment::READ_RANK,
+        Kind::InstanceProfile => instance_profile::READ_RANK,
+        Kind::Queue => queue::READ_RANK,
+        Kind::QueuePolicy => queue_policy::READ_RANK,
+        Kind::EventRule => event_rule::READ_RANK,
+        Kind::DiscoveryTags => discovery_tags::READ_RANK,
+    }
+}
+
+/// The fields of a kind that cannot change in place (each kind's `IMMUTABLE`).
+pub fn immutable(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::PodIdentity => pod_identity::IMMUTABLE,
+        Kind::AccessEntry => access_entry::IMMUTABLE,
+        Kind::IamPolicy => iam_policy::IMMUTABLE,
+        Kind::IamRole => iam_role::IMMUTABLE,
+        Kind::RolePolicyAttachment => role_policy_attachment::IMMUTABLE,
+        Kind::InstanceProfile => instance_profile::IMMUTABLE,
+        Kind::Queue => queue::IMMUTABLE,
+        Kind::QueuePolicy => queue_policy::IMMUTABLE,
+        Kind::EventRule => event_rule::IMMUTABLE,
+        Kind::DiscoveryTags => discovery_tags::IMMUTABLE,
     }
 }
 

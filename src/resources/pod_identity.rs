@@ -20,6 +20,11 @@ use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
+/// No field forces a replacement: every change is made in place.
+pub const IMMUTABLE: &[&str] = &[];
+/// Read order among kinds (0 first: the slowest reads start first): EKS, two calls in a row (list, then describe).
+pub const READ_RANK: u8 = 0;
+
 /// Create/UpdatePodIdentityAssociation right after CreateRole (docs/aws-behaviour.md section 5).
 const ROLE_NOT_PROPAGATED: [Retryable; 1] =
     [Retryable { code: "InvalidParameterException", message: "Role provided in the request does not exist" }];
@@ -497,13 +502,12 @@ mod tests {
         live.insert("disable_session_tags".into(), json!(true));
         live.insert("session_policy".into(), json!("{\"Version\":\"2012-10-17\",\"Statement\":[]}"));
         let obs = Observed { fields: live, owner: Owner::Ours, ids: BTreeMap::new() };
-        let changed: Vec<String> =
-            crate::planner::changes(crate::model::Kind::PodIdentity, &want, &obs).into_iter().map(|c| c.field).collect();
+        let changed: Vec<String> = crate::planner::changes(&node.immutable, &want, &obs).into_iter().map(|c| c.field).collect();
         assert_eq!(changed, ["disable_session_tags", "session_policy", "target_role_arn"]);
         // externalId follows the target role: never compared on its own.
         let mut ok = want.clone();
         ok.insert("external_id".into(), json!("ext-1"));
         let obs = Observed { fields: ok, owner: Owner::Ours, ids: BTreeMap::new() };
-        assert!(crate::planner::changes(crate::model::Kind::PodIdentity, &want, &obs).is_empty());
+        assert!(crate::planner::changes(&node.immutable, &want, &obs).is_empty());
     }
 }

@@ -22,6 +22,11 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 
+/// No field forces a replacement: every change is made in place.
+pub const IMMUTABLE: &[&str] = &[];
+/// Read order among kinds (0 first: the slowest reads start first): SQS, shared with the queue policy.
+pub const READ_RANK: u8 = 4;
+
 /// The attributes karpctl manages, as SQS names them.
 pub const ATTRS: [&str; 3] = ["MessageRetentionPeriod", "SqsManagedSseEnabled", "KmsMasterKeyId"];
 

@@ -19,6 +19,11 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::collections::BTreeMap;
 
+/// No field forces a replacement: every change is made in place.
+pub const IMMUTABLE: &[&str] = &[];
+/// Read order among kinds (0 first: the slowest reads start first): SQS, shared with the queue.
+pub const READ_RANK: u8 = 4;
+
 /// SQS codes come in two spellings (docs/aws-behaviour.md section 5): accept both.
 const PROPAGATING: [Retryable; 2] = [
     Retryable { code: "InvalidAttributeValue", message: "Invalid value for the parameter Policy" },

@@ -26,6 +26,11 @@ use anyhow::{Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// No field forces a replacement: every change is made in place.
+pub const IMMUTABLE: &[&str] = &[];
+/// Read order among kinds (0 first: the slowest reads start first): IAM, one memoised list per role.
+pub const READ_RANK: u8 = 3;
+
 /// AttachRolePolicy for a policy this plan has just created.
 const ATTACH_FRESH_POLICY: [Retryable; 3] = [
     Retryable { code: "ConcurrentModification", message: "" },
