@@ -14,7 +14,6 @@
 
 use super::repo;
 use serde_json::Value;
-use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 
 pub struct LagProxy {
@@ -115,20 +114,9 @@ impl LagProxy {
 
     /// One control call (HTTP/1.0: the answer ends when the proxy closes the connection).
     fn control(&self, method: &str, path: &str, body: &str) -> (u16, Value) {
-        let addr = self.url.trim_start_matches("http://").trim_end_matches('/');
-        let mut s = std::net::TcpStream::connect(addr).expect("connect to the lag proxy's control API");
-        s.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        let mut resp = String::new();
-        s.read_to_string(&mut resp).unwrap();
-        let (head, payload) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+        let (head, payload) = super::proxy::control_call(&self.url, method, path, body, std::time::Duration::from_secs(30));
         let status = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-        let doc = serde_json::from_str(payload)
+        let doc = serde_json::from_str(&payload)
             .unwrap_or_else(|e| panic!("lag proxy {}: {method} {path}: not JSON ({e}): {head}\n{payload}", self.name));
         (status, doc)
     }

@@ -11,12 +11,12 @@ use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// Call microburst's control API (`/_microburst/...`) on the proxy at `url`; the answer must be a
-/// 2xx with a JSON body. HTTP/1.0: no chunking, the body ends at close.
-pub fn microburst_control(url: &str, method: &str, path: &str, body: &str) -> Value {
+/// One HTTP/1.0 call with a JSON body to a test proxy's control API at `url` (no chunking: the
+/// answer ends when the proxy closes the connection). Returns the status line's head and the body.
+pub fn control_call(url: &str, method: &str, path: &str, body: &str, timeout: Duration) -> (String, String) {
     let addr = url.trim_start_matches("http://").trim_end_matches('/');
     let mut s = std::net::TcpStream::connect(addr).expect("connect to the proxy's control API");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.set_read_timeout(Some(timeout)).unwrap();
     write!(
         s,
         "{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -26,8 +26,15 @@ pub fn microburst_control(url: &str, method: &str, path: &str, body: &str) -> Va
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     let (head, payload) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+    (head.to_string(), payload.to_string())
+}
+
+/// Call microburst's control API (`/_microburst/...`) on the proxy at `url`; the answer must be a
+/// 2xx with a JSON body.
+pub fn microburst_control(url: &str, method: &str, path: &str, body: &str) -> Value {
+    let (head, payload) = control_call(url, method, path, body, Duration::from_secs(10));
     assert!(head.starts_with("HTTP/1.0 2") || head.starts_with("HTTP/1.1 2"), "{method} {path}: {head}\n{payload}");
-    serde_json::from_str(payload).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {payload}"))
+    serde_json::from_str(&payload).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {payload}"))
 }
 
 /// One microburst proxy in front of `upstream` (ministack or moto), started with
