@@ -149,8 +149,10 @@ pub async fn up_saved(global: &Global, file: &Path) -> Result<i32> {
         .into());
     }
     let nodes: Vec<Node> = saved.observations.iter().map(|(n, _)| n.clone()).collect();
-    let (now, extra) =
-        tokio::try_join!(observe_nodes(&p.ctx, nodes.clone(), g.concurrency as usize), resources::discover(&p.ctx, &nodes))?;
+    let (now, extra) = tokio::try_join!(
+        observe_nodes(&p.ctx, nodes.clone(), g.concurrency as usize),
+        crate::aws::in_unit("discovery:unlisted", resources::discover(&p.ctx, &nodes))
+    )?;
     let changed: Vec<String> = saved
         .observations
         .iter()
@@ -199,7 +201,8 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
     if p.install_agent {
         // The first write, once the plan has no conflicts (and a saved plan is not stale).
         crate::interrupt::writes_started();
-        crate::preflight::create_agent(&p.ctx, &p.spec).await?;
+        p.stats.set_phase("execute");
+        crate::aws::in_unit("preflight:create-agent", crate::preflight::create_agent(&p.ctx, &p.spec)).await?;
     }
     if plan.steps.is_empty() {
         print_plan(p, &plan);
@@ -211,6 +214,7 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
     }
     print_plan(p, &plan);
     crate::interrupt::writes_started();
+    p.stats.set_phase("execute");
     let rx = crate::interrupt::cancelled();
     let ctx = p.ctx.clone();
     let started = Instant::now();

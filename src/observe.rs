@@ -65,7 +65,7 @@ pub async fn observe(ctx: &Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> Re
 
 /// The owned objects the plan no longer names (see `resources::discover`), read.
 pub async fn observe_unlisted(ctx: &Arc<Ctx>, nodes: &[Node], concurrency: usize) -> Result<Vec<(Node, Option<Observed>)>> {
-    let discovered = resources::discover(ctx, nodes).await?;
+    let discovered = crate::aws::in_unit("discovery:unlisted", resources::discover(ctx, nodes)).await?;
     observe_nodes(ctx, discovered, concurrency).await
 }
 

@@ -20,6 +20,9 @@ pub fn print_stats_report(r: &aws::StatsReport) {
         let retries = c.attempts.saturating_sub(c.calls);
         eprintln!("  {op:<45} {:>4}{}", c.calls, if retries > 0 { format!("  ({retries} retries)") } else { String::new() });
     }
+    if let Some(t) = &r.trace {
+        eprintln!("  ({} units of work traced: `--output json` gives each one's calls under stats.trace)", t.len());
+    }
 }
 
 /// Render an error for the terminal or as JSON.

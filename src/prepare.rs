@@ -1,7 +1,7 @@
 //! Preparation, before any write: load and validate the plan, connect, identify the account,
 //! describe the cluster and run preflight. Returns the facts (`Prepared`); starts the read-ahead.
 
-use crate::aws::{self, CallStats, Classify, Clients, ConnectOptions, ConsistencyPolicy};
+use crate::aws::{self, CallStats, Classify, Clients, ConnectOptions, ConsistencyPolicy, in_unit};
 use crate::cli::Global;
 use crate::desired;
 use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Command, Facts};
@@ -52,6 +52,7 @@ impl Prepared {
     /// Read these nodes and discover unlisted owned objects (see `observe`), using the reads
     /// made ahead during preflight.
     pub async fn observe(&self, nodes: Vec<Node>) -> Result<Vec<(Node, Option<Observed>)>> {
+        self.stats.set_phase("observe");
         let concurrency = self.global.concurrency as usize;
         let ahead = self.ahead.lock().unwrap().take();
         match ahead {
@@ -99,10 +100,17 @@ async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserErro
 
 /// Load the plan, connect, and run preflight checks. Makes only read calls.
 ///
+/// Its calls are attributed (`aws::in_unit`, traced with `--stats` or KARPCTL_TRACE=1) to
+/// `prepare:account` (STS), `prepare:cluster` (DescribeCluster), `preflight` (the checks, and
+/// the early add-on check spawned without a unit of its own, by phase) and `discovery:select`
+/// (the subnets and security group); the read-ahead's to each node's `read:<id>` and to
+/// `discovery:unlisted`.
+///
 /// `read_ahead`: the command goes on to observe the plan's nodes (`diff`, `up`, `down`), so their
 /// reads start as soon as the account is known, while EKS still describes the cluster (see
 /// `ReadAhead`); `Prepared::observe` then uses them.
 pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<Prepared> {
+    aws::epoch();
     if global.plan.is_some() {
         reporter_for(global)
             .event(Event::Info("warning: --plan is deprecated and will be removed; use --config FILE (the TOML settings)"));
@@ -111,6 +119,9 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     let spec = plan_file::load(settings, global.cluster.as_deref(), Path::new("plans"))?;
     let region = resolve_region(global, &spec).await?;
     let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
+    if global.stats || std::env::var("KARPCTL_TRACE").is_ok_and(|v| v == "1") {
+        stats.enable_trace();
+    }
     let concurrency = global.concurrency as usize;
     let clients = aws::connect(
         &ConnectOptions {
@@ -128,7 +139,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     // STS and DescribeCluster together; once STS has answered (the account pin checked), the
     // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
     let early = async {
-        let (account_id, partition) = caller_identity(&clients, &region).await?;
+        let (account_id, partition) = in_unit("prepare:account", caller_identity(&clients, &region)).await?;
         reporter.event(Event::Info(&format!(
             "Account {account_id}, region {region}, cluster {}{}",
             spec.cluster,
@@ -157,6 +168,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
             any: Default::default(),
             written: Default::default(),
         });
+        stats.set_phase("preflight");
         let early_checks = crate::preflight::start_early_checks(&ctx, &spec, cmd);
         let ahead = read_ahead.then(|| {
             let facts = Facts {
@@ -170,7 +182,7 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
         });
         Ok::<_, anyhow::Error>((ctx, ahead, early_checks))
     };
-    let (early, cluster) = tokio::join!(early, describe_cluster(&clients, &spec.cluster));
+    let (early, cluster) = tokio::join!(early, in_unit("prepare:cluster", describe_cluster(&clients, &spec.cluster)));
     let (ctx, ahead, early_checks) = early?;
     let cluster = cluster_status_check(cluster?, &spec.cluster, &region, cmd, reporter.as_ref())?;
     resources::eks::remember_status(&ctx, &spec.cluster, &cluster.status);
@@ -183,14 +195,15 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
         existing_node_role_arn: None,
     };
     desired::validate(&desired::build(&spec, &facts))?;
-    let install_agent = crate::preflight::check(&ctx, &spec, &facts, cmd).await?;
+    let install_agent = in_unit("preflight", crate::preflight::check(&ctx, &spec, &facts, cmd)).await?;
     drop(early_checks);
     if let Some(existing) = &spec.identity.existing_node_role {
         // Read (memoised) by preflight; a name may hide a path, so use the live ARN.
         let name = existing.rsplit('/').next().unwrap_or(existing);
-        facts.existing_node_role_arn = resources::iam_role::get_role(&ctx, name).await?.map(|r| r.arn);
+        facts.existing_node_role_arn = in_unit("preflight", resources::iam_role::get_role(&ctx, name)).await?.map(|r| r.arn);
     }
-    facts.discovery = crate::discovery::select(&ctx, &spec, &facts, cmd).await?;
+    stats.set_phase("discovery:select");
+    facts.discovery = in_unit("discovery:select", crate::discovery::select(&ctx, &spec, &facts, cmd)).await?;
     Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), install_agent, cmd, ahead: std::sync::Mutex::new(ahead) })
 }
 

@@ -15,13 +15,13 @@ use aws_smithy_runtime_api::client::http::{
 };
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
+    BeforeSerializationInterceptorContextRef, BeforeTransmitInterceptorContextRef, FinalizerInterceptorContextRef,
 };
 use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::{RuntimeComponents, RuntimeComponentsBuilder};
-use aws_smithy_types::config_bag::ConfigBag;
+use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 pub use error::{AwsError, Classify, ErrorKind, kind_of};
 use serde::Serialize;
@@ -30,9 +30,82 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Calls made, by service and operation. Attempts beyond the first are counted as retries.
-#[derive(Debug, Default)]
+/// With tracing on (`--stats`, or KARPCTL_TRACE=1), also every call with the unit of work that
+/// made it (see [`in_unit`]) and when it started and ended.
+#[derive(Debug)]
 pub struct CallStats {
     inner: Mutex<BTreeMap<(String, String), OpCount>>,
+    /// None: tracing off (a normal run keeps no trace).
+    trace: Mutex<Option<Vec<TraceCall>>>,
+    /// The unit of a call made outside any `in_unit` scope (a task spawned without one): the
+    /// phase running at the time.
+    phase: Mutex<Arc<str>>,
+}
+
+impl Default for CallStats {
+    fn default() -> Self {
+        CallStats { inner: Default::default(), trace: Mutex::new(None), phase: Mutex::new(Arc::from("prepare")) }
+    }
+}
+
+tokio::task_local! {
+    /// The unit of work the current task's AWS calls belong to: `read:<node id>`, `step:<step
+    /// id>`, or a phase (`prepare:account`, `preflight`, `discovery:unlisted`, ...). Interceptor
+    /// hooks run inside the `send().await` future, so they see it; spawned tasks do not inherit
+    /// it, so each spawned future sets its own.
+    static UNIT: Arc<str>;
+}
+
+/// Run `f` with its AWS calls attributed to `unit`.
+pub async fn in_unit<F: std::future::Future>(unit: impl Into<Arc<str>>, f: F) -> F::Output {
+    UNIT.scope(unit.into(), f).await
+}
+
+/// The instant trace offsets count from: the start of the run (set by `prepare`, the first thing
+/// a command does after parsing its arguments).
+static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+pub fn epoch() -> Instant {
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// One traced call: its unit, `Service:Operation`, start and end (after the SDK's own retries)
+/// since [`epoch`], and the HTTP status when it failed (0: no response).
+#[derive(Debug, Clone)]
+pub struct TraceCall {
+    pub unit: Arc<str>,
+    pub op: String,
+    pub start: Duration,
+    pub end: Duration,
+    pub failed: Option<u16>,
+}
+
+/// Serialised as `["SQS:CreateQueue", 12.1, 30.5]` (ms, 0.1 ms resolution), with the HTTP status
+/// as a fourth element when the call failed.
+impl Serialize for TraceCall {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let ms = |d: Duration| (d.as_secs_f64() * 10_000.0).round() / 10.0;
+        let mut seq = s.serialize_seq(Some(if self.failed.is_some() { 4 } else { 3 }))?;
+        seq.serialize_element(&self.op)?;
+        seq.serialize_element(&ms(self.start))?;
+        seq.serialize_element(&ms(self.end))?;
+        if let Some(st) = self.failed {
+            seq.serialize_element(&st)?;
+        }
+        seq.end()
+    }
+}
+
+/// Put in the operation's config bag when it starts (tracing only).
+#[derive(Debug, Clone)]
+struct CallStart {
+    unit: Arc<str>,
+    at: Instant,
+}
+
+impl Storable for CallStart {
+    type Storer = StoreReplace<Self>;
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -56,6 +129,9 @@ pub struct StatsReport {
     pub writes: u64,
     pub retries: u64,
     pub operations: BTreeMap<String, OpCount>,
+    /// With tracing on: per unit of work, its calls in the order they started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<BTreeMap<String, Vec<TraceCall>>>,
 }
 
 impl CallStats {
@@ -69,9 +145,47 @@ impl CallStats {
             e.calls += 1;
         }
     }
+    /// Keep a trace of every call from now on.
+    pub fn enable_trace(&self) {
+        self.trace.lock().unwrap().get_or_insert_with(Vec::new);
+    }
+    fn tracing(&self) -> bool {
+        self.trace.lock().unwrap().is_some()
+    }
+    /// The unit of calls made outside any `in_unit` scope from now on.
+    pub fn set_phase(&self, phase: &str) {
+        *self.phase.lock().unwrap() = Arc::from(phase);
+    }
+    fn record(&self, cfg: &ConfigBag, failed: Option<u16>) {
+        let (Some(md), Some(st)) = (cfg.load::<Metadata>(), cfg.load::<CallStart>()) else { return };
+        let e = epoch();
+        let call = TraceCall {
+            unit: st.unit.clone(),
+            op: format!("{}:{}", md.service(), md.name()),
+            start: st.at.saturating_duration_since(e),
+            end: Instant::now().saturating_duration_since(e),
+            failed,
+        };
+        if let Some(t) = self.trace.lock().unwrap().as_mut() {
+            t.push(call);
+        }
+    }
+    /// Every traced call so far, by unit, each unit's calls in the order they started.
+    pub fn trace(&self) -> Option<BTreeMap<String, Vec<TraceCall>>> {
+        let t = self.trace.lock().unwrap();
+        let mut out: BTreeMap<String, Vec<TraceCall>> = BTreeMap::new();
+        for c in t.as_ref()? {
+            out.entry(c.unit.to_string()).or_default().push(c.clone());
+        }
+        for calls in out.values_mut() {
+            calls.sort_by_key(|c| (c.start, c.end));
+        }
+        Some(out)
+    }
     pub fn report(&self) -> StatsReport {
+        let trace = self.trace();
         let m = self.inner.lock().unwrap();
-        let mut r = StatsReport { calls: 0, reads: 0, writes: 0, retries: 0, operations: BTreeMap::new() };
+        let mut r = StatsReport { calls: 0, reads: 0, writes: 0, retries: 0, operations: BTreeMap::new(), trace };
         for ((svc, op), c) in m.iter() {
             r.calls += c.calls;
             if is_read_operation(op) {
@@ -93,15 +207,36 @@ impl Intercept for Counter {
     fn name(&self) -> &'static str {
         "karpctl-call-counter"
     }
+    // Tracing: note the call's unit (the task-local of the task that awaits `send()`, where
+    // this hook runs) and its start.
+    fn read_before_execution(
+        &self,
+        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.0.tracing() {
+            let unit = UNIT.try_with(|u| u.clone()).unwrap_or_else(|_| self.0.phase.lock().unwrap().clone());
+            epoch(); // set before the first start, so that no offset is negative
+            cfg.interceptor_state().store_put(CallStart { unit, at: Instant::now() });
+        }
+        Ok(())
+    }
     // The operation's metadata is not in the config bag yet before execution: count each
     // call once it has finished (success or failure).
     fn read_after_execution(
         &self,
-        _context: &FinalizerInterceptorContextRef<'_>,
+        context: &FinalizerInterceptorContextRef<'_>,
         _rc: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         self.0.bump(cfg, false);
+        if self.0.tracing() {
+            let failed = match context.output_or_error() {
+                Some(Ok(_)) => None,
+                _ => Some(context.response().map(|r| r.status().as_u16()).unwrap_or(0)),
+            };
+            self.0.record(cfg, failed);
+        }
         Ok(())
     }
     fn read_before_attempt(
@@ -531,6 +666,90 @@ mod tests {
             assert!(results.iter().all(|r| r.as_ref().is_ok_and(|r| r.status().as_u16() == 200)));
             assert_eq!(slow.peak.load(Ordering::SeqCst), limit, "limit {limit}");
         }
+    }
+
+    /// An EKS endpoint that answers after 15 ms: DescribeCluster with an empty cluster, anything
+    /// under an add-on path with 404.
+    #[derive(Debug, Clone)]
+    struct FakeEks;
+
+    impl HttpConnector for FakeEks {
+        fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+            let missing = request.uri().contains("/addons/");
+            HttpConnectorFuture::new(async move {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+                let (status, body) = match missing {
+                    true => (404u16, r#"{"__type":"ResourceNotFoundException","message":"no add-on"}"#),
+                    false => (200u16, "{}"),
+                };
+                let mut r = aws_smithy_runtime_api::http::Response::new(
+                    status.try_into().unwrap(),
+                    aws_smithy_types::body::SdkBody::from(body),
+                );
+                r.headers_mut().insert("content-type", "application/json");
+                Ok(r)
+            })
+        }
+    }
+
+    fn fake_eks(stats: Arc<CallStats>) -> aws_sdk_eks::Client {
+        let conf = aws_sdk_eks::Config::builder()
+            .behavior_version(BehaviorVersion::v2026_01_12())
+            .region(aws_sdk_eks::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_eks::config::Credentials::new("AKID", "SECRET", None, None, "test"))
+            .endpoint_url("http://127.0.0.1:9")
+            .retry_config(RetryConfig::standard().with_max_attempts(1))
+            .http_client(aws_smithy_runtime_api::client::http::http_client_fn(|_, _| SharedHttpConnector::new(FakeEks)))
+            .interceptor(Counter(stats))
+            .build();
+        aws_sdk_eks::Client::from_conf(conf)
+    }
+
+    fn ops(calls: &[TraceCall]) -> Vec<&str> {
+        calls.iter().map(|c| c.op.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn every_call_is_attributed_to_the_unit_that_made_it() {
+        let stats = Arc::new(CallStats::default());
+        stats.enable_trace();
+        let eks = fake_eks(stats.clone());
+        // Two units at once: one call; two calls one after the other, the first failing.
+        let a = in_unit("read:a", async { eks.describe_cluster().name("c").send().await.is_ok() });
+        let b = in_unit("step:b", async {
+            let missing = eks.describe_addon().cluster_name("c").addon_name("x").send().await.is_err();
+            missing && eks.describe_cluster().name("c").send().await.is_ok()
+        });
+        assert_eq!(tokio::join!(a, b), (true, true));
+        // A task spawned inside a unit does not inherit it: its calls go to the phase.
+        stats.set_phase("preflight");
+        let e = eks.clone();
+        in_unit("prepare:cluster", async move { tokio::spawn(async move { e.describe_cluster().name("c").send().await }).await })
+            .await
+            .unwrap()
+            .unwrap();
+        let t = stats.trace().expect("tracing is on");
+        assert_eq!(t.keys().collect::<Vec<_>>(), ["preflight", "read:a", "step:b"]);
+        assert_eq!(ops(&t["read:a"]), ["EKS:DescribeCluster"]);
+        assert_eq!(ops(&t["step:b"]), ["EKS:DescribeAddon", "EKS:DescribeCluster"]);
+        assert_eq!(ops(&t["preflight"]), ["EKS:DescribeCluster"]);
+        let (first, second) = (&t["step:b"][0], &t["step:b"][1]);
+        assert!(first.end <= second.start && first.end >= first.start + Duration::from_millis(15), "{t:?}");
+        assert_eq!((first.failed, second.failed), (Some(404), None));
+        // Overlapping units overlap in the trace.
+        assert!(t["read:a"][0].start < first.end && first.start < t["read:a"][0].end);
+        // The JSON: per unit, [op, start ms, end ms] and the status of a failed call.
+        let j = serde_json::to_value(stats.report()).unwrap();
+        assert_eq!(j["calls"], 4);
+        let call = &j["trace"]["step:b"][0];
+        assert_eq!((call[0].as_str(), call[3].as_u64()), (Some("EKS:DescribeAddon"), Some(404)));
+        assert!(call[2].as_f64().unwrap() - call[1].as_f64().unwrap() >= 15.0);
+        assert_eq!(j["trace"]["read:a"][0].as_array().unwrap().len(), 3);
+        // Tracing off: calls counted, no trace kept.
+        let off = Arc::new(CallStats::default());
+        fake_eks(off.clone()).describe_cluster().name("c").send().await.unwrap();
+        let j = serde_json::to_value(off.report()).unwrap();
+        assert_eq!((j["calls"].as_u64(), j.get("trace")), (Some(1), None));
     }
 
     #[test]

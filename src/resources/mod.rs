@@ -53,7 +53,12 @@ pub fn immutable(kind: Kind) -> &'static [&'static str] {
     }
 }
 
+/// Read one node, its AWS calls attributed to `read:<node id>` (see `aws::in_unit`).
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    crate::aws::in_unit(format!("read:{}", node.id), read_kind(ctx, node)).await
+}
+
+async fn read_kind(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     match node.kind {
         Kind::Queue => queue::read(ctx, node).await,
         Kind::QueuePolicy => queue_policy::read(ctx, node).await,
@@ -99,7 +104,12 @@ pub fn forget(ctx: &Ctx, node: &Node) {
 /// Apply one step. Every kind gets the same treatment: a step that goes with its parent makes no
 /// call; anything but a create re-reads the object's ownership first (`ctx::may_write`) and hands
 /// what it read to the kind; whatever happens, the node's memoised reads are dropped after.
+/// Its AWS calls are attributed to `step:<step id>` (see `aws::in_unit`).
 pub async fn apply(ctx: &Ctx, step: &Step) -> Result<()> {
+    crate::aws::in_unit(format!("step:{}", step.id), apply_step(ctx, step)).await
+}
+
+async fn apply_step(ctx: &Ctx, step: &Step) -> Result<()> {
     if step.removed_with.is_some() {
         return Ok(());
     }
