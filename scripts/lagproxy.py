@@ -25,6 +25,8 @@ test names, answers the way AWS does during such a window:
   iam_policy_version_lag_s {policy: N} for N s after a CreatePolicyVersion that sets the
                                        default, GetPolicy of that policy (by name) still shows
                                        the previous DefaultVersionId
+  sts_partition          "aws-cn"      GetCallerIdentity answers with the caller's ARN in that
+                                       partition (a proxy of the test's own: not scoped by name)
   upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
                                        e.g. {"iam": moto} with EKS on ministack
 
@@ -291,6 +293,10 @@ class Lag:
                             cur[name] = v
                     if not cur:
                         new.pop(key)
+                elif key == "sts_partition":
+                    if not (isinstance(val, str) and val.startswith("aws")):
+                        raise BadRules("sts_partition must be a partition name such as \"aws-cn\"")
+                    new[key] = val
                 elif key == "eks_cluster_gone":
                     cur = set(new.get(key, []))
                     if isinstance(val, list) and all(isinstance(x, str) for x in val):
@@ -305,7 +311,7 @@ class Lag:
                     else:
                         new.pop(key, None)
                 else:
-                    raise BadRules(f"unknown rule {key!r}; known: {', '.join(MAP_RULES + ('eks_cluster_gone',))}")
+                    raise BadRules(f"unknown rule {key!r}; known: {', '.join(MAP_RULES + ('eks_cluster_gone', 'sts_partition'))}")
             self.rules = new
             return json.loads(json.dumps(new))
 
@@ -427,6 +433,14 @@ class Lag:
             return self.handle_eks(req)
         if req.service == "iam":
             return self.handle_iam(req)
+        if req.service == "sts" and req.operation == "GetCallerIdentity":
+            with self.lock:
+                partition = self.rules.get("sts_partition")
+            status, headers, body = self.forward(req)
+            if partition and 200 <= status < 300:
+                body = re.sub(rb"<Arn>arn:[^:<]*:", b"<Arn>arn:" + partition.encode() + b":", body)
+                return status, headers, body, "sts_partition"
+            return status, headers, body, None
         return (*self.forward(req), None)
 
     def handle_sqs(self, req: Req):

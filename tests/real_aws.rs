@@ -142,3 +142,24 @@ fn a_stale_default_policy_version_never_makes_a_duplicate_version() {
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 0, "directly (no lag) the policy is in sync: {r:?}");
 }
+
+#[test]
+fn the_partition_comes_from_the_callers_arn_and_sets_the_ec2_principal() {
+    // Credentials of the China partition, in a region whose name alone would say `aws`
+    // (the emulator's region): the caller's ARN decides.
+    let c = cluster_name("cn");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let sdk = sdk();
+    let px = crate::common::lag::LagProxy::start(&cluster_name("cn-px"), &endpoint());
+    px.set(serde_json::json!({"sts_partition": "aws-cn"}));
+    let r = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--output", "json"], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let trust = rt().block_on(async {
+        let role = sdk.iam.get_role().role_name(node_role(&c)).send().await.unwrap().role.unwrap();
+        policy_json(role.assume_role_policy_document().unwrap())
+    });
+    assert_eq!(strings(&statements(&trust)[0]["Principal"]["Service"]), ["ec2.amazonaws.com.cn"], "{trust}");
+    let attached = attached(&sdk, &node_role(&c));
+    assert!(attached.iter().all(|a| a.starts_with("arn:aws-cn:iam::aws:policy/")), "{attached:?}");
+}
