@@ -27,6 +27,19 @@ pub fn rule_name(cluster: &str, part: &str) -> (String, bool) {
     names::fit(&format!("Karpenter-{cluster}-{part}"), 64)
 }
 
+/// The ARN of an interruption rule (on the default event bus) of this plan.
+pub fn rule_arn(facts: &Facts, name: &str) -> String {
+    crate::karpenter_iam::event_rule_arn(&facts.partition, &facts.region, &facts.account_id, name)
+}
+
+/// The cluster's ARN: as EKS reported it, else `arn:<p>:eks:<r>:<a>:cluster/<c>`.
+pub fn cluster_arn(spec: &Spec, facts: &Facts) -> String {
+    if !facts.cluster.arn.is_empty() {
+        return facts.cluster.arn.clone();
+    }
+    format!("arn:{}:eks:{}:{}:cluster/{}", facts.partition, facts.region, facts.account_id, spec.cluster)
+}
+
 pub fn role_arn(facts: &Facts, path: &str, name: &str) -> String {
     format!("arn:{}:iam::{}:role{path}{name}", facts.partition, facts.account_id)
 }

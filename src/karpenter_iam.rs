@@ -9,12 +9,12 @@
 //! |---|---|
 //! | v1.0 | `ec2:DescribeAvailabilityZones`; `iam:PassedToService` = `ec2.amazonaws.com` only |
 //! | v1.1 | `DescribeAvailabilityZones` dropped; `ec2.amazonaws.com.cn` added to PassedToService |
-//! | v1.3 | capacity reservations: `capacity-reservation/*`, `ec2:DescribeCapacityReservations` |
+//! | v1.3 | capacity reservations: `capacity-reservation/*` (also among the tagged creations until v1.8), `ec2:DescribeCapacityReservations` |
 //! | v1.4 | node role: `AmazonEC2ContainerRegistryPullOnly` instead of `...ReadOnly` |
 //! | v1.7 | `iam:ListInstanceProfiles` (`AllowUnscopedInstanceProfileListAction`) |
 //! | v1.11 | placement groups: `placement-group/*`, `ec2:DescribePlacementGroups` |
-//! | v1.12 | zonal shift (opt-in); `ec2:DescribeInstanceStatus` in its own unscoped statement |
-//! | v1.13 | zonal-shift condition fixed; `DescribeInstanceStatus` moved into the regional reads |
+//! | v1.12 | zonal shift (opt-in, in v1.13's working form); `ec2:DescribeInstanceStatus` in its own unscoped statement |
+//! | v1.13 | upstream's zonal-shift statement fixed; `DescribeInstanceStatus` moved into the regional reads |
 //!
 //! Every document is returned canonical ([`policy_doc::canonical`]) with `"Version"`.
 
@@ -171,21 +171,50 @@ pub fn ec2_principal(partition: &str) -> &'static str {
     if partition == "aws-cn" { "ec2.amazonaws.com.cn" } else { "ec2.amazonaws.com" }
 }
 
-/// Trust policy of the node role: EC2 may assume it.
-pub fn node_role_trust(partition: &str) -> Value {
-    document(vec![json!({
+/// Trust policy of the node role: EC2 may assume it. With `source_account` (the plan's
+/// `identity.node_trust_source_account`), only with `aws:SourceAccount` equal to that account,
+/// as the terraform-aws-eks module's `node_iam_role_source_account_condition` (v21.20) writes it.
+pub fn node_role_trust(partition: &str, source_account: Option<&str>) -> Value {
+    let mut statement = json!({
         "Effect": "Allow",
         "Principal": {"Service": ec2_principal(partition)},
         "Action": "sts:AssumeRole",
-    })])
+    });
+    if let Some(account) = source_account {
+        statement["Condition"] = json!({"StringEquals": {"aws:SourceAccount": account}});
+    }
+    document(vec![statement])
 }
 
-/// Trust policy of the controller role for EKS Pod Identity.
-pub fn controller_trust_pod_identity() -> Value {
+/// Who may assume the controller role through EKS Pod Identity: the Karpenter service account
+/// of this cluster only.
+#[derive(Debug, Clone, Copy)]
+pub struct PodIdentityScope<'a> {
+    /// `arn:<p>:eks:<r>:<a>:cluster/<c>`
+    pub cluster_arn: &'a str,
+    pub namespace: &'a str,
+    pub service_account: &'a str,
+}
+
+/// Trust policy of the controller role for EKS Pod Identity. EKS Pod Identity assumes the role
+/// with session tags (`sts:TagSession`; the association keeps `disableSessionTags` false), so
+/// the statement requires the tags naming this cluster, namespace and service account, as in
+/// the EKS user guide's example ("Create IAM role with trust policy required by EKS Pod
+/// Identity"). One statement for both actions: the session tags are in the request context of
+/// `sts:AssumeRole` as well as of `sts:TagSession`. Upstream has no condition, so any
+/// association in the account could hand the role to any pod (docs/aws-behaviour.md 9.7).
+pub fn controller_trust_pod_identity(scope: &PodIdentityScope) -> Value {
     document(vec![json!({
         "Effect": "Allow",
         "Principal": {"Service": "pods.eks.amazonaws.com"},
         "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Condition": {
+            "StringEquals": {
+                "aws:RequestTag/eks-cluster-arn": scope.cluster_arn,
+                "aws:RequestTag/kubernetes-namespace": scope.namespace,
+                "aws:RequestTag/kubernetes-service-account": scope.service_account,
+            }
+        },
     })])
 }
 
@@ -222,17 +251,28 @@ pub fn node_managed_policy_arns(partition: &str, account_id: &str, ipv6: bool, v
     vec![aws("AmazonEKSWorkerNodePolicy"), cni, aws(registry), aws("AmazonSSMManagedInstanceCore")]
 }
 
-/// The interruption queue's policy: EventBridge (and SQS) may send messages; nothing may use
-/// the queue without TLS. `Id` and the Deny statement's Sid are upstream's CloudFormation ones;
-/// upstream's Allow statement has no Sid, so it takes the terraform-aws-eks module's `SqsWrite`.
-pub fn queue_policy(queue_arn: &str) -> Value {
+/// `arn:<p>:events:<r>:<a>:rule/<name>`: a rule on the default event bus.
+pub fn event_rule_arn(partition: &str, region: &str, account_id: &str, name: &str) -> String {
+    format!("arn:{partition}:events:{region}:{account_id}:rule/{name}")
+}
+
+/// The interruption queue's policy: EventBridge may send messages only on behalf of the given
+/// rules (`aws:SourceArn`, the ARNs of this plan's interruption rules, as in EventBridge's
+/// "Amazon SQS permissions" example); nothing may use the queue without TLS. Upstream lets
+/// `events.amazonaws.com` and `sqs.amazonaws.com` send with no condition, so any account's rule
+/// could feed the queue fake interruptions (docs/aws-behaviour.md 9.12); the `sqs.amazonaws.com`
+/// principal is dropped, no use of it was found. `Id` and the Deny statement's Sid are upstream's
+/// CloudFormation ones; upstream's Allow statement has no Sid, so it takes the terraform-aws-eks
+/// module's `SqsWrite`.
+pub fn queue_policy(queue_arn: &str, rule_arns: &[String]) -> Value {
     let mut doc = document(vec![
         json!({
             "Sid": "SqsWrite",
             "Effect": "Allow",
-            "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
+            "Principal": {"Service": "events.amazonaws.com"},
             "Action": "sqs:SendMessage",
             "Resource": queue_arn,
+            "Condition": {"ArnEquals": {"aws:SourceArn": rule_arns}},
         }),
         json!({
             "Sid": "DenyHTTP",
@@ -313,6 +353,12 @@ impl Builder<'_, '_> {
         if self.v().since(11) {
             accessed.push(self.ec2("placement-group/*"));
         }
+        // v1.3 to v1.8 (the single upstream policy) also listed capacity reservations among the
+        // resources created with tags; the v1.9 split dropped them there (docs/aws-behaviour.md 9.16).
+        let mut with_tags = self.launch_created();
+        if self.v().since(3) && !self.v().since(9) {
+            with_tags.push(self.ec2("capacity-reservation/*"));
+        }
         let owned_nodepool = json!({
             "StringEquals": {self.cluster_tag("ResourceTag"): "owned"},
             "StringLike": {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
@@ -334,7 +380,7 @@ impl Builder<'_, '_> {
             json!({
                 "Sid": "AllowScopedEC2InstanceActionsWithTags",
                 "Effect": "Allow",
-                "Resource": self.launch_created(),
+                "Resource": with_tags,
                 "Action": ["ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate"],
                 "Condition": {
                     "StringEquals": {
@@ -546,28 +592,19 @@ impl Builder<'_, '_> {
         if !self.0.zonal_shift || !self.v().since(12) {
             return None;
         }
-        let statement = if self.v().since(13) {
-            json!({
-                "Sid": "AllowZonalShiftStatusReadOnly",
-                "Effect": "Allow",
-                "Resource": "*",
-                "Action": ["arc-zonal-shift:GetManagedResource"],
-                "Condition": {
-                    "StringEquals": {"arc-zonal-shift:ResourceIdentifier": self.cluster_arn()},
-                },
-            })
-        } else {
-            // Upstream v1.12 as released: the cluster ARN as the resource, which
-            // arc-zonal-shift:GetManagedResource does not support (aws/karpenter-provider-aws
-            // #9118, fixed in #9123 / #9167).
-            json!({
-                "Sid": "AllowZonalShiftStatusReadOnly",
-                "Effect": "Allow",
-                "Resource": self.cluster_arn(),
-                "Action": ["arc-zonal-shift:GetManagedResource"],
-            })
-        };
-        Some(vec![statement])
+        // v1.12 as released named the cluster ARN as the resource, which
+        // arc-zonal-shift:GetManagedResource does not support: the controller fails
+        // (aws/karpenter-provider-aws #9118, fixed in v1.13 by #9123 / #9167). karpctl writes the
+        // working form for 1.12 too (docs/aws-behaviour.md 9.15).
+        Some(vec![json!({
+            "Sid": "AllowZonalShiftStatusReadOnly",
+            "Effect": "Allow",
+            "Resource": "*",
+            "Action": ["arc-zonal-shift:GetManagedResource"],
+            "Condition": {
+                "StringEquals": {"arc-zonal-shift:ResourceIdentifier": self.cluster_arn()},
+            },
+        })])
     }
 }
 
@@ -911,6 +948,19 @@ mod tests {
     }
 
     #[test]
+    fn capacity_reservations_among_tagged_creations_from_v1_3_to_v1_8() {
+        for version in KarpenterVersion::all() {
+            let p = policies(version);
+            let with_tags = statement(&p, "AllowScopedEC2InstanceActionsWithTags").unwrap();
+            let listed = strings(&with_tags["Resource"]).contains(&"arn:aws:ec2:us-west-2:*:capacity-reservation/*");
+            assert_eq!(listed, (3..=8).contains(&version.minor), "v{version}");
+            // The creation tagging never listed them.
+            let tagging = statement(&p, "AllowScopedResourceCreationTagging").unwrap();
+            assert!(!policy_doc::to_wire(tagging).contains("capacity-reservation"), "v{version}");
+        }
+    }
+
+    #[test]
     fn list_instance_profiles_from_v1_7() {
         assert!(!has_action(&policies(v(6)), "iam:ListInstanceProfiles"));
         assert!(statement(&policies(v(6)), "AllowUnscopedInstanceProfileListAction").is_none());
@@ -958,16 +1008,19 @@ mod tests {
                 assert_eq!(present, enabled && version >= v(12), "v{version} enabled={enabled}");
             }
         }
-        // 1.12 as released: resource = cluster ARN, no condition
-        let p12 = policies(v(12));
-        let z = statement(&p12, "AllowZonalShiftStatusReadOnly").unwrap();
-        assert_eq!(strings(&z["Resource"]), ["arn:aws:eks:us-west-2:111122223333:cluster/demo"]);
-        assert!(z.get("Condition").is_none());
-        // 1.13: fixed
-        let p13 = policies(v(13));
-        let z = statement(&p13, "AllowZonalShiftStatusReadOnly").unwrap();
-        assert_eq!(strings(&z["Resource"]), ["*"]);
-        assert!(z["Condition"]["StringEquals"]["arc-zonal-shift:ResourceIdentifier"].is_array());
+        // 1.12 in the working form (as released it named the cluster ARN as resource, which fails)
+        for minor in [12, 13, 14] {
+            let p = policies(v(minor));
+            let z = statement(&p, "AllowZonalShiftStatusReadOnly").unwrap();
+            assert_eq!(strings(&z["Resource"]), ["*"], "1.{minor}");
+            assert_eq!(strings(&z["Action"]), ["arc-zonal-shift:GetManagedResource"]);
+            assert_eq!(
+                strings(&z["Condition"]["StringEquals"]["arc-zonal-shift:ResourceIdentifier"]),
+                ["arn:aws:eks:us-west-2:111122223333:cluster/demo"],
+                "1.{minor}"
+            );
+        }
+        assert_eq!(part(&policies(v(12)), PolicyPart::ZonalShift), part(&policies(v(14)), PolicyPart::ZonalShift));
     }
 
     #[test]
@@ -1036,27 +1089,61 @@ mod tests {
         assert!(node_managed_policy_arns("aws", ACCOUNT, false, v(4))[2].ends_with("/AmazonEC2ContainerRegistryPullOnly"));
     }
 
+    const PARTITIONS: [(&str, &str); 3] = [("aws", "us-west-2"), ("aws-cn", "cn-north-1"), ("aws-us-gov", "us-gov-west-1")];
+
     #[test]
-    fn trust_policies() {
-        let node = node_role_trust("aws");
+    fn node_trust_without_and_with_source_account() {
+        let node = node_role_trust("aws", None);
         assert!(equivalent(
             &node,
             &json!({"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}})
         ));
         assert_eq!(node, policy_doc::canonical(&node));
-        for (partition, principal) in
-            [("aws-cn", "ec2.amazonaws.com.cn"), ("aws-us-gov", "ec2.amazonaws.com"), ("aws-eusc", "ec2.amazonaws.com")]
-        {
+        for (partition, principal) in [
+            ("aws", "ec2.amazonaws.com"),
+            ("aws-cn", "ec2.amazonaws.com.cn"),
+            ("aws-us-gov", "ec2.amazonaws.com"),
+            ("aws-eusc", "ec2.amazonaws.com"),
+        ] {
             let want = json!({"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":{"Service":principal},"Action":"sts:AssumeRole"}});
-            assert!(equivalent(&node_role_trust(partition), &want), "{partition}");
+            assert!(equivalent(&node_role_trust(partition, None), &want), "{partition}");
+            let scoped = node_role_trust(partition, Some(ACCOUNT));
+            let want = json!({"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":{"Service":principal},"Action":"sts:AssumeRole",
+                "Condition":{"StringEquals":{"aws:SourceAccount":ACCOUNT}}}});
+            assert!(equivalent(&scoped, &want), "{partition}: {scoped:#}");
+            assert_eq!(scoped, policy_doc::canonical(&scoped));
         }
+    }
 
-        let pod = controller_trust_pod_identity();
-        assert!(equivalent(
-            &pod,
-            &json!({"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":["pods.eks.amazonaws.com"]},"Action":["sts:TagSession","sts:AssumeRole"]}]})
-        ));
+    #[test]
+    fn pod_identity_trust_requires_this_clusters_service_account() {
+        for (partition, region) in PARTITIONS {
+            let cluster_arn = format!("arn:{partition}:eks:{region}:{ACCOUNT}:cluster/demo");
+            let scope = PodIdentityScope { cluster_arn: &cluster_arn, namespace: "karpenter", service_account: "karpenter-ctl" };
+            let pod = controller_trust_pod_identity(&scope);
+            assert_eq!(pod, policy_doc::canonical(&pod));
+            let want = json!({"Version":"2012-10-17","Statement":[{"Effect":"Allow",
+                "Principal":{"Service":["pods.eks.amazonaws.com"]},"Action":["sts:TagSession","sts:AssumeRole"],
+                "Condition":{"StringEquals":{
+                    "aws:RequestTag/eks-cluster-arn": cluster_arn,
+                    "aws:RequestTag/kubernetes-namespace": "karpenter",
+                    "aws:RequestTag/kubernetes-service-account": "karpenter-ctl"}}}]});
+            assert!(equivalent(&pod, &want), "{partition}: {pod:#}");
+            // Exactly one statement, so no unconditioned path to either action remains.
+            assert_eq!(pod["Statement"].as_array().unwrap().len(), 1);
+            // Another namespace, service account or cluster is another document.
+            for other in [
+                PodIdentityScope { namespace: "kube-system", ..scope },
+                PodIdentityScope { service_account: "karpenter", ..scope },
+                PodIdentityScope { cluster_arn: "arn:aws:eks:us-west-2:111122223333:cluster/other", ..scope },
+            ] {
+                assert!(!equivalent(&controller_trust_pod_identity(&other), &pod));
+            }
+        }
+    }
 
+    #[test]
+    fn irsa_trust() {
         let issuer = "oidc.eks.us-west-2.amazonaws.com/id/ABCDEF";
         let provider = format!("arn:aws:iam::111122223333:oidc-provider/{issuer}");
         let irsa = controller_trust_irsa(&provider, issuer, "kube-system", "karpenter");
@@ -1071,17 +1158,29 @@ mod tests {
     }
 
     #[test]
-    fn queue_policy_document() {
-        let q = queue_policy(QUEUE);
-        assert_eq!(q, policy_doc::canonical(&q));
-        let want = json!({"Version":"2012-10-17","Id":"EC2InterruptionPolicy","Statement":[
-            {"Sid":"SqsWrite","Effect":"Allow","Principal":{"Service":["events.amazonaws.com","sqs.amazonaws.com"]},
-             "Action":"sqs:SendMessage","Resource":QUEUE},
-            {"Sid":"DenyHTTP","Effect":"Deny","Principal":"*","Action":"sqs:*","Resource":QUEUE,
-             "Condition":{"Bool":{"aws:SecureTransport":false}}}]});
-        assert!(equivalent(&q, &want), "{q:#}");
-        // What SQS hands back (a string) reads as the same document.
-        let back = policy_doc::parse(&policy_doc::to_wire(&q)).unwrap();
-        assert!(equivalent(&back, &q));
+    fn queue_policy_accepts_only_the_plans_rules() {
+        for (partition, region) in PARTITIONS {
+            let queue = format!("arn:{partition}:sqs:{region}:{ACCOUNT}:Karpenter-demo");
+            let rules: Vec<String> = ["HealthEvent", "SpotInterrupt"]
+                .iter()
+                .map(|p| event_rule_arn(partition, region, ACCOUNT, &format!("Karpenter-demo-{p}")))
+                .collect();
+            assert_eq!(rules[0], format!("arn:{partition}:events:{region}:{ACCOUNT}:rule/Karpenter-demo-HealthEvent"));
+            let q = queue_policy(&queue, &rules);
+            assert_eq!(q, policy_doc::canonical(&q));
+            let want = json!({"Version":"2012-10-17","Id":"EC2InterruptionPolicy","Statement":[
+                {"Sid":"SqsWrite","Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},
+                 "Action":"sqs:SendMessage","Resource":queue,
+                 "Condition":{"ArnEquals":{"aws:SourceArn":rules}}},
+                {"Sid":"DenyHTTP","Effect":"Deny","Principal":"*","Action":"sqs:*","Resource":queue,
+                 "Condition":{"Bool":{"aws:SecureTransport":false}}}]});
+            assert!(equivalent(&q, &want), "{partition}: {q:#}");
+            assert!(!policy_doc::to_wire(&q).contains("sqs.amazonaws.com"), "no sqs.amazonaws.com principal");
+            // What SQS hands back (a string) reads as the same document.
+            let back = policy_doc::parse(&policy_doc::to_wire(&q)).unwrap();
+            assert!(equivalent(&back, &q));
+            // One rule fewer is a different document: the condition names exactly the plan's rules.
+            assert!(!equivalent(&queue_policy(&queue, &rules[..1]), &q));
+        }
     }
 }

@@ -42,6 +42,8 @@ pub struct RawIdentity {
     pub service_account: Option<String>,
     pub create_pod_identity_agent: Option<bool>,
     pub zonal_shift: Option<bool>,
+    /// Add `aws:SourceAccount` = this account to the node role's trust (default false).
+    pub node_trust_source_account: Option<bool>,
     /// A managed policy ARN set as the permissions boundary of every role karpctl creates.
     pub permissions_boundary: Option<String>,
 }
@@ -134,6 +136,8 @@ pub struct Identity {
     pub service_account: String,
     pub create_pod_identity_agent: bool,
     pub zonal_shift: bool,
+    /// The node role's trust requires `aws:SourceAccount` = the account (README "Security").
+    pub node_trust_source_account: bool,
     /// The permissions boundary of every role karpctl creates (None: karpctl does not manage one).
     pub permissions_boundary: Option<String>,
 }
@@ -562,6 +566,7 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
         service_account,
         create_pod_identity_agent: i.create_pod_identity_agent.unwrap_or(false),
         zonal_shift: i.zonal_shift.unwrap_or(false),
+        node_trust_source_account: i.node_trust_source_account.unwrap_or(false),
         permissions_boundary: i.permissions_boundary.clone(),
     })
 }

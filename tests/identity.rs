@@ -236,8 +236,14 @@ fn assert_trust(what: &str, live: &Value, principal_kind: &str, principal: &str,
     }
 }
 
-fn pod_identity_trust(what: &str, live: &Value) {
-    assert_trust(what, live, "Service", "pods.eks.amazonaws.com", &["sts:AssumeRole", "sts:TagSession"], None);
+/// The controller's Pod Identity trust: only kube-system/karpenter of cluster `c` (session tags).
+fn pod_identity_trust(what: &str, live: &Value, c: &str, a: &str) {
+    let condition = json!({"StringEquals": {
+        "aws:RequestTag/eks-cluster-arn": format!("arn:{PARTITION}:eks:{REGION}:{a}:cluster/{c}"),
+        "aws:RequestTag/kubernetes-namespace": "kube-system",
+        "aws:RequestTag/kubernetes-service-account": "karpenter",
+    }});
+    assert_trust(what, live, "Service", "pods.eks.amazonaws.com", &["sts:AssumeRole", "sts:TagSession"], Some(condition));
 }
 
 fn node_trust(what: &str, live: &Value) {
@@ -292,7 +298,7 @@ fn up_creates_roles_policies_attachments_access_entry_and_association_exactly_th
     assert_eq!(node.arn, format!("arn:aws:iam::{a}:role/karpctl/{c}/{}", node_role(&c)));
     assert_eq!(ctrl.arn, format!("arn:aws:iam::{a}:role/karpctl/{c}/{}", controller_role(&c)));
     node_trust("node role trust", &node.trust);
-    pod_identity_trust("controller role trust", &ctrl.trust);
+    pod_identity_trust("controller role trust", &ctrl.trust, &c, &a);
 
     // The controller policies: exactly the v1.14 statements of docs/aws-behaviour.md section 3, conditions included.
     let qarn = queue_arn(&sdk, &queue_name(&c)).expect("queue exists");
@@ -422,7 +428,7 @@ fn drift_in_trust_policy_statement_attachment_association_and_access_entry_is_fo
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 0, "repaired: {r:?}");
 
-    pod_identity_trust("controller trust repaired", &role(&sdk, &controller_role(&c)).unwrap().trust);
+    pod_identity_trust("controller trust repaired", &role(&sdk, &controller_role(&c)).unwrap().trust, &c, &a);
     let qarn = queue_arn(&sdk, &queue_name(&c)).unwrap();
     let after = policy(&sdk, &iam_arn).unwrap();
     assert_statements(
@@ -471,13 +477,19 @@ fn karpenter_version_bump_from_1_6_to_1_14_shows_the_added_permissions() {
     let want: BTreeMap<String, String> = [
         ("controller-policy-NodeLifecycle", "update"),
         ("controller-policy-ResourceDiscovery", "update"),
-        // The capacity-reservation interruption rule arrived in v1.10.
+        // The capacity-reservation interruption rule arrived in v1.10, and the queue policy
+        // names every rule the queue accepts (aws:SourceArn).
         ("rule-CapacityReservation", "create"),
+        ("queue-policy", "update"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    assert_eq!(steps(&r), want, "only the two policies whose permissions changed between 1.6 and 1.14, and the v1.10 rule");
+    assert_eq!(
+        steps(&r),
+        want,
+        "only the two policies whose permissions changed between 1.6 and 1.14, the v1.10 rule and the queue policy naming it"
+    );
 
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -798,7 +810,7 @@ fn a_100_character_cluster_name_works_end_to_end_with_shortened_names() {
     let ctrl = role(&sdk, &ctrl_name).unwrap();
     assert_eq!(node.tags.get(OWNER_TAG), Some(&c));
     node_trust("node trust", &node.trust);
-    pod_identity_trust("controller trust", &ctrl.trust);
+    pod_identity_trust("controller trust", &ctrl.trust, &c, &a);
     let policies = policies_under(&sdk, &iam_path(&c));
     assert_eq!(policies.len(), 5, "{policies:?}");
     for p in &policies {

@@ -62,8 +62,14 @@ fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     let allow = st.iter().find(|s| s["Effect"] == "Allow").expect("allow statement");
     assert_eq!(strings(&allow["Action"]), ["sqs:SendMessage"]);
     assert_eq!(strings(&allow["Resource"]), [qarn.clone()]);
-    assert_eq!(strings(&allow["Principal"]["Service"]), ["events.amazonaws.com", "sqs.amazonaws.com"]);
-    assert!(allow.get("Condition").is_none());
+    // Only EventBridge, and only for this plan's five rules (issue 13; README "Security").
+    assert_eq!(strings(&allow["Principal"]["Service"]), ["events.amazonaws.com"]);
+    let account = qarn.rsplit(':').nth(1).unwrap().to_string();
+    let mut rule_arns: Vec<String> =
+        PARTS.iter().map(|(p, _, _)| format!("arn:aws:events:us-east-1:{account}:rule/{}", rule_name(&c, p))).collect();
+    rule_arns.sort();
+    assert_eq!(allow["Condition"].as_object().unwrap().len(), 1, "{allow}");
+    assert_eq!(strings(&allow["Condition"]["ArnEquals"]["aws:SourceArn"]), rule_arns);
     let deny = find_sid(&st, "DenyHTTP");
     assert_eq!(deny["Effect"], "Deny");
     assert_eq!(strings(&deny["Action"]), ["sqs:*"]);

@@ -11,6 +11,7 @@ mod faults;
 mod identity;
 mod interruption;
 mod lagproxy_selftest;
+mod least_privilege;
 mod ownership;
 mod performance;
 mod plans_and_outputs;

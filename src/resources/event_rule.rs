@@ -47,6 +47,16 @@ pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster:
     f
 }
 
+/// The names of the interruption rules this plan wants (none with interruption handling off;
+/// the capacity-reservation rule from Karpenter v1.10).
+pub fn wanted_rule_names(spec: &Spec) -> Vec<String> {
+    RULES
+        .iter()
+        .filter(|(_, _, _, since)| spec.interruption.enabled && spec.identity.karpenter_version.minor >= *since)
+        .map(|(part, ..)| arns::rule_name(&spec.cluster, part).0)
+        .collect()
+}
+
 /// Pure: one node per interruption rule. A rule newer than the pinned Karpenter version
 /// (capacity reservations: v1.10), or any rule with interruption handling off, is listed without
 /// desired fields.

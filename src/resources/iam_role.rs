@@ -76,13 +76,17 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         let arn = arns::role_arn(facts, path, &node_role_name);
         out.push(
             Node::new("node-role", node_role_name, NodeSpec::IamRole { arn })
-                .with_fields(created.map(|_| role_fields(karpenter_iam::node_role_trust(&facts.partition), "node-role")))
+                .with_fields(created.map(|_| role_fields(node_trust(spec, facts), "node-role")))
                 .with_notes(created.and_then(|n| n.note.clone())),
         );
     }
     let ctrl = &id.controller_role;
     let trust = match id.mode {
-        IdentityMode::PodIdentity => karpenter_iam::controller_trust_pod_identity(),
+        IdentityMode::PodIdentity => karpenter_iam::controller_trust_pod_identity(&karpenter_iam::PodIdentityScope {
+            cluster_arn: &arns::cluster_arn(spec, facts),
+            namespace: &id.namespace,
+            service_account: &id.service_account,
+        }),
         IdentityMode::Irsa => {
             let issuer =
                 facts.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
@@ -96,6 +100,12 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
             .with_notes(ctrl.note.iter().cloned()),
     );
     out
+}
+
+/// The node role's trust: EC2, and with `identity.node_trust_source_account` only for this account.
+fn node_trust(spec: &Spec, facts: &Facts) -> Value {
+    let account = spec.identity.node_trust_source_account.then_some(facts.account_id.as_str());
+    karpenter_iam::node_role_trust(&facts.partition, account)
 }
 
 /// DeleteRole while IAM still sees something attached (eventual consistency).

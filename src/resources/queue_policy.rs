@@ -30,11 +30,15 @@ const PROPAGATING: [Retryable; 2] = [
     Retryable { code: "AWS.SimpleQueueService.InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
 ];
 
-/// Pure: the queue policy node; it goes with the queue when the queue is deleted.
+/// Pure: the queue policy node; it goes with the queue when the queue is deleted. EventBridge
+/// may send only for the interruption rules this plan wants (`aws:SourceArn`).
 pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let i = &spec.interruption;
     let queue_arn = arns::queue_arn(facts, &i.queue_name);
-    let fields = i.enabled.then(|| crate::model::fields_of(vec![("Policy", crate::karpenter_iam::queue_policy(&queue_arn))]));
+    let rule_arns: Vec<String> =
+        super::event_rule::wanted_rule_names(spec).iter().map(|name| arns::rule_arn(facts, name)).collect();
+    let fields =
+        i.enabled.then(|| crate::model::fields_of(vec![("Policy", crate::karpenter_iam::queue_policy(&queue_arn, &rule_arns))]));
     vec![
         Node::new("queue-policy", &i.queue_name, NodeSpec::QueuePolicy { queue_arn })
             .with_fields(fields)
