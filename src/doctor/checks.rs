@@ -616,3 +616,263 @@ fn discovery(s: &Setup, c: &mut Checker) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::model::*;
+    use super::*;
+    use serde_json::json;
+
+    const C: &str = "demo";
+    const Q: &str = "arn:aws:sqs:us-east-1:111122223333:Karpenter-demo";
+    const NODE: &str = "arn:aws:iam::111122223333:role/KarpenterNodeRole-demo";
+
+    /// A setup as karpctl makes it, with a queue policy conditioned on the account.
+    fn clean() -> Setup {
+        let mut s = Setup::empty(C);
+        s.cluster_vpc = "vpc-1".into();
+        s.cluster_azs = ["us-east-1a", "us-east-1b"].iter().map(|a| a.to_string()).collect();
+        let policies = karpenter_iam::controller_policies(&ControllerPolicyInputs {
+            partition: "aws",
+            region: "us-east-1",
+            account_id: "111122223333",
+            cluster: C,
+            node_role_arn: NODE,
+            queue_arn: Some(Q),
+            zonal_shift: false,
+            version: s.version,
+        });
+        s.controller = Some(ControllerRole {
+            name: "KarpenterController-demo".into(),
+            arn: "arn:aws:iam::111122223333:role/KarpenterController-demo".into(),
+            how: "Pod Identity association".into(),
+            exists: true,
+            trust: Some(karpenter_iam::controller_trust_pod_identity()),
+            policies: policies
+                .into_iter()
+                .map(|(p, d)| RolePolicy {
+                    name: p.name().into(),
+                    arn: Some(p.name().into()),
+                    customer_managed: true,
+                    document: Some(d),
+                })
+                .collect(),
+        });
+        s.mode = Some(IdentityMode::PodIdentity);
+        s.pod_identity_agent = true;
+        s.node_roles = vec![NodeRole {
+            name: "KarpenterNodeRole-demo".into(),
+            arn: NODE.into(),
+            how: vec!["PassRole".into()],
+            exists: true,
+            created: Some(100),
+            attached: karpenter_iam::node_managed_policy_arns("aws", "111122223333", false, s.version),
+        }];
+        s.access_entries = vec![AccessEntry { principal_arn: NODE.into(), kind: "EC2_LINUX".into(), created: Some(101) }];
+        let mut policy = karpenter_iam::queue_policy(Q);
+        policy["Statement"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .filter(|st| st["Effect"] == "Allow")
+            .for_each(|st| st["Condition"] = json!({"StringEquals": {"aws:SourceAccount": ["111122223333"]}}));
+        s.queue = Some(Queue {
+            name: "Karpenter-demo".into(),
+            arn: Q.into(),
+            url: Some("https://q".into()),
+            how: "rules".into(),
+            exists: true,
+            kms_master_key_id: None,
+            policy: Some(policy),
+        });
+        s.rules = RULES
+            .iter()
+            .map(|(p, ..)| Rule {
+                name: format!("Karpenter-demo-{p}"),
+                arn: format!("arn:aws:events:us-east-1:111122223333:rule/Karpenter-demo-{p}"),
+                enabled: true,
+                kinds: vec![*p],
+                queue_arns: vec![Q.into()],
+                other_cluster: None,
+            })
+            .collect();
+        s.discovery.subnets = ["us-east-1a", "us-east-1b"]
+            .iter()
+            .enumerate()
+            .map(|(n, az)| TaggedSubnet { id: format!("subnet-{n}"), az: az.to_string(), vpc_id: "vpc-1".into() })
+            .collect();
+        s.discovery.groups = vec![TaggedGroup { id: "sg-1".into(), name: "nodes".into(), vpc_id: "vpc-1".into() }];
+        s.spot_service_linked_role = true;
+        s
+    }
+
+    fn codes(s: &Setup) -> Vec<&'static str> {
+        let mut c: Vec<&'static str> = check(s).findings.iter().map(|f| f.code).collect();
+        c.dedup();
+        c
+    }
+
+    fn controller_mut(s: &mut Setup) -> &mut ControllerRole {
+        s.controller.as_mut().unwrap()
+    }
+
+    #[test]
+    fn a_karpctl_setup_is_clean_and_every_check_ran() {
+        let o = check(&clean());
+        assert!(o.findings.is_empty(), "{:#?}", o.findings);
+        assert_eq!(o.passed.len(), CHECKS.len(), "{:?}", o.passed);
+    }
+
+    #[test]
+    fn each_defect_gives_its_code_and_only_it() {
+        type Defect = (&'static str, fn(&mut Setup));
+        let defects: Vec<Defect> = vec![
+            ("controller-role-not-found", |s| s.controller = None),
+            ("controller-missing-permissions", |s| {
+                let r = controller_mut(s);
+                r.policies.retain(|p| p.name != "EKSIntegration");
+            }),
+            ("controller-passrole-unscoped", |s| {
+                controller_mut(s).policies.push(RolePolicy {
+                    name: "extra".into(),
+                    document: Some(json!({"Statement": [{"Effect": "Allow", "Action": "iam:PassRole", "Resource": "*"}]})),
+                    ..Default::default()
+                })
+            }),
+            ("policy-near-size-limit", |s| {
+                let big: Vec<String> = (0..400).map(|n| format!("arn:aws:s3:::bucket-{n}")).collect();
+                controller_mut(s).policies.push(RolePolicy {
+                    name: "big".into(),
+                    customer_managed: true,
+                    document: Some(json!({"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": big}]})),
+                    ..Default::default()
+                })
+            }),
+            ("pod-identity-agent-missing", |s| s.pod_identity_agent = false),
+            ("controller-trust-mismatch", |s| controller_mut(s).trust = Some(karpenter_iam::node_role_trust("aws"))),
+            ("cluster-auth-config-map", |s| s.authentication_mode = "CONFIG_MAP".into()),
+            ("node-role-not-found", |s| s.node_roles[0].exists = false),
+            ("node-role-missing-managed-policy", |s| {
+                s.node_roles[0].attached.remove(0);
+            }),
+            ("node-role-no-access-entry", |s| s.access_entries.clear()),
+            ("node-access-entry-stale", |s| s.node_roles[0].created = Some(500)),
+            ("queue-not-found", |s| s.queue.as_mut().unwrap().exists = false),
+            ("queue-kms-aws-managed", |s| s.queue.as_mut().unwrap().kms_master_key_id = Some("alias/aws/sqs".into())),
+            ("queue-policy-blocks-eventbridge", |s| {
+                let p = s.queue.as_mut().unwrap().policy.as_mut().unwrap();
+                p["Statement"].as_array_mut().unwrap().push(
+                    json!({"Effect": "Deny", "Principal": {"Service": ["events.amazonaws.com"]}, "Action": ["sqs:SendMessage"], "Resource": [Q]}),
+                );
+            }),
+            ("queue-policy-unconditioned", |s| s.queue.as_mut().unwrap().policy = Some(karpenter_iam::queue_policy(Q))),
+            ("queue-shared", |s| s.rules[1].other_cluster = Some("prod".into())),
+            ("interruption-rule-missing", |s| {
+                s.rules.remove(1);
+            }),
+            ("interruption-rule-disabled", |s| s.rules[2].enabled = false),
+            ("discovery-no-subnets", |s| s.discovery.subnets.clear()),
+            ("discovery-az-without-subnet", |s| s.discovery.subnets.truncate(1)),
+            ("discovery-no-security-groups", |s| s.discovery.groups.clear()),
+            ("discovery-multiple-security-groups", |s| {
+                s.discovery.groups.push(TaggedGroup { id: "sg-2".into(), name: "more".into(), vpc_id: "vpc-1".into() })
+            }),
+            ("discovery-outside-cluster-vpc", |s| {
+                s.discovery.subnets.push(TaggedSubnet { id: "subnet-x".into(), az: "us-east-1a".into(), vpc_id: "vpc-2".into() })
+            }),
+            ("spot-service-linked-role-missing", |s| s.spot_service_linked_role = false),
+        ];
+        let mut covered: BTreeSet<&str> = BTreeSet::new();
+        for (code, inject) in defects {
+            let mut s = clean();
+            inject(&mut s);
+            let got = codes(&s);
+            let expected: &[&str] = match code {
+                // The queue's part of the permission set is not required without a queue.
+                "cluster-auth-config-map" => &["cluster-auth-config-map"],
+                _ => &[code],
+            };
+            assert_eq!(got, expected, "{code}");
+            let f = &check(&s).findings[0];
+            assert!(!f.message.is_empty() && !f.hint.is_empty() && !f.resource.is_empty(), "{f:?}");
+            covered.insert(code);
+        }
+        assert_eq!(covered.len(), CHECKS.len(), "every check has a defect test");
+    }
+
+    #[test]
+    fn wildcards_cover_the_permission_set_and_missing_actions_are_listed() {
+        let mut s = clean();
+        controller_mut(&mut s).policies = vec![RolePolicy {
+            name: "admin".into(),
+            document: Some(
+                json!({"Statement": [{"Effect": "Allow", "Action": ["ec2:*", "iam:*", "eks:*", "sqs:*", "ssm:*", "pricing:*"], "Resource": "*"}]}),
+            ),
+            ..Default::default()
+        }];
+        // iam:* on * passes any role: the one finding.
+        assert_eq!(codes(&s), ["controller-passrole-unscoped"]);
+        controller_mut(&mut s).policies[0].document =
+            Some(json!({"Statement": [{"Effect": "Allow", "Action": ["ec2:*"], "Resource": "*"}]}));
+        let o = check(&s);
+        let f = o.findings.iter().find(|f| f.code == "controller-missing-permissions").unwrap();
+        assert!(f.message.contains("iam:PassRole") && f.message.contains("sqs:ReceiveMessage"), "{}", f.message);
+        assert!(!f.message.contains("ec2:RunInstances"), "{}", f.message);
+    }
+
+    #[test]
+    fn versions_change_what_is_required() {
+        let mut s = clean();
+        s.rules.retain(|r| !r.kinds.contains(&"CapacityReservation"));
+        assert_eq!(codes(&s), ["interruption-rule-missing"]);
+        assert_eq!(check(&s).findings[0].severity, Severity::Warning);
+        s.version = KarpenterVersionExt::v(9);
+        assert!(codes(&s).is_empty(), "capacity reservations only from 1.10");
+    }
+
+    #[test]
+    fn missing_ssm_only_is_a_warning_and_read_only_registry_satisfies_pull_only() {
+        let mut s = clean();
+        s.node_roles[0].attached = vec![
+            "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy".into(),
+            "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy".into(),
+            "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly".into(),
+        ];
+        let o = check(&s);
+        assert_eq!(o.findings.len(), 1);
+        assert_eq!((o.findings[0].code, o.findings[0].severity), ("node-role-missing-managed-policy", Severity::Warning));
+        assert!(o.findings[0].message.contains("AmazonSSMManagedInstanceCore"));
+    }
+
+    #[test]
+    fn no_queue_is_a_warning_and_errors_come_first() {
+        let mut s = clean();
+        s.queue = None;
+        s.discovery.groups.clear();
+        let o = check(&s);
+        let got: Vec<(&str, Severity)> = o.findings.iter().map(|f| (f.code, f.severity)).collect();
+        assert_eq!(got, [("discovery-no-security-groups", Severity::Error), ("queue-not-found", Severity::Warning)]);
+    }
+
+    #[test]
+    fn irsa_trust_needs_the_service_account_subject() {
+        let t = karpenter_iam::controller_trust_irsa(
+            "arn:aws:iam::1:oidc-provider/oidc.example/id/X",
+            "oidc.example/id/X",
+            "kube-system",
+            "karpenter",
+        );
+        assert!(trusts(&t, IdentityMode::Irsa, "kube-system", "karpenter"));
+        assert!(!trusts(&t, IdentityMode::Irsa, "karpenter", "karpenter"));
+        assert!(!trusts(&t, IdentityMode::PodIdentity, "kube-system", "karpenter"));
+    }
+
+    trait KarpenterVersionExt {
+        fn v(minor: u32) -> Self;
+    }
+    impl KarpenterVersionExt for crate::karpenter_iam::KarpenterVersion {
+        fn v(minor: u32) -> Self {
+            crate::karpenter_iam::KarpenterVersion::parse(&format!("1.{minor}")).unwrap()
+        }
+    }
+}
