@@ -188,7 +188,8 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
         let role = read_controller(aws, &arn, &format!("Pod Identity association {sa} ({assoc})")).await?;
         return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity)));
     }
-    let issuer = i.cluster.oidc_issuer.trim_start_matches("https://").trim_end_matches('/').to_string();
+    let issuer =
+        i.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/').to_string();
     if issuer.is_empty() {
         return Ok((None, format!("no Pod Identity association for {sa}, and the cluster has no OIDC issuer for IRSA"), None));
     }
