@@ -310,8 +310,8 @@ fn node_roles(s: &Setup, c: &mut Checker) {
             .iter()
             .map(|a| name_of_policy(a))
             .filter(|n| {
-                !have.contains(n)
-                    && !(*n == "AmazonEC2ContainerRegistryPullOnly" && have.contains("AmazonEC2ContainerRegistryReadOnly"))
+                let read_only = have.contains("AmazonEC2ContainerRegistryReadOnly");
+                !(have.contains(n) || (*n == "AmazonEC2ContainerRegistryPullOnly" && read_only))
             })
             .collect();
         if !missing.is_empty() {
