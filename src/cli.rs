@@ -74,6 +74,8 @@ pub enum Command {
     Down(DownArgs),
     /// Print what to pass on to Karpenter (Helm values, EC2NodeClass), read from live AWS
     Output(OutputArgs),
+    /// Diagnose the Karpenter setup around a cluster, whoever made it (reads only); exit 2 on findings
+    Doctor(DoctorArgs),
     /// Print shell completions
     Completions {
         /// Shell to generate completions for
@@ -113,6 +115,31 @@ pub enum OutputFormat {
     Helm,
     Nodeclass,
     Json,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Karpenter's namespace (its Pod Identity association or IRSA trust names it)
+    #[arg(long, default_value = "kube-system", value_name = "NS")]
+    pub namespace: String,
+    /// Karpenter's service account
+    #[arg(long, default_value = "karpenter", value_name = "NAME")]
+    pub service_account: String,
+    /// Check the controller's permissions against this Karpenter release (1.0 to 1.14; default the newest)
+    #[arg(long, value_name = "VERSION")]
+    pub karpenter_version: Option<String>,
+    /// The controller role (name or ARN) instead of finding it
+    #[arg(long, value_name = "ROLE")]
+    pub controller_role: Option<String>,
+    /// A node role (name or ARN) instead of finding them; repeatable
+    #[arg(long, value_name = "ROLE")]
+    pub node_role: Vec<String>,
+    /// The interruption queue (name, URL or ARN) instead of finding it
+    #[arg(long, value_name = "QUEUE")]
+    pub queue: Option<String>,
+    /// The tag Karpenter's subnet and security group selectors use (default karpenter.sh/discovery=<cluster>)
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub discovery_tag: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@ mod aws;
 mod cli;
 mod desired;
 mod discovery;
+mod doctor;
 mod engine;
 mod error;
 mod executor;
@@ -76,6 +77,7 @@ fn main() {
             Command::Diff(a) => ("diff", engine::diff(&cli.global, a.adopt, a.out.as_deref()).await),
             Command::Output(a) => ("output", crate::outputs::run(&cli.global, a.format).await),
             Command::Down(a) => ("down", engine::down(&cli.global, a.yes).await),
+            Command::Doctor(a) => ("doctor", doctor::run(&cli.global, a).await),
             Command::Completions { .. } => unreachable!("handled above"),
         }
     });

@@ -207,6 +207,40 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), install_agent, cmd, ahead: std::sync::Mutex::new(ahead) })
 }
 
+/// What a read-only command that loads no plan needs (`doctor`): clients, the account and the
+/// cluster as EKS describes it (None: no such cluster).
+pub struct Connected {
+    pub clients: Clients,
+    pub stats: Arc<CallStats>,
+    pub account_id: String,
+    pub partition: String,
+    pub region: String,
+    pub cluster: Option<ClusterFacts>,
+}
+
+/// Connect and identify without a plan: the region from --region or the AWS chain, then STS and
+/// DescribeCluster at once. Makes only read calls.
+pub async fn connect_and_identify(global: &Global, cluster: &str) -> Result<Connected> {
+    let no_plan = plan_file::defaults(cluster)?;
+    let region = resolve_region(global, &no_plan).await?;
+    let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
+    let clients = aws::connect(
+        &ConnectOptions {
+            region: region.clone(),
+            profile: global.profile.clone(),
+            endpoint_url: global.endpoint_url.clone(),
+            max_attempts: 8,
+            max_in_flight: global.concurrency as usize,
+            ca_bundle: aws::ca_bundle_from_env()?,
+        },
+        stats.clone(),
+    )
+    .await;
+    let (identity, described) = tokio::join!(caller_identity(&clients, &region), describe_cluster(&clients, cluster));
+    let (account_id, partition) = identity?;
+    Ok(Connected { clients, stats, account_id, partition, region, cluster: described? })
+}
+
 /// The nodes a command works on: the desired graph; for `down`, every node unwanted.
 pub fn nodes_for(spec: &Spec, facts: &Facts, cmd: Command) -> Vec<Node> {
     let mut nodes = desired::build(spec, facts);

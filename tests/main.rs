@@ -7,6 +7,7 @@ mod bad_input;
 mod cli;
 mod common;
 mod discovery;
+mod doctor;
 mod faults;
 mod identity;
 mod interruption;

@@ -1,0 +1,607 @@
+//! Finding the pieces of a Karpenter setup without knowing their names, and reading them: every
+//! independent read at once; the account-wide IRSA scan (ListRoles) only when the cluster's Pod
+//! Identity association names no role. Only read calls.
+
+use super::analysis::{self, queue_name, role_name};
+use super::model::{
+    AccessEntry, ControllerRole, Discovery, IdentityMode, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet,
+};
+use crate::aws::{Classify, Clients, aws_err};
+use crate::facts::ClusterFacts;
+use crate::karpenter_iam::KarpenterVersion;
+use crate::policy_doc;
+use anyhow::Result;
+use aws_sdk_ec2::types::Filter;
+use futures::future::try_join_all;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the user told `doctor` (flags), and where it runs.
+pub struct Inputs {
+    pub cluster: ClusterFacts,
+    pub account_id: String,
+    pub partition: String,
+    pub region: String,
+    pub version: KarpenterVersion,
+    pub namespace: String,
+    pub service_account: String,
+    pub controller_role: Option<String>,
+    pub node_roles: Vec<String>,
+    pub queue: Option<String>,
+    pub discovery_tag: (String, String),
+}
+
+pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
+const SPOT_ROLE: &str = "AWSServiceRoleForEC2Spot";
+const SPOT_ROLE_PATH: &str = "/aws-service-role/spot.amazonaws.com/";
+
+/// Read everything the checks need.
+pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
+    let c = &i.cluster.name;
+    let mut s = Setup::empty(c);
+    s.account_id = i.account_id.clone();
+    s.partition = i.partition.clone();
+    s.region = i.region.clone();
+    s.version = i.version;
+    s.namespace = i.namespace.clone();
+    s.service_account = i.service_account.clone();
+    s.authentication_mode = i.cluster.authentication_mode.clone();
+    s.ip_family = i.cluster.ip_family.clone();
+
+    // Everything that needs only the cluster's name, at once; the controller role's chain
+    // (association -> role -> policies) alongside.
+    let (controller, entries, rules, agent, cluster_subnets, tagged_subnets, tagged_groups, spot, clusters) = tokio::join!(
+        controller(aws, i),
+        access_entries(aws, c),
+        karpenter_rules(aws),
+        addon_installed(aws, c),
+        subnets(aws, vec![filter("subnet-id", i.cluster.subnet_ids.clone())]),
+        subnets(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
+        groups(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
+        spot_role(aws),
+        list_clusters(aws),
+    );
+    let (controller, searched, mode) = controller?;
+    s.controller = controller;
+    s.controller_searched = searched;
+    s.mode = mode;
+    s.access_entries = entries?;
+    s.pod_identity_agent = agent?;
+    s.spot_service_linked_role = spot?;
+    let clusters = clusters?;
+    let mut rules = rules?;
+
+    // The cluster's VPC and AZs, from its own subnets (an emulator reports a VPC EC2 does not know).
+    let cluster_subnets: Vec<(String, String, String, BTreeMap<String, String>)> =
+        cluster_subnets?.into_iter().filter(|x| i.cluster.subnet_ids.contains(&x.0)).collect();
+    s.cluster_azs = cluster_subnets.iter().map(|x| x.1.clone()).collect();
+    s.cluster_vpc = cluster_subnets.first().map(|x| x.2.clone()).unwrap_or_else(|| i.cluster.vpc_id.clone());
+    let (key, value) = &i.discovery_tag;
+    let has_tag = |tags: &BTreeMap<String, String>| tags.get(key) == Some(value);
+    s.discovery = Discovery {
+        tag_key: key.clone(),
+        tag_value: value.clone(),
+        subnets: tagged_subnets?
+            .into_iter()
+            .filter(|x| has_tag(&x.3))
+            .map(|(id, az, vpc_id, _)| TaggedSubnet { id, az, vpc_id })
+            .collect(),
+        groups: tagged_groups?
+            .into_iter()
+            .filter(|g| has_tag(&g.3))
+            .map(|(id, name, vpc_id, _)| TaggedGroup { id, name, vpc_id })
+            .collect(),
+    };
+
+    // The queue: named, or the target of Karpenter's rules that this cluster's controller reads
+    // from, is named after, or is the only one.
+    let controller_docs: Vec<&Value> =
+        s.controller.iter().flat_map(|r| r.policies.iter().filter_map(|p| p.document.as_ref())).collect();
+    let queue = pick_queue(i, &rules, &controller_docs, &clusters);
+    let mut candidates: BTreeSet<String> = rules.iter().flat_map(|r| r.queue_arns.clone()).collect();
+    if let Some((arn, _, _)) = &queue {
+        candidates.remove(arn);
+    }
+    s.other_queues = candidates.into_iter().map(|a| queue_name(&a).to_string()).collect();
+
+    // Node roles: named, passed by the controller, or holding an EC2 access entry.
+    let mut node: Vec<(String, Vec<String>)> = Vec::new();
+    let mut add = |arn: String, how: &str| {
+        let name = role_name(&arn).to_string();
+        match node.iter_mut().find(|(a, _)| role_name(a) == name) {
+            Some((_, hows)) => hows.push(how.to_string()),
+            None => node.push((arn, vec![how.to_string()])),
+        }
+    };
+    if i.node_roles.is_empty() {
+        for arn in analysis::pass_role(&controller_docs).0 {
+            add(arn, "the controller's iam:PassRole");
+        }
+        for e in &s.access_entries {
+            add(e.principal_arn.clone(), &format!("{} access entry", e.kind));
+        }
+    } else {
+        for r in &i.node_roles {
+            add(r.clone(), "--node-role");
+        }
+    }
+
+    let queue_read = async {
+        match &queue {
+            Some((arn, how, _)) => read_queue(aws, arn, how).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let queue_arn = queue.as_ref().map(|q| q.0.clone());
+    let tags_read = async {
+        let of_queue: Vec<&Rule> =
+            rules.iter().filter(|r| queue_arn.as_ref().is_some_and(|q| r.queue_arns.contains(q))).collect();
+        try_join_all(of_queue.iter().map(|r| rule_tags(aws, &r.arn)))
+            .await
+            .map(|t| of_queue.iter().map(|r| r.arn.clone()).zip(t).collect::<BTreeMap<String, Vec<(String, String)>>>())
+    };
+    let (q, tags, nodes) =
+        tokio::join!(queue_read, tags_read, try_join_all(node.into_iter().map(|(arn, how)| node_role(aws, arn, how))));
+    s.queue = q?;
+    let tags = tags?;
+    for r in &mut rules {
+        if let Some(t) = tags.get(&r.arn) {
+            r.other_cluster = analysis::other_cluster(&r.name, t, c, &clusters);
+        }
+    }
+    s.rules = rules;
+    s.node_roles = nodes?;
+    Ok(s)
+}
+
+fn filter(name: &str, values: Vec<String>) -> Filter {
+    Filter::builder().name(name).set_values(Some(values)).build()
+}
+
+fn secs(t: Option<&aws_smithy_types::DateTime>) -> Option<i64> {
+    t.map(|t| t.secs())
+}
+
+/// Parse an IAM or SQS document as AWS returns it (percent-encoded or not).
+fn doc(text: Option<&str>) -> Option<Value> {
+    text.and_then(|t| policy_doc::parse(t).ok())
+}
+
+// ------------------------------------------------------------------------------- controller
+
+type ControllerFound = (Option<ControllerRole>, String, Option<IdentityMode>);
+
+/// The controller role: `--controller-role`, else the role of the Pod Identity association of
+/// Karpenter's service account, else (only then) a role whose trust names the cluster's OIDC
+/// provider and the service account (IRSA; ListRoles over the account).
+async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
+    let sa = format!("{}/{}", i.namespace, i.service_account);
+    if let Some(r) = &i.controller_role {
+        let mut role = read_controller(aws, r, "--controller-role").await?;
+        let mode = role.trust.as_ref().and_then(mode_of_trust);
+        if role.arn.is_empty() {
+            role.arn = r.clone();
+        }
+        return Ok((Some(role), String::new(), mode));
+    }
+    if let Some((assoc, arn)) = association(aws, &i.cluster.name, &i.namespace, &i.service_account).await? {
+        let role = read_controller(aws, &arn, &format!("Pod Identity association {sa} ({assoc})")).await?;
+        return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity)));
+    }
+    let issuer =
+        i.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/').to_string();
+    if issuer.is_empty() {
+        return Ok((None, format!("no Pod Identity association for {sa}, and the cluster has no OIDC issuer for IRSA"), None));
+    }
+    match irsa_role(aws, &issuer, &i.namespace, &i.service_account).await? {
+        Some(arn) => {
+            let role = read_controller(aws, &arn, &format!("IRSA trust of {sa} on the cluster's OIDC provider")).await?;
+            Ok((Some(role), String::new(), Some(IdentityMode::Irsa)))
+        }
+        None => Ok((
+            None,
+            format!("no Pod Identity association for {sa}, and no IAM role trusts the cluster's OIDC provider ({issuer}) for it"),
+            None,
+        )),
+    }
+}
+
+fn mode_of_trust(trust: &Value) -> Option<IdentityMode> {
+    let text = trust.to_string();
+    if text.contains("pods.eks.amazonaws.com") {
+        Some(IdentityMode::PodIdentity)
+    } else if text.contains("AssumeRoleWithWebIdentity") {
+        Some(IdentityMode::Irsa)
+    } else {
+        None
+    }
+}
+
+/// (association id, role ARN) of the Pod Identity association of the service account.
+async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result<Option<(String, String)>> {
+    let l = aws
+        .eks
+        .list_pod_identity_associations()
+        .cluster_name(cluster)
+        .namespace(ns)
+        .service_account(sa)
+        .send()
+        .await
+        .map_err(|e| aws_err("eks:ListPodIdentityAssociations", e))?;
+    let Some(a) = l.associations().first() else { return Ok(None) };
+    let id = a.association_id().unwrap_or_default().to_string();
+    let d = aws
+        .eks
+        .describe_pod_identity_association()
+        .cluster_name(cluster)
+        .association_id(&id)
+        .send()
+        .await
+        .map_err(|e| aws_err("eks:DescribePodIdentityAssociation", e))?;
+    Ok(d.association().and_then(|a| a.role_arn()).map(|r| (id, r.to_string())))
+}
+
+/// A role whose trust lets the cluster's OIDC provider's web identity for the service account
+/// assume it (the account-wide scan).
+async fn irsa_role(aws: &Clients, issuer: &str, ns: &str, sa: &str) -> Result<Option<String>> {
+    let roles = aws.iam.list_roles().into_paginator().items().send().collect::<Vec<_>>().await;
+    let provider_suffix = format!("oidc-provider/{issuer}");
+    let sub = format!("system:serviceaccount:{ns}:{sa}");
+    for r in roles {
+        let r = r.map_err(|e| aws_err("iam:ListRoles", e))?;
+        let Some(trust) = doc(r.assume_role_policy_document()) else { continue };
+        let trusted = analysis::statements(&trust).iter().any(|st| {
+            super::model::strings(&st["Principal"]["Federated"]).iter().any(|f| f.ends_with(&provider_suffix))
+                && super::checks::irsa_subject(st, &sub)
+        });
+        if trusted {
+            return Ok(Some(r.arn().to_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// GetRole; None when there is no such role.
+async fn get_role(aws: &Clients, name: &str) -> Result<Option<aws_sdk_iam::types::Role>> {
+    match aws.iam.get_role().role_name(name).send().await {
+        Ok(o) => Ok(o.role().cloned()),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(aws_err("iam:GetRole", e)),
+    }
+}
+
+async fn attached(aws: &Clients, name: &str) -> Result<Vec<(String, String)>> {
+    let items = aws.iam.list_attached_role_policies().role_name(name).into_paginator().items().send().collect::<Vec<_>>().await;
+    let mut out = Vec::new();
+    for p in items {
+        match p {
+            Ok(p) => out.push((p.policy_name().unwrap_or_default().to_string(), p.policy_arn().unwrap_or_default().to_string())),
+            Err(e) if e.is_not_found() => return Ok(vec![]),
+            Err(e) => return Err(aws_err("iam:ListAttachedRolePolicies", e)),
+        }
+    }
+    Ok(out)
+}
+
+async fn inline_names(aws: &Clients, name: &str) -> Result<Vec<String>> {
+    let items = aws.iam.list_role_policies().role_name(name).into_paginator().items().send().collect::<Vec<_>>().await;
+    let mut out = Vec::new();
+    for p in items {
+        match p {
+            Ok(p) => out.push(p),
+            Err(e) if e.is_not_found() => return Ok(vec![]),
+            Err(e) => return Err(aws_err("iam:ListRolePolicies", e)),
+        }
+    }
+    Ok(out)
+}
+
+async fn inline_policy(aws: &Clients, role: &str, name: String) -> Result<RolePolicy> {
+    let document = match aws.iam.get_role_policy().role_name(role).policy_name(&name).send().await {
+        Ok(o) => doc(Some(o.policy_document())),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(aws_err("iam:GetRolePolicy", e)),
+    };
+    Ok(RolePolicy { name, arn: None, customer_managed: false, document })
+}
+
+async fn managed_policy(aws: &Clients, account_id: &str, name: String, arn: String) -> Result<RolePolicy> {
+    let customer_managed = arn.split(':').nth(4) == Some(account_id);
+    let p = match aws.iam.get_policy().policy_arn(&arn).send().await {
+        Ok(o) => o.policy().cloned(),
+        Err(e) if e.is_not_found() => None,
+        Err(e) => return Err(aws_err("iam:GetPolicy", e)),
+    };
+    let document = match p.as_ref().and_then(|p| p.default_version_id()) {
+        Some(v) => match aws.iam.get_policy_version().policy_arn(&arn).version_id(v).send().await {
+            Ok(o) => doc(o.policy_version().and_then(|v| v.document())),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(aws_err("iam:GetPolicyVersion", e)),
+        },
+        None => None,
+    };
+    Ok(RolePolicy { name, arn: Some(arn), customer_managed, document })
+}
+
+/// The controller role and every policy it holds (attached and inline, read at once).
+async fn read_controller(aws: &Clients, role: &str, how: &str) -> Result<ControllerRole> {
+    let name = role_name(role).to_string();
+    let (r, managed, inline) = tokio::join!(get_role(aws, &name), attached(aws, &name), inline_names(aws, &name));
+    let Some(r) = r? else {
+        return Ok(ControllerRole { name, arn: role.to_string(), how: how.to_string(), exists: false, ..Default::default() });
+    };
+    let account = r.arn().split(':').nth(4).unwrap_or_default().to_string();
+    let (managed, inline) = (managed?, inline?);
+    let (m, n) = tokio::join!(
+        try_join_all(managed.into_iter().map(|(n, a)| managed_policy(aws, &account, n, a))),
+        try_join_all(inline.into_iter().map(|n| inline_policy(aws, &name, n))),
+    );
+    let mut policies = m?;
+    policies.extend(n?);
+    Ok(ControllerRole {
+        name,
+        arn: r.arn().to_string(),
+        how: how.to_string(),
+        exists: true,
+        trust: doc(r.assume_role_policy_document()),
+        policies,
+    })
+}
+
+async fn node_role(aws: &Clients, arn: String, how: Vec<String>) -> Result<NodeRole> {
+    let name = role_name(&arn).to_string();
+    let (r, managed) = tokio::join!(get_role(aws, &name), attached(aws, &name));
+    Ok(match r? {
+        Some(r) => NodeRole {
+            name,
+            arn: r.arn().to_string(),
+            how,
+            exists: true,
+            created: Some(r.create_date().secs()),
+            attached: managed?.into_iter().map(|(_, a)| a).collect(),
+        },
+        None => NodeRole { name, arn, how, exists: false, created: None, attached: vec![] },
+    })
+}
+
+// ---------------------------------------------------------------------------------------- EKS
+
+/// Every EC2_LINUX / EC2_WINDOWS access entry of the cluster (none on a CONFIG_MAP cluster).
+async fn access_entries(aws: &Clients, cluster: &str) -> Result<Vec<AccessEntry>> {
+    let mut principals = Vec::new();
+    let mut token = None;
+    loop {
+        match aws.eks.list_access_entries().cluster_name(cluster).set_next_token(token).send().await {
+            Ok(o) => {
+                principals.extend(o.access_entries().iter().cloned());
+                token = o.next_token().map(str::to_string);
+                if token.is_none() {
+                    break;
+                }
+            }
+            // A CONFIG_MAP cluster has no access entries.
+            Err(e) if crate::aws::code(&e) == "InvalidRequestException" => return Ok(vec![]),
+            Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
+        }
+    }
+    // Only roles can be node principals.
+    let roles: Vec<String> = principals.into_iter().filter(|p| p.contains(":role/")).collect();
+    let described = try_join_all(roles.iter().map(|p| async move {
+        match aws.eks.describe_access_entry().cluster_name(cluster).principal_arn(p).send().await {
+            Ok(o) => Ok(o.access_entry().cloned()),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(aws_err("eks:DescribeAccessEntry", e)),
+        }
+    }))
+    .await?;
+    Ok(described
+        .into_iter()
+        .flatten()
+        .filter(|e| e.r#type().is_some_and(|t| t.starts_with("EC2_")))
+        .map(|e| AccessEntry {
+            principal_arn: e.principal_arn().unwrap_or_default().to_string(),
+            kind: e.r#type().unwrap_or_default().to_string(),
+            created: secs(e.created_at()),
+        })
+        .collect())
+}
+
+async fn addon_installed(aws: &Clients, cluster: &str) -> Result<bool> {
+    match aws.eks.describe_addon().cluster_name(cluster).addon_name(POD_IDENTITY_AGENT).send().await {
+        Ok(o) => Ok(o.addon().is_some()),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(aws_err("eks:DescribeAddon", e)),
+    }
+}
+
+/// The region's EKS clusters (to tell which cluster a rule's name points at).
+async fn list_clusters(aws: &Clients) -> Result<Vec<String>> {
+    let items = aws.eks.list_clusters().into_paginator().items().send().collect::<Vec<_>>().await;
+    items.into_iter().map(|c| c.map_err(|e| aws_err("eks:ListClusters", e))).collect()
+}
+
+// -------------------------------------------------------------------------- EventBridge, SQS
+
+/// Rules on the default bus whose pattern is one of Karpenter's interruption events and that
+/// target an SQS queue.
+async fn karpenter_rules(aws: &Clients) -> Result<Vec<Rule>> {
+    let mut found = Vec::new();
+    let mut token = None;
+    loop {
+        let o = aws.events.list_rules().set_next_token(token).send().await.map_err(|e| aws_err("events:ListRules", e))?;
+        for r in o.rules() {
+            let Some(pattern) = r.event_pattern().and_then(|p| policy_doc::parse_event_pattern(p).ok()) else { continue };
+            let kinds = analysis::pattern_kinds(&pattern);
+            if !kinds.is_empty() {
+                found.push(Rule {
+                    name: r.name().unwrap_or_default().to_string(),
+                    arn: r.arn().unwrap_or_default().to_string(),
+                    enabled: r.state().is_some_and(|s| s.as_str() == "ENABLED"),
+                    kinds,
+                    ..Default::default()
+                });
+            }
+        }
+        token = o.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    let targets = try_join_all(found.iter().map(|r| rule_targets(aws, &r.name))).await?;
+    for (r, t) in found.iter_mut().zip(targets) {
+        r.queue_arns = t.into_iter().filter(|a| a.contains(":sqs:")).collect();
+    }
+    found.retain(|r| !r.queue_arns.is_empty());
+    Ok(found)
+}
+
+async fn rule_targets(aws: &Clients, name: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        match aws.events.list_targets_by_rule().rule(name).set_next_token(token).send().await {
+            Ok(o) => {
+                out.extend(o.targets().iter().map(|t| t.arn().to_string()));
+                token = o.next_token().map(str::to_string);
+                if token.is_none() {
+                    return Ok(out);
+                }
+            }
+            Err(e) if e.is_not_found() => return Ok(out),
+            Err(e) => return Err(aws_err("events:ListTargetsByRule", e)),
+        }
+    }
+}
+
+async fn rule_tags(aws: &Clients, arn: &str) -> Result<Vec<(String, String)>> {
+    match aws.events.list_tags_for_resource().resource_arn(arn).send().await {
+        Ok(o) => Ok(o.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()),
+        Err(e) if e.is_not_found() => Ok(vec![]),
+        Err(e) => Err(aws_err("events:ListTagsForResource", e)),
+    }
+}
+
+/// (queue ARN, how it was found, name) of this cluster's interruption queue.
+fn pick_queue(i: &Inputs, rules: &[Rule], controller: &[&Value], clusters: &[String]) -> Option<(String, String, String)> {
+    let arn_of = |name: &str| format!("arn:{}:sqs:{}:{}:{name}", i.partition, i.region, i.account_id);
+    if let Some(q) = &i.queue {
+        let name = queue_name(q).to_string();
+        let arn = if q.starts_with("arn:") { q.clone() } else { arn_of(&name) };
+        return Some((arn, "--queue".into(), name));
+    }
+    let mut targets: BTreeMap<String, Vec<&Rule>> = BTreeMap::new();
+    for r in rules {
+        for q in &r.queue_arns {
+            targets.entry(q.clone()).or_default().push(r);
+        }
+    }
+    let count = |arn: &str| targets.get(arn).map(Vec::len).unwrap_or(0);
+    let c = &i.cluster.name;
+    if let Some(arn) = analysis::receive_queues(controller).into_iter().next() {
+        let how = format!("the controller role's sqs:ReceiveMessage; target of {} Karpenter rule(s)", count(&arn));
+        let name = queue_name(&arn).to_string();
+        return Some((arn, how, name));
+    }
+    if let Some(arn) = targets.keys().find(|a| analysis::names(queue_name(a), c)) {
+        let how = format!("named after the cluster; target of {} Karpenter rule(s)", count(arn));
+        return Some((arn.clone(), how, queue_name(arn).to_string()));
+    }
+    if let Some((arn, _)) = targets.iter().find(|(_, rs)| rs.iter().any(|r| analysis::names(&r.name, c))) {
+        let how = format!("target of Karpenter rules named after the cluster ({})", count(arn));
+        return Some((arn.clone(), how, queue_name(arn).to_string()));
+    }
+    if targets.len() == 1 {
+        let (arn, rs) = targets.iter().next()?;
+        let foreign = rs.iter().any(|r| analysis::other_cluster(&r.name, &[], c, clusters).is_some())
+            || clusters.iter().any(|o| o != c && analysis::names(queue_name(arn), o));
+        if !foreign {
+            let how = format!("the only queue Karpenter's rules target ({} rule(s))", rs.len());
+            return Some((arn.clone(), how, queue_name(arn).to_string()));
+        }
+    }
+    None
+}
+
+async fn read_queue(aws: &Clients, arn: &str, how: &str) -> Result<Queue> {
+    let name = queue_name(arn).to_string();
+    let mut q = Queue { name: name.clone(), arn: arn.to_string(), how: how.to_string(), ..Default::default() };
+    let account = arn.split(':').nth(4).unwrap_or_default();
+    let mut req = aws.sqs.get_queue_url().queue_name(&name);
+    if arn.starts_with("arn:") && !account.is_empty() {
+        req = req.queue_owner_aws_account_id(account);
+    }
+    let url = match req.send().await {
+        Ok(o) => o.queue_url().unwrap_or_default().to_string(),
+        Err(e) if e.is_not_found() => return Ok(q),
+        Err(e) => return Err(aws_err("sqs:GetQueueUrl", e)),
+    };
+    let attrs = match aws
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
+        .send()
+        .await
+    {
+        Ok(o) => o.attributes().cloned().unwrap_or_default(),
+        Err(e) if e.is_not_found() => return Ok(q),
+        Err(e) => return Err(aws_err("sqs:GetQueueAttributes", e)),
+    };
+    let get = |k: &str| attrs.iter().find(|(n, _)| n.as_str() == k).map(|(_, v)| v.clone());
+    q.exists = true;
+    q.url = Some(url);
+    q.kms_master_key_id = get("KmsMasterKeyId").filter(|k| !k.is_empty());
+    q.policy = doc(get("Policy").as_deref());
+    if let Some(a) = get("QueueArn") {
+        q.arn = a;
+    }
+    Ok(q)
+}
+
+// ---------------------------------------------------------------------------------------- EC2
+
+type Tagged = (String, String, String, BTreeMap<String, String>);
+
+fn ec2_tags(t: &[aws_sdk_ec2::types::Tag]) -> BTreeMap<String, String> {
+    t.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
+}
+
+/// (id, AZ, VPC, tags) of the subnets matching the filters.
+async fn subnets(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<Tagged>> {
+    if filters.iter().any(|f| f.values().is_empty()) {
+        return Ok(vec![]);
+    }
+    let items = aws.ec2.describe_subnets().set_filters(Some(filters)).into_paginator().items().send().collect::<Vec<_>>().await;
+    let mut out = Vec::new();
+    for s in items {
+        let s = s.map_err(|e| aws_err("ec2:DescribeSubnets", e))?;
+        out.push((
+            s.subnet_id().unwrap_or_default().to_string(),
+            s.availability_zone().unwrap_or_default().to_string(),
+            s.vpc_id().unwrap_or_default().to_string(),
+            ec2_tags(s.tags()),
+        ));
+    }
+    Ok(out)
+}
+
+/// (id, name, VPC, tags) of the security groups matching the filters.
+async fn groups(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<Tagged>> {
+    let items =
+        aws.ec2.describe_security_groups().set_filters(Some(filters)).into_paginator().items().send().collect::<Vec<_>>().await;
+    let mut out = Vec::new();
+    for g in items {
+        let g = g.map_err(|e| aws_err("ec2:DescribeSecurityGroups", e))?;
+        out.push((
+            g.group_id().unwrap_or_default().to_string(),
+            g.group_name().unwrap_or_default().to_string(),
+            g.vpc_id().unwrap_or_default().to_string(),
+            ec2_tags(g.tags()),
+        ));
+    }
+    Ok(out)
+}
+
+async fn spot_role(aws: &Clients) -> Result<bool> {
+    Ok(get_role(aws, SPOT_ROLE).await?.is_some_and(|r| r.path() == SPOT_ROLE_PATH))
+}

@@ -1,0 +1,100 @@
+//! `karpctl doctor`: diagnose the Karpenter setup around a cluster, whoever made it. Reads only:
+//! finds the pieces without knowing their names (`discover`), checks them (`checks`, pure), and
+//! reports each finding with a stable code and the fix (`report`). Exit 0 when nothing is wrong,
+//! 2 on findings, 1 when it cannot run.
+
+mod analysis;
+mod checks;
+mod discover;
+mod model;
+mod report;
+
+use crate::aws::{AwsError, ErrorKind};
+use crate::cli::{DoctorArgs, Global, Output};
+use crate::error::UserError;
+use crate::karpenter_iam::KarpenterVersion;
+use crate::output::{EXIT_CHANGES, EXIT_OK};
+use crate::tags::DISCOVERY_TAG;
+use anyhow::Result;
+use std::io::IsTerminal;
+
+fn cluster_of(global: &Global) -> Result<String, UserError> {
+    global
+        .cluster
+        .clone()
+        .or_else(|| std::env::var("KARPCTL_CLUSTER").ok().filter(|c| !c.is_empty()))
+        .ok_or_else(|| UserError::new("karpctl doctor needs a cluster").hint("pass --cluster NAME (or set KARPCTL_CLUSTER)"))
+}
+
+fn discovery_tag(arg: Option<&str>, cluster: &str) -> Result<(String, String), UserError> {
+    let Some(a) = arg else { return Ok((DISCOVERY_TAG.to_string(), cluster.to_string())) };
+    match a.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() && !v.is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(UserError::new(format!("--discovery-tag {a:?} is not KEY=VALUE"))
+            .hint(format!("for example --discovery-tag {DISCOVERY_TAG}={cluster}"))),
+    }
+}
+
+/// A read AWS refused: say which permission doctor needs.
+fn explain(e: anyhow::Error) -> anyhow::Error {
+    let denied = e.chain().find_map(|c| c.downcast_ref::<AwsError>()).filter(|a| a.kind == ErrorKind::AccessDenied).cloned();
+    match denied {
+        Some(a) => UserError::new(format!(
+            "doctor cannot read the setup: {} was refused ({}{})",
+            a.operation,
+            a.code,
+            if a.message.is_empty() { String::new() } else { format!(": {}", a.message) }
+        ))
+        .hint(format!(
+            "grant these credentials the read permission {} (doctor needs only read permissions: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*)",
+            a.operation
+        ))
+        .into(),
+        None => e,
+    }
+}
+
+pub async fn run(global: &Global, args: &DoctorArgs) -> Result<i32> {
+    let cluster = cluster_of(global)?;
+    let version = match &args.karpenter_version {
+        Some(v) => KarpenterVersion::parse(v)
+            .map_err(|e| UserError::new(format!("--karpenter-version: {e}")).hint("pass a release such as 1.14"))?,
+        None => KarpenterVersion::LATEST,
+    };
+    let tag = discovery_tag(args.discovery_tag.as_deref(), &cluster)?;
+    let connected = crate::prepare::connect_and_identify(global, &cluster).await?;
+    let Some(facts) = connected.cluster.clone() else {
+        return Err(UserError::new(format!("EKS cluster {cluster} does not exist in region {}", connected.region))
+            .hint("check --cluster and --region")
+            .into());
+    };
+    let inputs = discover::Inputs {
+        cluster: facts,
+        account_id: connected.account_id.clone(),
+        partition: connected.partition.clone(),
+        region: connected.region.clone(),
+        version,
+        namespace: args.namespace.clone(),
+        service_account: args.service_account.clone(),
+        controller_role: args.controller_role.clone(),
+        node_roles: args.node_role.clone(),
+        queue: args.queue.clone(),
+        discovery_tag: tag,
+    };
+    let setup = discover::gather(&connected.clients, &inputs).await.map_err(explain)?;
+    let outcome = checks::check(&setup);
+    let stats = connected.stats.report();
+    match global.output {
+        Output::Json => {
+            let doc = report::json_doc(&setup, &outcome, serde_json::to_value(&stats).unwrap_or_default());
+            println!("{}", serde_json::to_string_pretty(&doc)?);
+        }
+        Output::Human => {
+            print!("{}", report::human(&setup, &outcome, crate::report::Style::detect(std::io::stdout().is_terminal())));
+            if global.stats {
+                crate::output::print_stats_report(&stats);
+            }
+        }
+    }
+    Ok(if outcome.findings.is_empty() { EXIT_OK } else { EXIT_CHANGES })
+}

@@ -1,0 +1,197 @@
+//! What `doctor` gathered about a Karpenter setup (`Setup`, plain data read from AWS) and what it
+//! concluded (`Finding`). Nothing here calls AWS, so the checks are testable without it.
+
+use crate::karpenter_iam::KarpenterVersion;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// How bad a finding is: `Error`, Karpenter fails or misbehaves; `Warning`, a risk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One thing wrong: a stable `code`, the object it is about, what is wrong and how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub resource: String,
+    pub message: String,
+    pub hint: String,
+}
+
+/// How Karpenter's controller gets its role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdentityMode {
+    PodIdentity,
+    Irsa,
+}
+
+/// One policy of a role: attached managed (customer or AWS) or inline, with its document (None:
+/// it could not be read, e.g. a managed policy ARN that does not exist).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RolePolicy {
+    pub name: String,
+    /// The managed policy's ARN; None for an inline policy.
+    pub arn: Option<String>,
+    /// A customer managed policy (its ARN is in the account, not `iam::aws:policy`).
+    pub customer_managed: bool,
+    pub document: Option<Value>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ControllerRole {
+    pub name: String,
+    pub arn: String,
+    /// How it was found ("Pod Identity association kube-system/karpenter", ...).
+    pub how: String,
+    /// false: named (by a flag or an association) but GetRole found no such role.
+    pub exists: bool,
+    pub trust: Option<Value>,
+    pub policies: Vec<RolePolicy>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeRole {
+    pub name: String,
+    pub arn: String,
+    pub how: Vec<String>,
+    pub exists: bool,
+    /// CreateDate, seconds since the epoch.
+    pub created: Option<i64>,
+    /// ARNs of the attached managed policies.
+    pub attached: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AccessEntry {
+    pub principal_arn: String,
+    pub kind: String,
+    /// createdAt, seconds since the epoch.
+    pub created: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Queue {
+    pub name: String,
+    pub arn: String,
+    pub url: Option<String>,
+    pub how: String,
+    /// false: named (by a flag or by rules targeting it) but GetQueueUrl found none.
+    pub exists: bool,
+    pub kms_master_key_id: Option<String>,
+    pub policy: Option<Value>,
+}
+
+/// An EventBridge rule on the default bus whose pattern is one or more of Karpenter's
+/// interruption events and that targets an SQS queue.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rule {
+    pub name: String,
+    pub arn: String,
+    pub enabled: bool,
+    /// The `RULES` parts its pattern matches (HealthEvent, SpotInterrupt, ...).
+    pub kinds: Vec<&'static str>,
+    /// ARNs of the SQS queues it targets.
+    pub queue_arns: Vec<String>,
+    /// Another cluster this rule's name or tags point at (only read for rules of our queue).
+    pub other_cluster: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TaggedSubnet {
+    pub id: String,
+    pub az: String,
+    pub vpc_id: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TaggedGroup {
+    pub id: String,
+    pub name: String,
+    pub vpc_id: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Discovery {
+    pub tag_key: String,
+    pub tag_value: String,
+    pub subnets: Vec<TaggedSubnet>,
+    pub groups: Vec<TaggedGroup>,
+}
+
+/// Everything `doctor` read, for the checks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Setup {
+    pub cluster: String,
+    pub account_id: String,
+    pub region: String,
+    pub partition: String,
+    pub version: KarpenterVersion,
+    pub namespace: String,
+    pub service_account: String,
+    pub authentication_mode: String,
+    pub ip_family: String,
+    /// The cluster's VPC (the VPC of its subnets where EKS reports one EC2 does not know).
+    pub cluster_vpc: String,
+    /// Availability Zones of the cluster's own subnets.
+    pub cluster_azs: BTreeSet<String>,
+    pub controller: Option<ControllerRole>,
+    /// What was tried when no controller role was found.
+    pub controller_searched: String,
+    pub mode: Option<IdentityMode>,
+    pub pod_identity_agent: bool,
+    pub node_roles: Vec<NodeRole>,
+    /// Every access entry of type EC2_LINUX / EC2_WINDOWS (and those of the node roles).
+    pub access_entries: Vec<AccessEntry>,
+    pub queue: Option<Queue>,
+    /// Queues Karpenter's rules target that were not taken as this cluster's.
+    pub other_queues: Vec<String>,
+    pub rules: Vec<Rule>,
+    pub discovery: Discovery,
+    pub spot_service_linked_role: bool,
+}
+
+impl Setup {
+    /// A setup with nothing found, for tests and as the base the reads fill in.
+    pub fn empty(cluster: &str) -> Setup {
+        Setup {
+            cluster: cluster.to_string(),
+            account_id: "111122223333".into(),
+            region: "us-east-1".into(),
+            partition: "aws".into(),
+            version: KarpenterVersion::LATEST,
+            namespace: "kube-system".into(),
+            service_account: "karpenter".into(),
+            authentication_mode: "API_AND_CONFIG_MAP".into(),
+            ip_family: "ipv4".into(),
+            cluster_vpc: String::new(),
+            cluster_azs: BTreeSet::new(),
+            controller: None,
+            controller_searched: String::new(),
+            mode: None,
+            pod_identity_agent: false,
+            node_roles: vec![],
+            access_entries: vec![],
+            queue: None,
+            other_queues: vec![],
+            rules: vec![],
+            discovery: Discovery { tag_key: crate::tags::DISCOVERY_TAG.into(), tag_value: cluster.into(), ..Default::default() },
+            spot_service_linked_role: false,
+        }
+    }
+}
+
+/// The set of strings a policy field holds (a string or an array of strings).
+pub fn strings(v: &Value) -> BTreeSet<String> {
+    match v {
+        Value::String(s) => [s.clone()].into(),
+        Value::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+        _ => BTreeSet::new(),
+    }
+}

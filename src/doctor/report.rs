@@ -1,0 +1,98 @@
+//! Rendering a doctor run: a checklist for the terminal (worst first), or one JSON document.
+
+use super::checks::{CHECKS, Outcome};
+use super::model::{Finding, IdentityMode, Setup, Severity};
+use crate::report::Style;
+use serde_json::{Value, json};
+
+/// The version of the JSON document's shape.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What was found, and how, as JSON.
+pub fn discovered(s: &Setup) -> Value {
+    json!({
+        "controller_role": s.controller.as_ref().map(|r| json!({"name": r.name, "arn": r.arn, "how": r.how, "exists": r.exists})),
+        "identity_mode": s.mode.map(|m| match m { IdentityMode::PodIdentity => "pod_identity", IdentityMode::Irsa => "irsa" }),
+        "node_roles": s.node_roles.iter().map(|r| json!({"name": r.name, "arn": r.arn, "how": r.how, "exists": r.exists})).collect::<Vec<_>>(),
+        "queue": s.queue.as_ref().map(|q| json!({"name": q.name, "arn": q.arn, "url": q.url, "how": q.how, "exists": q.exists})),
+        "rules": s.rules.iter().map(|r| json!({"name": r.name, "arn": r.arn, "enabled": r.enabled, "kinds": r.kinds, "queues": r.queue_arns, "other_cluster": r.other_cluster})).collect::<Vec<_>>(),
+        "discovery": {
+            "tag": format!("{}={}", s.discovery.tag_key, s.discovery.tag_value),
+            "subnets": s.discovery.subnets,
+            "security_groups": s.discovery.groups,
+        },
+    })
+}
+
+pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
+    let count = |sev: Severity| o.findings.iter().filter(|f| f.severity == sev).count();
+    json!({
+        "format_version": FORMAT_VERSION,
+        "command": "doctor",
+        "cluster": s.cluster,
+        "account_id": s.account_id,
+        "region": s.region,
+        "karpenter_version": s.version.to_string(),
+        "discovered": discovered(s),
+        "findings": o.findings,
+        "passed": o.passed,
+        "summary": {"errors": count(Severity::Error), "warnings": count(Severity::Warning)},
+        "stats": stats,
+    })
+}
+
+fn line(style: &Style, f: &Finding) -> String {
+    let mark = match f.severity {
+        Severity::Error => style.red("✗ error  "),
+        Severity::Warning => style.yellow("! warning"),
+    };
+    format!("  {mark} {}  {}\n      {}\n      fix: {}\n", style.bold(f.code), f.resource, f.message, f.hint)
+}
+
+/// The human report: what was found and how, then the checklist (errors, warnings, then the
+/// checks that passed), then a summary line.
+pub fn human(s: &Setup, o: &Outcome, style: Style) -> String {
+    let mut out = format!(
+        "karpctl doctor: cluster {} (account {}, region {}), checked against Karpenter {}\n\nFound:\n",
+        s.cluster, s.account_id, s.region, s.version
+    );
+    let none = "(none)".to_string();
+    let ctrl = s.controller.as_ref().map(|r| format!("{}  ({})", r.name, r.how)).unwrap_or_else(|| none.clone());
+    out += &format!("  controller role  {ctrl}\n");
+    if s.node_roles.is_empty() {
+        out += &format!("  node roles       {none}\n");
+    }
+    for (n, r) in s.node_roles.iter().enumerate() {
+        let label = if n == 0 { "node roles      " } else { "                " };
+        out += &format!("  {label} {}  ({})\n", r.name, r.how.join("; "));
+    }
+    let queue = s.queue.as_ref().map(|q| format!("{}  ({})", q.name, q.how)).unwrap_or_else(|| none.clone());
+    out += &format!("  queue            {queue}\n");
+    let d = &s.discovery;
+    let mut azs: Vec<&str> = d.subnets.iter().map(|x| x.az.as_str()).collect();
+    azs.sort();
+    azs.dedup();
+    out += &format!(
+        "  discovery        {}={}: {} subnet(s) ({}), {} security group(s)\n\nChecks:\n",
+        d.tag_key,
+        d.tag_value,
+        d.subnets.len(),
+        azs.join(", "),
+        d.groups.len()
+    );
+    for f in &o.findings {
+        out += &line(&style, f);
+    }
+    for code in &o.passed {
+        let what = CHECKS.iter().find(|(c, _)| c == code).map(|(_, w)| *w).unwrap_or("");
+        out += &format!("  {} {what}\n", style.green("✓"));
+    }
+    let errors = o.findings.iter().filter(|f| f.severity == Severity::Error).count();
+    let warnings = o.findings.len() - errors;
+    out += &if o.findings.is_empty() {
+        "\nNo problems found.\n".to_string()
+    } else {
+        format!("\n{errors} error(s), {warnings} warning(s).\n")
+    };
+    out
+}
