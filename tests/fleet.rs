@@ -137,10 +137,11 @@ impl OwnMoto {
             .stderr(std::process::Stdio::null())
             .spawn()
             .expect("start moto_server");
-        let url = format!("http://127.0.0.1:{port}");
+        // Stopped (by PID) on drop, also when it never answers.
+        let moto = OwnMoto { child, url: format!("http://127.0.0.1:{port}") };
         for _ in 0..100 {
             if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return OwnMoto { child, url };
+                return moto;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
