@@ -83,6 +83,13 @@ fn all_plans_diff_up_and_a_broken_plan_fails_only_itself() {
         assert!(r.starts_with("done: "), "{r}");
     }
 
+    // output over many: each cluster's Helm values under its own header.
+    let out = karpctl(&wd, &["output", "--all", "--format", "helm"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    for n in [&a, &b, &c] {
+        assert!(out.stdout.contains(&format!("clusterName: {n}\n")), "{n}: {}", out.stdout);
+    }
+
     // Converged: exit 0 and a table saying so.
     let d = karpctl(&wd, &["diff", "--all"]);
     assert_eq!(d.code, 0, "{d:?}");
