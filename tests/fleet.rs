@@ -97,6 +97,13 @@ fn all_plans_diff_up_and_a_broken_plan_fails_only_itself() {
         assert!(d.stdout.lines().any(|l| l.contains(n.as_str()) && l.trim_end().ends_with("in sync")), "{n}: {}", d.stdout);
     }
 
+    // One cluster's diff as a pull-request comment; markdown is for diff only.
+    let one = karpctl(&wd, &["diff", "--cluster", &a, "--output", "markdown"]);
+    assert_eq!(one.code, 0, "{one:?}");
+    assert!(one.stdout.contains(&format!("| `{a}` | 000000000000 | us-east-1 | in sync |")), "{}", one.stdout);
+    let refused = karpctl(&wd, &["up", "--cluster", &a, "--output", "markdown"]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+
     // A broken plan among them fails only itself.
     let bad = cluster_name("fleet-bad");
     wd.plan(&bad, &format!("cluster = \"{bad}\"\nregion = \"mars-1\"\n"));
