@@ -56,12 +56,26 @@ pub struct Global {
     /// Only errors on stderr; no progress
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
+    /// Every plan in plans/ (diff, up, output; not down), clusters run concurrently
+    #[arg(long, global = true, conflicts_with_all = ["cluster", "clusters", "config", "plan"])]
+    pub all: bool,
+    /// These clusters (comma-separated; their plans/<name>.toml or defaults), run concurrently
+    #[arg(long, global = true, value_name = "A,B,...", value_delimiter = ',', conflicts_with_all = ["cluster", "config", "plan"])]
+    pub clusters: Option<Vec<String>>,
+    /// With --all/--clusters: most clusters in flight at once (each account's AWS requests share one --concurrency limit)
+    #[arg(long, global = true, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel_clusters: u32,
+    /// Set by the many-cluster driver for each cluster's run (not a flag).
+    #[arg(skip)]
+    pub scope: Option<std::sync::Arc<crate::scope::Scope>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Output {
     Human,
     Json,
+    /// GitHub-flavoured Markdown for a pull-request comment (`diff` only)
+    Markdown,
 }
 
 #[derive(Debug, Subcommand)]
@@ -160,5 +174,16 @@ mod tests {
         let old = Cli::try_parse_from(["karpctl", "diff", "--plan", "b.toml"]).unwrap();
         assert_eq!(old.global.plan.as_deref(), Some(std::path::Path::new("b.toml")));
         assert!(Cli::try_parse_from(["karpctl", "--config", "a", "--plan", "b", "diff"]).is_err());
+    }
+
+    #[test]
+    fn many_clusters_are_all_or_a_list_never_with_one_cluster() {
+        let c = Cli::try_parse_from(["karpctl", "diff", "--clusters", "a,b", "--parallel-clusters", "2"]).unwrap();
+        assert_eq!(c.global.clusters, Some(vec!["a".to_string(), "b".to_string()]));
+        assert_eq!(c.global.parallel_clusters, 2);
+        assert!(Cli::try_parse_from(["karpctl", "diff", "--all"]).unwrap().global.all);
+        assert!(Cli::try_parse_from(["karpctl", "diff", "--all", "--cluster", "a"]).is_err());
+        assert!(Cli::try_parse_from(["karpctl", "diff", "--clusters", "a", "--cluster", "a"]).is_err());
+        assert!(Cli::try_parse_from(["karpctl", "diff", "--all", "--clusters", "a"]).is_err());
     }
 }

@@ -26,7 +26,7 @@ pub fn stats_json(p: &Prepared) -> Value {
 }
 
 fn print_stats(p: &Prepared) {
-    if !p.global.stats || p.global.output == Output::Json {
+    if !p.global.stats || p.global.output == Output::Json || p.global.scope.is_some() {
         return;
     }
     crate::output::print_stats_report(&p.stats.report());
@@ -37,7 +37,7 @@ fn plan_json(command: &str, p: &Prepared, plan: &Plan, results: Option<&BTreeMap
 }
 
 fn print_plan(p: &Prepared, plan: &Plan) {
-    if p.global.output == Output::Human {
+    if p.global.output == Output::Human && p.global.scope.is_none() {
         print!("{}", crate::report::render_plan(plan, Style::detect(std::io::stdout().is_terminal())));
     }
 }
@@ -93,13 +93,29 @@ pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i3
             path.display()
         ));
     }
+    let doc = plan_json("diff", &p, &plan, None);
+    if let Some(scope) = &global.scope {
+        scope.capture(Some(&plan), doc.clone());
+    }
     print_plan(&p, &plan);
     print_stats(&p);
     if !plan.conflicts.is_empty() {
         return Err(conflicts_error(&plan));
     }
-    if global.output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&plan_json("diff", &p, &plan, None))?);
+    match global.output {
+        _ if global.scope.is_some() => {}
+        Output::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
+        Output::Markdown => {
+            let section = crate::markdown::Section {
+                cluster: p.spec.cluster.clone(),
+                account_id: p.facts.account_id.clone(),
+                region: p.facts.region.clone(),
+                doc: Some(doc),
+                error: None,
+            };
+            print!("{}", crate::markdown::render("diff", &[section]));
+        }
+        Output::Human => {}
     }
     Ok(if plan.steps.is_empty() { EXIT_OK } else { EXIT_CHANGES })
 }
@@ -195,6 +211,9 @@ pub async fn down(global: &Global, yes: bool) -> Result<i32> {
 
 async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
     if !plan.conflicts.is_empty() {
+        if let Some(scope) = &p.global.scope {
+            scope.capture(Some(&plan), plan_json(command, p, &plan, None));
+        }
         print_plan(p, &plan);
         return Err(conflicts_error(&plan));
     }
@@ -206,8 +225,11 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
     }
     if plan.steps.is_empty() {
         print_plan(p, &plan);
-        if p.global.output == Output::Json {
-            println!("{}", serde_json::to_string_pretty(&plan_json(command, p, &plan, Some(&BTreeMap::new())))?);
+        let doc = plan_json(command, p, &plan, Some(&BTreeMap::new()));
+        if let Some(scope) = &p.global.scope {
+            scope.capture(Some(&plan), doc);
+        } else if p.global.output == Output::Json {
+            println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         print_stats(p);
         return Ok(EXIT_OK);
@@ -257,13 +279,16 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         ))
         .hint(format!("fix the cause above and run `karpctl {command}` again; completed steps are not repeated"))
     });
-    if p.global.output == Output::Json {
+    if p.global.output == Output::Json || p.global.scope.is_some() {
         // One document on stdout, with the error in it when a step failed.
         let mut doc = plan_json(command, p, &plan, Some(&results));
         if let Some(f) = &failure {
             doc["error"] = json!({"message": f.message, "causes": [], "hint": f.hint});
         }
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        match &p.global.scope {
+            Some(scope) => scope.capture(Some(&plan), doc),
+            None => println!("{}", serde_json::to_string_pretty(&doc)?),
+        }
     } else {
         let verb = if command == "down" { "Destroy" } else { "Apply" };
         let state = if failed + skipped + cancelled == 0 { "complete" } else { "incomplete" };
@@ -280,7 +305,7 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         return Ok(EXIT_INTERRUPTED);
     }
     if let Some(f) = failure {
-        if p.global.output == Output::Json {
+        if p.global.output == Output::Json && p.global.scope.is_none() {
             return Ok(EXIT_ERROR);
         }
         return Err(f.into());

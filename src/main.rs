@@ -12,8 +12,10 @@ mod engine;
 mod error;
 mod executor;
 mod facts;
+mod fleet;
 mod interrupt;
 mod karpenter_iam;
+mod markdown;
 mod model;
 mod names;
 mod observe;
@@ -26,6 +28,7 @@ mod preflight;
 mod prepare;
 mod report;
 mod resources;
+mod scope;
 mod tags;
 
 use clap::{CommandFactory, Parser};
@@ -52,6 +55,16 @@ fn init_tracing(verbose: u8, quiet: bool) {
         .try_init();
 }
 
+fn fleet_name(c: &Command) -> &'static str {
+    match c {
+        Command::Up(_) => "up",
+        Command::Diff(_) => "diff",
+        Command::Down(_) => "down",
+        Command::Doctor(_) => "doctor",
+        _ => "output",
+    }
+}
+
 fn main() {
     // Usage errors exit 1 (not clap's 2, which means "diff found changes" here).
     let cli = match Cli::try_parse() {
@@ -69,6 +82,14 @@ fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let (name, result) = rt.block_on(async {
         interrupt::install_interrupt_handler();
+        if cli.global.output == cli::Output::Markdown && !matches!(cli.command, Command::Diff(_)) {
+            let e = error::UserError::new("--output markdown is for `karpctl diff` (a pull-request comment)")
+                .hint("use --output human or json with this command");
+            return ("karpctl", Err(e.into()));
+        }
+        if let Some(r) = fleet::dispatch(&cli.global, &cli.command).await {
+            return (fleet_name(&cli.command), r);
+        }
         match &cli.command {
             Command::Up(a) => match &a.plan_file {
                 Some(f) => ("up", engine::up_saved(&cli.global, f).await),

@@ -25,28 +25,40 @@ pub fn print_stats_report(r: &aws::StatsReport) {
     }
 }
 
-/// Render an error for the terminal or as JSON.
-pub fn report_error(err: &anyhow::Error, output: Output, command: &str) {
+/// The `error` object of a JSON document: message, causes, hint, and the error's own data.
+pub fn error_json(err: &anyhow::Error) -> Value {
     let user = err.chain().find_map(|e| e.downcast_ref::<UserError>());
-    let hint = user.and_then(|u| u.hint.clone()).or_else(|| {
+    let mut e = json!({"message": err.to_string(), "causes": err.chain().skip(1).map(|e| e.to_string()).collect::<Vec<_>>(), "hint": hint_of(err)});
+    if let Some(Value::Object(extra)) = user.and_then(|u| u.data.clone()) {
+        for (k, v) in extra {
+            e[k] = v;
+        }
+    }
+    e
+}
+
+/// The hint for an error: its own, or one for a missing permission.
+pub fn hint_of(err: &anyhow::Error) -> Option<String> {
+    let user = err.chain().find_map(|e| e.downcast_ref::<UserError>());
+    user.and_then(|u| u.hint.clone()).or_else(|| {
         (aws::kind_of(err) == aws::ErrorKind::AccessDenied).then(|| {
             "the credentials lack a permission: the message above names the action; grant it, or run with credentials that have it".to_string()
         })
-    });
+    })
+}
+
+/// Render an error for the terminal or as JSON.
+pub fn report_error(err: &anyhow::Error, output: Output, command: &str) {
+    let hint = hint_of(err);
     let causes: Vec<String> = err.chain().skip(1).map(|e| e.to_string()).collect();
     if output == Output::Json {
         let stats = aws::STATS.get().map(|s| serde_json::to_value(s.report()).unwrap_or(Value::Null));
-        let mut doc = json!({
+        let doc = json!({
             "format_version": 1,
             "command": command,
-            "error": {"message": err.to_string(), "causes": causes, "hint": hint},
+            "error": error_json(err),
             "stats": stats,
         });
-        if let Some(Value::Object(extra)) = user.and_then(|u| u.data.clone()) {
-            for (k, v) in extra {
-                doc["error"][k] = v;
-            }
-        }
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         return;
     }

@@ -60,6 +60,10 @@ pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
         "subnets": p.facts.discovery.subnets.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
         "security_group": p.facts.discovery.security_group.as_ref().map(|g| g.id.clone()),
     });
+    if let Some(scope) = &global.scope {
+        scope.capture(None, doc);
+        return Ok(EXIT_OK);
+    }
     let text = match format {
         OutputFormat::Json => serde_json::to_string_pretty(&doc)?,
         OutputFormat::Helm => helm(&doc, id.mode == IdentityMode::Irsa),

@@ -12,6 +12,10 @@ pub struct RawPlan {
     pub cluster: Option<String>,
     pub region: Option<String>,
     pub account_id: Option<String>,
+    /// Assume this role for every call of the cluster (another account, or a narrower role).
+    pub assume_role_arn: Option<String>,
+    pub external_id: Option<String>,
+    pub session_name: Option<String>,
     #[serde(default)]
     pub tags: Tags,
     #[serde(default)]
@@ -73,6 +77,8 @@ pub struct Spec {
     /// The region the plan pins, if any.
     pub region: Option<String>,
     pub account_id: Option<String>,
+    /// The role to assume for every call of this cluster (`assume_role_arn`).
+    pub assume_role: Option<AssumeRole>,
     /// The user's tags for every object karpctl creates.
     pub tags: Tags,
     pub interruption: Interruption,
@@ -80,6 +86,48 @@ pub struct Spec {
     pub discovery: Discovery,
     /// Where the plan came from (None: defaults).
     pub source: Option<PathBuf>,
+}
+
+/// `assume_role_arn` with its optional `external_id` and `session_name`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AssumeRole {
+    pub role_arn: String,
+    /// The account in the role's ARN.
+    pub account_id: String,
+    pub external_id: Option<String>,
+    pub session_name: String,
+}
+
+/// An IAM role ARN: `arn:<partition>:iam::<12 digits>:role/<path/>name`. Returns the account.
+pub fn validate_role_arn(arn: &str) -> Result<String, String> {
+    let bad = || format!("{arn:?} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)");
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let [a, partition, service, region, account, resource] = parts.as_slice() else { return Err(bad()) };
+    let name = resource.strip_prefix("role/").ok_or_else(bad)?;
+    let last = name.rsplit('/').next().unwrap_or("");
+    let name_ok =
+        |n: &str| !n.is_empty() && n.len() <= 64 && n.chars().all(|c| c.is_ascii_alphanumeric() || "+=,.@_-".contains(c));
+    if *a != "arn"
+        || !partition.starts_with("aws")
+        || *service != "iam"
+        || !region.is_empty()
+        || account.len() != 12
+        || !account.chars().all(|c| c.is_ascii_digit())
+        || !name_ok(last)
+        || arn.len() > 2048
+    {
+        return Err(bad());
+    }
+    Ok(account.to_string())
+}
+
+/// An STS role session name: 2 to 64 of `[\w+=,.@-]`.
+fn validate_session_name(s: &str) -> Result<(), String> {
+    if (2..=64).contains(&s.len()) && s.chars().all(|c| c.is_ascii_alphanumeric() || "_+=,.@-".contains(c)) {
+        Ok(())
+    } else {
+        Err(format!("{s:?} is not a role session name (2 to 64 letters, digits and _+=,.@-)"))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -377,6 +425,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
     {
         return Err(ctx.err("", "account_id", &format!("{a:?} is not a 12-digit AWS account id")));
     }
+    let assume_role = resolve_assume_role(&raw, ctx, &cluster)?;
     validate_tags(ctx, &raw.tags)?;
 
     let i = raw.interruption;
@@ -436,6 +485,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         cluster,
         region: raw.region,
         account_id: raw.account_id,
+        assume_role,
         tags: raw.tags,
         interruption: Interruption { enabled: i.enabled.unwrap_or(true), queue_name, queue_name_note, kms_key_id: i.kms_key_id },
         source,
@@ -608,6 +658,47 @@ fn resolve_discovery(d: RawDiscovery, ctx: &Ctx) -> Result<Discovery, UserError>
     })
 }
 
+fn resolve_assume_role(raw: &RawPlan, ctx: &Ctx, cluster: &str) -> Result<Option<AssumeRole>, UserError> {
+    let Some(arn) = &raw.assume_role_arn else {
+        for (key, v) in [("external_id", &raw.external_id), ("session_name", &raw.session_name)] {
+            if v.is_some() {
+                return Err(ctx.err("", key, "is set without `assume_role_arn`").hint("add `assume_role_arn`, or remove it"));
+            }
+        }
+        return Ok(None);
+    };
+    let account_id = validate_role_arn(arn).map_err(|e| ctx.err("", "assume_role_arn", &e))?;
+    if let Some(pin) = &raw.account_id
+        && pin != &account_id
+    {
+        return Err(ctx.err(
+            "",
+            "assume_role_arn",
+            &format!("is in account {account_id}, but the plan is pinned to `account_id = \"{pin}\"`"),
+        ));
+    }
+    if let Some(x) = &raw.external_id
+        && (x.len() < 2 || x.len() > 1224 || !x.chars().all(|c| c.is_ascii_alphanumeric() || "+=,.@:/_-".contains(c)))
+    {
+        return Err(ctx.err("", "external_id", "must be 2 to 1224 letters, digits and +=,.@:/-_"));
+    }
+    let session_name = match &raw.session_name {
+        Some(s) => {
+            validate_session_name(s).map_err(|e| ctx.err("", "session_name", &e))?;
+            s.clone()
+        }
+        None => {
+            let mut s: String = format!("karpctl-{cluster}")
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' })
+                .collect();
+            s.truncate(64);
+            s
+        }
+    };
+    Ok(Some(AssumeRole { role_arn: arn.clone(), account_id, external_id: raw.external_id.clone(), session_name }))
+}
+
 /// Find the plan for a command: `--config`, else `plans/<cluster>.toml` if it exists, else
 /// defaults. Without a cluster: KARPCTL_CLUSTER, or the only plan in `plans/`.
 pub fn load(plan_flag: Option<&Path>, cluster_flag: Option<&str>, plans_dir: &Path) -> Result<Spec, UserError> {
@@ -769,5 +860,43 @@ mod tests {
         for r in ["useast1", "us-east", "US-EAST-1", "moon-1", "us-moon-1"] {
             assert!(validate_region(r).is_err(), "{r}");
         }
+    }
+
+    #[test]
+    fn assume_role_arn_is_validated_and_names_its_account() {
+        assert_eq!(validate_role_arn("arn:aws:iam::210987654321:role/karpctl").unwrap(), "210987654321");
+        assert_eq!(validate_role_arn("arn:aws-cn:iam::210987654321:role/a/b/Deploy_1").unwrap(), "210987654321");
+        for bad in [
+            "",
+            "arn:aws:iam::2109:role/x",
+            "arn:aws:sts::210987654321:role/x",
+            "arn:aws:iam::210987654321:user/x",
+            "arn:aws:iam:us-east-1:210987654321:role/x",
+            "arn:aws:iam::210987654321:role/",
+            "arn:aws:iam::210987654321:role/a b",
+        ] {
+            assert!(validate_role_arn(bad).is_err(), "{bad}");
+        }
+        let s = parse(
+            "cluster = \"a\"\nassume_role_arn = \"arn:aws:iam::210987654321:role/x\"\nexternal_id = \"ext-1\"\n",
+            "p.toml",
+            None,
+        )
+        .unwrap();
+        let r = s.assume_role.unwrap();
+        assert_eq!(
+            (r.account_id.as_str(), r.session_name.as_str(), r.external_id.as_deref()),
+            ("210987654321", "karpctl-a", Some("ext-1"))
+        );
+        let e = parse("cluster = \"a\"\nassume_role_arn = \"arn:aws:iam::2:role/x\"\n", "p.toml", None).unwrap_err();
+        assert!(e.message.contains("p.toml:2: `assume_role_arn`"), "{}", e.message);
+        let e = parse(
+            "cluster = \"a\"\naccount_id = \"123456789012\"\nassume_role_arn = \"arn:aws:iam::210987654321:role/x\"\n",
+            "p.toml",
+            None,
+        )
+        .unwrap_err();
+        assert!(e.message.contains("pinned"), "{}", e.message);
+        assert!(parse("cluster = \"a\"\nexternal_id = \"ext-1\"\n", "p.toml", None).is_err());
     }
 }

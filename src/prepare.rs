@@ -66,7 +66,9 @@ impl Prepared {
 }
 
 fn reporter_for(global: &Global) -> Arc<dyn Reporter> {
-    if global.quiet {
+    if let Some(scope) = &global.scope {
+        scope.reporter.clone()
+    } else if global.quiet {
         Arc::new(Silent)
     } else {
         let tty = std::io::stderr().is_terminal();
@@ -118,11 +120,19 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     let settings = global.config.as_deref().or(global.plan.as_deref());
     let spec = plan_file::load(settings, global.cluster.as_deref(), Path::new("plans"))?;
     let region = resolve_region(global, &spec).await?;
-    let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
+    let stats = match &global.scope {
+        Some(scope) => scope.stats.clone(),
+        None => aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone(),
+    };
     if global.stats || std::env::var("KARPCTL_TRACE").is_ok_and(|v| v == "1") {
         stats.enable_trace();
     }
     let concurrency = global.concurrency as usize;
+    let assume_role = spec.assume_role.as_ref().map(|r| aws::AssumeRoleOptions {
+        role_arn: r.role_arn.clone(),
+        external_id: r.external_id.clone(),
+        session_name: r.session_name.clone(),
+    });
     let clients = aws::connect(
         &ConnectOptions {
             region: region.clone(),
@@ -131,6 +141,8 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
             max_attempts: 8,
             max_in_flight: concurrency,
             ca_bundle: aws::ca_bundle_from_env()?,
+            limiter: global.scope.as_ref().map(|s| s.limiter.clone()),
+            assume_role,
         },
         stats.clone(),
     )
@@ -139,9 +151,10 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
     // STS and DescribeCluster together; once STS has answered (the account pin checked), the
     // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
     let early = async {
-        let (account_id, partition) = in_unit("prepare:account", caller_identity(&clients, &region)).await?;
+        let (account_id, partition) = in_unit("prepare:account", caller_identity(&clients, &region, &spec)).await?;
         reporter.event(Event::Info(&format!(
-            "Account {account_id}, region {region}, cluster {}{}",
+            "Account {account_id}{}, region {region}, cluster {}{}",
+            spec.assume_role.as_ref().map(|r| format!(" (role {})", r.role_arn)).unwrap_or_default(),
             spec.cluster,
             spec.source.as_ref().map(|p| format!(", plan {}", p.display())).unwrap_or_else(|| ", plan: defaults".into())
         )));
@@ -149,7 +162,8 @@ pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<
             && pin != &account_id
         {
             return Err(UserError::new(format!(
-                "the plan is pinned to account {pin} (`account_id`), but the credentials are for account {account_id}"
+                "the plan is pinned to account {pin} (`account_id`), but the credentials{} are for account {account_id}",
+                spec.assume_role.as_ref().map(|r| format!(" (role {})", r.role_arn)).unwrap_or_default()
             ))
             .hint("use credentials (or --profile) for the pinned account, or fix `account_id` in the plan")
             .into());
@@ -232,11 +246,13 @@ pub async fn connect_and_identify(global: &Global, cluster: &str) -> Result<Conn
             max_attempts: 8,
             max_in_flight: global.concurrency as usize,
             ca_bundle: aws::ca_bundle_from_env()?,
+            limiter: None,
+            assume_role: None,
         },
         stats.clone(),
     )
     .await;
-    let (identity, described) = tokio::join!(caller_identity(&clients, &region), describe_cluster(&clients, cluster));
+    let (identity, described) = tokio::join!(caller_identity(&clients, &region, &no_plan), describe_cluster(&clients, cluster));
     let (account_id, partition) = identity?;
     Ok(Connected { clients, stats, account_id, partition, region, cluster: described? })
 }
@@ -259,7 +275,7 @@ fn credentials_hint() -> &'static str {
 /// The account and partition of the credentials (sts:GetCallerIdentity). The partition comes from
 /// the caller's ARN (`arn:<partition>:...`), not the region's name: newer partitions exist
 /// (docs/aws-behaviour.md section 9); the region decides only when the ARN is not usable.
-async fn caller_identity(clients: &Clients, region: &str) -> Result<(String, String)> {
+async fn caller_identity(clients: &Clients, region: &str, spec: &Spec) -> Result<(String, String)> {
     match clients.sts.get_caller_identity().send().await {
         Ok(o) => {
             let partition = o.arn().and_then(aws::partition_of_arn).unwrap_or_else(|| aws::partition(region)).to_string();
@@ -271,6 +287,14 @@ async fn caller_identity(clients: &Clients, region: &str) -> Result<(String, Str
                 (Some(c), None) => c.to_string(),
                 _ => format!("{}", aws_smithy_types::error::display::DisplayErrorContext(&e)),
             };
+            if let Some(r) = &spec.assume_role {
+                return Err(UserError::new(format!(
+                    "cannot assume role {} or identify its account (sts:AssumeRole, sts:GetCallerIdentity): {what}",
+                    r.role_arn
+                ))
+                .hint("check that the role exists, that it trusts your credentials (and `external_id` if its trust needs one), and that your credentials may call sts:AssumeRole on it")
+                .into());
+            }
             Err(UserError::new(format!("cannot identify the AWS account (sts:GetCallerIdentity): {what}"))
                 .hint(credentials_hint())
                 .into())

@@ -9,6 +9,7 @@ mod common;
 mod discovery;
 mod doctor;
 mod faults;
+mod fleet;
 mod identity;
 mod interruption;
 mod lagproxy_selftest;

@@ -260,6 +260,65 @@ pub struct ConnectOptions {
     pub max_in_flight: usize,
     /// Extra trusted CA certificates (PEM), from AWS_CA_BUNDLE: added to the system's roots.
     pub ca_bundle: Option<Vec<u8>>,
+    /// A limiter shared with other clusters' clients of the same account (many clusters in one
+    /// run: IAM's limits are per account); None: a new one of `max_in_flight` permits.
+    pub limiter: Option<Limiter>,
+    /// Assume this role (sts:AssumeRole, refreshed by the SDK) for every call.
+    pub assume_role: Option<AssumeRoleOptions>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AssumeRoleOptions {
+    pub role_arn: String,
+    pub external_id: Option<String>,
+    pub session_name: String,
+}
+
+/// Requests on the wire now and at most so far, through one limiter.
+#[derive(Debug, Default)]
+pub struct InFlight {
+    now: std::sync::atomic::AtomicUsize,
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+impl InFlight {
+    pub fn peak(&self) -> usize {
+        self.peak.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The permits of a `LimitedClient` and its gauge; clone it to share both.
+#[derive(Clone, Debug)]
+pub struct Limiter {
+    pub permits: Arc<tokio::sync::Semaphore>,
+    pub gauge: Arc<InFlight>,
+}
+
+impl Limiter {
+    pub fn new(max_in_flight: usize) -> Self {
+        Limiter { permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1))), gauge: Default::default() }
+    }
+}
+
+/// Counts the requests on the wire (inside the limiter, so after a permit is held).
+#[derive(Debug)]
+struct Gauged {
+    inner: SharedHttpConnector,
+    gauge: Arc<InFlight>,
+}
+
+impl HttpConnector for Gauged {
+    fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (inner, gauge) = (self.inner.clone(), self.gauge.clone());
+        HttpConnectorFuture::new(async move {
+            let n = gauge.now.fetch_add(1, SeqCst) + 1;
+            gauge.peak.fetch_max(n, SeqCst);
+            let r = inner.call(request).await;
+            gauge.now.fetch_sub(1, SeqCst);
+            r
+        })
+    }
 }
 
 /// The PEM file AWS_CA_BUNDLE names, as the AWS CLI reads it (the Rust SDK itself does not):
@@ -283,12 +342,13 @@ pub fn ca_bundle_from_env() -> Result<Option<Vec<u8>>, crate::error::UserError> 
 #[derive(Clone, Debug)]
 pub struct LimitedClient {
     inner: SharedHttpClient,
-    permits: Arc<tokio::sync::Semaphore>,
+    limiter: Limiter,
 }
 
 impl LimitedClient {
-    pub fn new(inner: SharedHttpClient, max_in_flight: usize) -> Self {
-        LimitedClient { inner, permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1))) }
+    /// A client whose requests count against `limiter`, shared with other clients.
+    pub fn shared(inner: SharedHttpClient, limiter: Limiter) -> Self {
+        LimitedClient { inner, limiter }
     }
 }
 
@@ -311,9 +371,10 @@ impl HttpConnector for LimitedConnector {
 
 impl HttpClient for LimitedClient {
     fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
+        let gauged = Gauged { inner: self.inner.http_connector(settings, components), gauge: self.limiter.gauge.clone() };
         SharedHttpConnector::new(LimitedConnector {
-            inner: self.inner.http_connector(settings, components),
-            permits: self.permits.clone(),
+            inner: SharedHttpConnector::new(gauged),
+            permits: self.limiter.permits.clone(),
         })
     }
     fn validate_base_client_config(&self, rc: &RuntimeComponentsBuilder, cfg: &ConfigBag) -> Result<(), BoxError> {
@@ -387,14 +448,27 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         .retry_config(retry)
         .timeout_config(timeouts)
         .stalled_stream_protection(stalled)
-        .http_client(LimitedClient::new(default_https_client(opts.ca_bundle.clone()), opts.max_in_flight));
+        .http_client(LimitedClient::shared(
+            default_https_client(opts.ca_bundle.clone()),
+            opts.limiter.clone().unwrap_or_else(|| Limiter::new(opts.max_in_flight)),
+        ));
     if let Some(p) = &opts.profile {
         loader = loader.profile_name(p);
     }
     if let Some(e) = &opts.endpoint_url {
         loader = loader.endpoint_url(e);
     }
-    let conf = loader.load().await;
+    let mut conf = loader.load().await;
+    if let Some(r) = &opts.assume_role {
+        // The base credentials (chain, profile) sign AssumeRole; every client then uses the role's
+        // credentials, cached and refreshed before they expire by the SDK's identity cache.
+        let mut b = aws_config::sts::AssumeRoleProvider::builder(&r.role_arn).session_name(&r.session_name).configure(&conf);
+        if let Some(x) = &r.external_id {
+            b = b.external_id(x);
+        }
+        let provider = b.build().await;
+        conf = conf.into_builder().credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(provider)).build();
+    }
     let counter = Counter(stats);
     macro_rules! client {
         ($krate:ident) => {

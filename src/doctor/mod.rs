@@ -89,7 +89,8 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> Result<i32> {
             let doc = report::json_doc(&setup, &outcome, serde_json::to_value(&stats).unwrap_or_default());
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
-        Output::Human => {
+        // Markdown is refused for every command but diff before anything runs (main.rs).
+        Output::Human | Output::Markdown => {
             print!("{}", report::human(&setup, &outcome, crate::report::Style::detect(std::io::stdout().is_terminal())));
             if global.stats {
                 crate::output::print_stats_report(&stats);
