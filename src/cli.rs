@@ -65,9 +65,6 @@ pub struct Global {
     /// With --all/--clusters: most clusters in flight at once (each account's AWS requests share one --concurrency limit)
     #[arg(long, global = true, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub parallel_clusters: u32,
-    /// Set by the many-cluster driver for each cluster's run (not a flag).
-    #[arg(skip)]
-    pub scope: Option<std::sync::Arc<crate::scope::Scope>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,12 +1,12 @@
 //! The commands `diff`, `up` (also from a saved plan) and `down`: prepare -> observe -> plan ->
 //! execute -> render, each a few calls over `prepare`, `observe`, `planner` and `executor`.
 
-use crate::cli::{Global, Output};
 use crate::executor;
 use crate::facts::Command;
 use crate::model::Outcome;
 use crate::model::{Node, Observed, Plan};
 use crate::observe::observe_nodes;
+use crate::options::{Format, Options};
 use crate::plan_file::UserError;
 use crate::planner::{self, PlanOptions};
 use crate::prepare::{Prepared, prepare};
@@ -26,7 +26,7 @@ pub fn stats_json(p: &Prepared) -> Value {
 }
 
 fn print_stats(p: &Prepared) {
-    if !p.global.stats || p.global.output == Output::Json || p.global.scope.is_some() {
+    if !p.global.stats || p.global.output == Format::Json || p.global.scope.is_some() {
         return;
     }
     crate::output::print_stats_report(&p.stats.report());
@@ -37,7 +37,7 @@ fn plan_json(command: &str, p: &Prepared, plan: &Plan, results: Option<&BTreeMap
 }
 
 fn print_plan(p: &Prepared, plan: &Plan) {
-    if p.global.output == Output::Human && p.global.scope.is_none() {
+    if p.global.output == Format::Human && p.global.scope.is_none() {
         print!("{}", crate::report::render_plan(plan, Style::detect(std::io::stdout().is_terminal())));
     }
 }
@@ -71,7 +71,7 @@ pub struct SavedPlan {
 /// 2: nodes carry a typed `spec` per kind (1 had a string map).
 const SAVED_PLAN_VERSION: u32 = 2;
 
-pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i32> {
+pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<i32> {
     let p = prepare(global, Command::Diff, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
@@ -104,8 +104,8 @@ pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i3
     }
     match global.output {
         _ if global.scope.is_some() => {}
-        Output::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
-        Output::Markdown => {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&doc)?),
+        Format::Markdown => {
             let section = crate::markdown::Section {
                 cluster: p.spec.cluster.clone(),
                 account_id: p.facts.account_id.clone(),
@@ -115,12 +115,12 @@ pub async fn diff(global: &Global, adopt: bool, out: Option<&Path>) -> Result<i3
             };
             print!("{}", crate::markdown::render("diff", &[section]));
         }
-        Output::Human => {}
+        Format::Human => {}
     }
     Ok(if plan.steps.is_empty() { EXIT_OK } else { EXIT_CHANGES })
 }
 
-pub async fn up(global: &Global, adopt: bool) -> Result<i32> {
+pub async fn up(global: &Options, adopt: bool) -> Result<i32> {
     let p = prepare(global, Command::Up, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed, PlanOptions { adopt });
@@ -130,7 +130,7 @@ pub async fn up(global: &Global, adopt: bool) -> Result<i32> {
 
 /// Apply a saved plan: only if it is for this cluster, account and region, and every object it
 /// was computed from still reads the same.
-pub async fn up_saved(global: &Global, file: &Path) -> Result<i32> {
+pub async fn up_saved(global: &Options, file: &Path) -> Result<i32> {
     let text = std::fs::read_to_string(file).map_err(|e| {
         UserError::new(format!("cannot read saved plan {}: {e}", file.display())).hint("check the --plan-file path")
     })?;
@@ -188,7 +188,7 @@ pub async fn up_saved(global: &Global, file: &Path) -> Result<i32> {
     apply_plan("up", &p, saved.plan).await
 }
 
-pub async fn down(global: &Global, yes: bool) -> Result<i32> {
+pub async fn down(global: &Options, yes: bool) -> Result<i32> {
     if !yes && !std::io::stdin().is_terminal() {
         return Err(UserError::new("karpctl down needs confirmation, and there is no terminal to ask on")
             .hint("pass --yes to confirm")
@@ -228,7 +228,7 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         let doc = plan_json(command, p, &plan, Some(&BTreeMap::new()));
         if let Some(scope) = &p.global.scope {
             scope.capture(Some(&plan), doc);
-        } else if p.global.output == Output::Json {
+        } else if p.global.output == Format::Json {
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         print_stats(p);
@@ -279,7 +279,7 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         ))
         .hint(format!("fix the cause above and run `karpctl {command}` again; completed steps are not repeated"))
     });
-    if p.global.output == Output::Json || p.global.scope.is_some() {
+    if p.global.output == Format::Json || p.global.scope.is_some() {
         // One document on stdout, with the error in it when a step failed.
         let mut doc = plan_json(command, p, &plan, Some(&results));
         if let Some(f) = &failure {
@@ -305,7 +305,7 @@ async fn apply_plan(command: &str, p: &Prepared, plan: Plan) -> Result<i32> {
         return Ok(EXIT_INTERRUPTED);
     }
     if let Some(f) = failure {
-        if p.global.output == Output::Json && p.global.scope.is_none() {
+        if p.global.output == Format::Json && p.global.scope.is_none() {
             return Ok(EXIT_ERROR);
         }
         return Err(f.into());

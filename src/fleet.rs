@@ -4,8 +4,9 @@
 //! stops the others. Then one summary: a table, one JSON document, or one Markdown comment.
 
 use crate::aws::{CallStats, Limiter};
-use crate::cli::{Command, Global, Output, OutputFormat};
+use crate::cli::{Command, OutputFormat};
 use crate::markdown::{self, Section};
+use crate::options::{Format, Options};
 use crate::output::{EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
 use crate::plan_file::{self, UserError};
 use crate::report::{Progress, Reporter, Silent, Style};
@@ -22,14 +23,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const DEFAULT_ACCOUNT: &str = "default credentials";
 
 /// None when the command names one cluster (or none); else the run over many.
-pub async fn dispatch(global: &Global, command: &Command) -> Option<Result<i32>> {
+pub async fn dispatch(global: &Options, command: &Command) -> Option<Result<i32>> {
     if !global.all && global.clusters.is_none() {
         return None;
     }
     Some(run(global, command).await)
 }
 
-fn names(global: &Global) -> Result<Vec<String>, UserError> {
+fn names(global: &Options) -> Result<Vec<String>, UserError> {
     let mut names: Vec<String> = if global.all {
         let dir = Path::new("plans");
         let mut found: Vec<String> = std::fs::read_dir(dir)
@@ -67,7 +68,7 @@ fn command_name(command: &Command) -> &'static str {
 }
 
 /// What many clusters cannot do, refused before anything runs.
-fn check(global: &Global, command: &Command) -> Result<(), UserError> {
+fn check(global: &Options, command: &Command) -> Result<(), UserError> {
     match command {
         Command::Diff(a) if a.out.is_some() => {
             Err(UserError::new("--out saves the plan of one cluster").hint("use --cluster C with --out, once per cluster"))
@@ -94,7 +95,7 @@ struct Done {
     stats: Value,
 }
 
-pub async fn run(global: &Global, command: &Command) -> Result<i32> {
+pub async fn run(global: &Options, command: &Command) -> Result<i32> {
     check(global, command)?;
     let names = names(global)?;
     let cmd = command_name(command);
@@ -188,7 +189,7 @@ pub async fn run(global: &Global, command: &Command) -> Result<i32> {
     let limiters = limiters.into_inner().unwrap();
     let code = exit_code(&done);
     match global.output {
-        Output::Json => {
+        Format::Json => {
             let clusters: Vec<Value> = done.iter().map(|d| d.captured.doc.clone().unwrap_or(Value::Null)).collect();
             let doc = json!({
                 "format_version": 1,
@@ -207,11 +208,11 @@ pub async fn run(global: &Global, command: &Command) -> Result<i32> {
             });
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
-        Output::Markdown => {
+        Format::Markdown => {
             let sections: Vec<Section> = done.iter().map(|d| d.section.clone()).collect();
             print!("{}", markdown::render(cmd, &sections));
         }
-        Output::Human => {
+        Format::Human => {
             for d in &done {
                 print_cluster(command, d);
             }

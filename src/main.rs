@@ -19,6 +19,7 @@ mod markdown;
 mod model;
 mod names;
 mod observe;
+mod options;
 mod output;
 mod outputs;
 mod plan_file;
@@ -65,6 +66,30 @@ fn fleet_name(c: &Command) -> &'static str {
     }
 }
 
+/// The engine's options from the parsed global flags (the engine never sees the clap struct).
+fn options(g: &cli::Global) -> options::Options {
+    options::Options {
+        cluster: g.cluster.clone(),
+        config: g.config.clone().or_else(|| g.plan.clone()),
+        plan_flag: g.plan.is_some(),
+        region: g.region.clone(),
+        profile: g.profile.clone(),
+        endpoint_url: g.endpoint_url.clone(),
+        concurrency: g.concurrency,
+        output: match g.output {
+            cli::Output::Human => options::Format::Human,
+            cli::Output::Json => options::Format::Json,
+            cli::Output::Markdown => options::Format::Markdown,
+        },
+        stats: g.stats,
+        quiet: g.quiet,
+        all: g.all,
+        clusters: g.clusters.clone(),
+        parallel_clusters: g.parallel_clusters,
+        scope: None,
+    }
+}
+
 fn main() {
     // Usage errors exit 1 (not clap's 2, which means "diff found changes" here).
     let cli = match Cli::try_parse() {
@@ -79,35 +104,36 @@ fn main() {
         clap_complete::generate(shell, &mut Cli::command(), "karpctl", &mut std::io::stdout());
         return;
     }
+    let opts = options(&cli.global);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let (name, result) = rt.block_on(async {
         interrupt::install_interrupt_handler();
-        if cli.global.output == cli::Output::Markdown && !matches!(cli.command, Command::Diff(_)) {
+        if opts.output == options::Format::Markdown && !matches!(cli.command, Command::Diff(_)) {
             let e = error::UserError::new("--output markdown is for `karpctl diff` (a pull-request comment)")
                 .hint("use --output human or json with this command");
             return ("karpctl", Err(e.into()));
         }
-        if let Some(r) = fleet::dispatch(&cli.global, &cli.command).await {
+        if let Some(r) = fleet::dispatch(&opts, &cli.command).await {
             return (fleet_name(&cli.command), r);
         }
         match &cli.command {
             Command::Up(a) => match &a.plan_file {
-                Some(f) => ("up", engine::up_saved(&cli.global, f).await),
-                None => ("up", engine::up(&cli.global, a.adopt).await),
+                Some(f) => ("up", engine::up_saved(&opts, f).await),
+                None => ("up", engine::up(&opts, a.adopt).await),
             },
-            Command::Diff(a) => ("diff", engine::diff(&cli.global, a.adopt, a.out.as_deref()).await),
-            Command::Output(a) => ("output", crate::outputs::run(&cli.global, a.format).await),
-            Command::Down(a) => ("down", engine::down(&cli.global, a.yes).await),
-            Command::Doctor(a) => ("doctor", doctor::run(&cli.global, a).await),
+            Command::Diff(a) => ("diff", engine::diff(&opts, a.adopt, a.out.as_deref()).await),
+            Command::Output(a) => ("output", crate::outputs::run(&opts, a.format).await),
+            Command::Down(a) => ("down", engine::down(&opts, a.yes).await),
+            Command::Doctor(a) => ("doctor", doctor::run(&opts, a).await),
             Command::Completions { .. } => unreachable!("handled above"),
         }
     });
     let code = match result {
         Ok(code) => code,
         Err(e) => {
-            output::report_error(&e, cli.global.output, name);
+            output::report_error(&e, opts.output, name);
             if cli.global.stats
-                && cli.global.output == cli::Output::Human
+                && opts.output == options::Format::Human
                 && let Some(stats) = aws::STATS.get()
             {
                 output::print_stats_report(&stats.report());

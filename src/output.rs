@@ -2,8 +2,8 @@
 //! and errors, for the terminal or as one JSON document.
 
 use crate::aws;
-use crate::cli::Output;
 use crate::error::UserError;
+use crate::options::Format;
 use crate::report::Style;
 use serde_json::{Value, json};
 use std::io::IsTerminal;
@@ -48,10 +48,10 @@ pub fn hint_of(err: &anyhow::Error) -> Option<String> {
 }
 
 /// Render an error for the terminal or as JSON.
-pub fn report_error(err: &anyhow::Error, output: Output, command: &str) {
+pub fn report_error(err: &anyhow::Error, output: Format, command: &str) {
     let hint = hint_of(err);
     let causes: Vec<String> = err.chain().skip(1).map(|e| e.to_string()).collect();
-    if output == Output::Json {
+    if output == Format::Json {
         let stats = aws::STATS.get().map(|s| serde_json::to_value(s.report()).unwrap_or(Value::Null));
         let doc = json!({
             "format_version": 1,

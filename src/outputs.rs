@@ -1,14 +1,15 @@
 //! `karpctl output`: what a user passes on to Karpenter (docs/aws-behaviour.md section 4), read from live AWS.
 
-use crate::cli::{Global, OutputFormat};
+use crate::cli::OutputFormat;
 use crate::desired;
 use crate::model::{Kind, Owner};
+use crate::options::Options;
 use crate::output::EXIT_OK;
 use crate::plan_file::{IdentityMode, UserError};
 use anyhow::Result;
 use serde_json::{Value, json};
 
-pub async fn run(global: &Global, format: OutputFormat) -> Result<i32> {
+pub async fn run(global: &Options, format: OutputFormat) -> Result<i32> {
     let p = crate::prepare::prepare(global, crate::facts::Command::Diff, false).await?;
     let spec = &p.spec;
     let nodes = desired::build(spec, &p.facts);

@@ -2,11 +2,11 @@
 //! describe the cluster and run preflight. Returns the facts (`Prepared`); starts the read-ahead.
 
 use crate::aws::{self, CallStats, Classify, Clients, ConnectOptions, ConsistencyPolicy, in_unit};
-use crate::cli::Global;
 use crate::desired;
 use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Command, Facts};
 use crate::model::{Node, Observed};
 use crate::observe::{ReadAhead, observe, observe_after};
+use crate::options::Options;
 use crate::plan_file::{self, Spec, UserError};
 use crate::report::{Event, Progress, Reporter, Silent, Style};
 use crate::resources::{self, Ctx};
@@ -22,7 +22,7 @@ pub struct Prepared {
     pub facts: Facts,
     pub ctx: Arc<Ctx>,
     pub stats: Arc<CallStats>,
-    pub global: Global,
+    pub global: Options,
     /// `up` installs the eks-pod-identity-agent add-on first (create_pod_identity_agent = true).
     pub install_agent: bool,
     pub cmd: Command,
@@ -65,7 +65,7 @@ impl Prepared {
     }
 }
 
-fn reporter_for(global: &Global) -> Arc<dyn Reporter> {
+fn reporter_for(global: &Options) -> Arc<dyn Reporter> {
     if let Some(scope) = &global.scope {
         scope.reporter.clone()
     } else if global.quiet {
@@ -76,7 +76,7 @@ fn reporter_for(global: &Global) -> Arc<dyn Reporter> {
     }
 }
 
-async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserError> {
+async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserError> {
     let region = match (&global.region, &spec.region) {
         (Some(f), Some(p)) if f != p => {
             return Err(UserError::new(format!("--region {f} disagrees with the plan's `region = \"{p}\"`"))
@@ -111,13 +111,13 @@ async fn resolve_region(global: &Global, spec: &Spec) -> Result<String, UserErro
 /// `read_ahead`: the command goes on to observe the plan's nodes (`diff`, `up`, `down`), so their
 /// reads start as soon as the account is known, while EKS still describes the cluster (see
 /// `ReadAhead`); `Prepared::observe` then uses them.
-pub async fn prepare(global: &Global, cmd: Command, read_ahead: bool) -> Result<Prepared> {
+pub async fn prepare(global: &Options, cmd: Command, read_ahead: bool) -> Result<Prepared> {
     aws::epoch();
-    if global.plan.is_some() {
+    if global.plan_flag {
         reporter_for(global)
             .event(Event::Info("warning: --plan is deprecated and will be removed; use --config FILE (the TOML settings)"));
     }
-    let settings = global.config.as_deref().or(global.plan.as_deref());
+    let settings = global.config.as_deref();
     let spec = plan_file::load(settings, global.cluster.as_deref(), Path::new("plans"))?;
     let region = resolve_region(global, &spec).await?;
     let stats = match &global.scope {
@@ -234,7 +234,7 @@ pub struct Connected {
 
 /// Connect and identify without a plan: the region from --region or the AWS chain, then STS and
 /// DescribeCluster at once. Makes only read calls.
-pub async fn connect_and_identify(global: &Global, cluster: &str) -> Result<Connected> {
+pub async fn connect_and_identify(global: &Options, cluster: &str) -> Result<Connected> {
     let no_plan = plan_file::defaults(cluster)?;
     let region = resolve_region(global, &no_plan).await?;
     let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();

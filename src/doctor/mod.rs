@@ -10,15 +10,16 @@ mod model;
 mod report;
 
 use crate::aws::{AwsError, ErrorKind};
-use crate::cli::{DoctorArgs, Global, Output};
+use crate::cli::DoctorArgs;
 use crate::error::UserError;
 use crate::karpenter_iam::KarpenterVersion;
+use crate::options::{Format, Options};
 use crate::output::{EXIT_CHANGES, EXIT_OK};
 use crate::tags::DISCOVERY_TAG;
 use anyhow::Result;
 use std::io::IsTerminal;
 
-fn cluster_of(global: &Global) -> Result<String, UserError> {
+fn cluster_of(global: &Options) -> Result<String, UserError> {
     global
         .cluster
         .clone()
@@ -54,7 +55,7 @@ fn explain(e: anyhow::Error) -> anyhow::Error {
     }
 }
 
-pub async fn run(global: &Global, args: &DoctorArgs) -> Result<i32> {
+pub async fn run(global: &Options, args: &DoctorArgs) -> Result<i32> {
     let cluster = cluster_of(global)?;
     let version = match &args.karpenter_version {
         Some(v) => KarpenterVersion::parse(v)
@@ -85,12 +86,12 @@ pub async fn run(global: &Global, args: &DoctorArgs) -> Result<i32> {
     let outcome = checks::check(&setup);
     let stats = connected.stats.report();
     match global.output {
-        Output::Json => {
+        Format::Json => {
             let doc = report::json_doc(&setup, &outcome, serde_json::to_value(&stats).unwrap_or_default());
             println!("{}", serde_json::to_string_pretty(&doc)?);
         }
         // Markdown is refused for every command but diff before anything runs (main.rs).
-        Output::Human | Output::Markdown => {
+        Format::Human | Format::Markdown => {
             print!("{}", report::human(&setup, &outcome, crate::report::Style::detect(std::io::stdout().is_terminal())));
             if global.stats {
                 crate::output::print_stats_report(&stats);
