@@ -133,20 +133,7 @@ pub async fn prepare(global: &Options, cmd: Command, read_ahead: bool) -> Result
         external_id: r.external_id.clone(),
         session_name: r.session_name.clone(),
     });
-    let clients = aws::connect(
-        &ConnectOptions {
-            region: region.clone(),
-            profile: global.profile.clone(),
-            endpoint_url: global.endpoint_url.clone(),
-            max_attempts: 8,
-            max_in_flight: concurrency,
-            ca_bundle: aws::ca_bundle_from_env()?,
-            limiter: global.scope.as_ref().map(|s| s.limiter.clone()),
-            assume_role,
-        },
-        stats.clone(),
-    )
-    .await;
+    let clients = aws::connect(&connect_options(global, &region, assume_role)?, stats.clone()).await;
     let reporter = reporter_for(global);
     // STS and DescribeCluster together; once STS has answered (the account pin checked), the
     // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
@@ -232,26 +219,28 @@ pub struct Connected {
     pub cluster: Option<ClusterFacts>,
 }
 
+/// How to connect: the options' profile, endpoint and concurrency (the cluster's shared limiter in
+/// a many-cluster run), AWS_CA_BUNDLE, and the role to assume if any.
+fn connect_options(global: &Options, region: &str, assume_role: Option<aws::AssumeRoleOptions>) -> Result<ConnectOptions> {
+    Ok(ConnectOptions {
+        region: region.to_string(),
+        profile: global.profile.clone(),
+        endpoint_url: global.endpoint_url.clone(),
+        max_attempts: 8,
+        max_in_flight: global.concurrency as usize,
+        ca_bundle: aws::ca_bundle_from_env()?,
+        limiter: global.scope.as_ref().map(|s| s.limiter.clone()),
+        assume_role,
+    })
+}
+
 /// Connect and identify without a plan: the region from --region or the AWS chain, then STS and
 /// DescribeCluster at once. Makes only read calls.
 pub async fn connect_and_identify(global: &Options, cluster: &str) -> Result<Connected> {
     let no_plan = plan_file::defaults(cluster)?;
     let region = resolve_region(global, &no_plan).await?;
     let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
-    let clients = aws::connect(
-        &ConnectOptions {
-            region: region.clone(),
-            profile: global.profile.clone(),
-            endpoint_url: global.endpoint_url.clone(),
-            max_attempts: 8,
-            max_in_flight: global.concurrency as usize,
-            ca_bundle: aws::ca_bundle_from_env()?,
-            limiter: None,
-            assume_role: None,
-        },
-        stats.clone(),
-    )
-    .await;
+    let clients = aws::connect(&connect_options(global, &region, None)?, stats.clone()).await;
     let (identity, described) = tokio::join!(caller_identity(&clients, &region, &no_plan), describe_cluster(&clients, cluster));
     let (account_id, partition) = identity?;
     Ok(Connected { clients, stats, account_id, partition, region, cluster: described? })

@@ -255,28 +255,6 @@ fn all_actions(doc: &Value) -> BTreeSet<String> {
     statements(doc).iter().flat_map(|s| strings(&s["Action"])).collect()
 }
 
-/// The JSON plan's steps as id -> action.
-fn steps(r: &Run) -> BTreeMap<String, String> {
-    r.json()["steps"]
-        .as_array()
-        .expect("steps")
-        .iter()
-        .map(|s| (s["id"].as_str().unwrap().to_string(), s["action"].as_str().unwrap().to_string()))
-        .collect()
-}
-
-/// The rendered block of one step in human `diff` output (from its header to the next step).
-fn block<'a>(out: &'a str, header: &str) -> &'a str {
-    let start = out.find(header).unwrap_or_else(|| panic!("no `{header}` in:\n{out}"));
-    let rest = &out[start..];
-    let end = rest[1..].find("\n\n  ").map(|i| i + 1).unwrap_or(rest.len());
-    &rest[..end]
-}
-
-fn has_added_line(block: &str, needle: &str) -> bool {
-    block.lines().any(|l| l.trim_start().starts_with('+') && l.contains(needle))
-}
-
 // ------------------------------------------------------------------------------------ tests
 
 #[test]
