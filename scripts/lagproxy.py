@@ -694,6 +694,10 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = False
+    # socketserver's default listen backlog is 5: a burst of new connections (karpctl opens up to
+    # --concurrency at once, many clusters open several times that) overflowed it and the kernel
+    # reset them, which the client saw as connection resets and retried.
+    request_queue_size = 1024
 
 
 def main() -> int:
