@@ -62,9 +62,12 @@ pub struct Global {
     /// These clusters (comma-separated; their plans/<name>.toml or defaults), run concurrently
     #[arg(long, global = true, value_name = "A,B,...", value_delimiter = ',', conflicts_with_all = ["cluster", "config", "plan"])]
     pub clusters: Option<Vec<String>>,
-    /// With --all/--clusters: most clusters in flight at once (each account's AWS requests share one --concurrency limit)
-    #[arg(long, global = true, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    /// With --all/--clusters: most clusters in flight at once (each keeps its own --concurrency)
+    #[arg(long, global = true, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub parallel_clusters: u32,
+    /// With --all/--clusters: most AWS requests in flight at once per account, across its clusters
+    #[arg(long, global = true, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub account_concurrency: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

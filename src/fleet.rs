@@ -1,6 +1,7 @@
 //! Many clusters in one run (`--all`, `--clusters a,b,c`): each cluster's command runs as it would
-//! alone (its `Scope` takes its output), at most `--parallel-clusters` at once; the clusters of one
-//! account share one request limiter (IAM's limits are per account); one cluster failing never
+//! alone (its `Scope` takes its output, its requests stay within its own `--concurrency`), at most
+//! `--parallel-clusters` at once; the clusters of one account also share one request limiter of
+//! `--account-concurrency` (AWS throttles per account); one cluster failing never
 //! stops the others. Then one summary: a table, one JSON document, or one Markdown comment.
 
 use crate::aws::{CallStats, Limiter};
@@ -125,12 +126,14 @@ pub async fn run(global: &Options, command: &Command) -> Result<i32> {
                 .as_ref()
                 .and_then(|s| s.assume_role.as_ref().map(|r| r.account_id.clone()))
                 .unwrap_or_else(|| DEFAULT_ACCOUNT.to_string());
-            let limiter = limiters
+            // The cluster's own --concurrency, inside its account's --account-concurrency.
+            let account = limiters
                 .lock()
                 .unwrap()
                 .entry(key.clone())
-                .or_insert_with(|| Limiter::new(global.concurrency as usize))
+                .or_insert_with(|| Limiter::new(global.account_concurrency as usize))
                 .clone();
+            let limiter = Limiter::inside(global.concurrency as usize, &account);
             let scope = Arc::new(Scope {
                 cluster: name.clone(),
                 reporter: Arc::new(Prefixed { prefix: format!("[{name:<width$}] "), inner: base.clone() }),
@@ -202,7 +205,7 @@ pub async fn run(global: &Options, command: &Command) -> Result<i32> {
                 "parallel_clusters": global.parallel_clusters,
                 "peak_clusters_in_flight": peak.load(Ordering::SeqCst),
                 "accounts": limiters.iter().map(|(k, l)| json!({
-                    "account": k, "concurrency": global.concurrency, "peak_requests_in_flight": l.gauge.peak(),
+                    "account": k, "concurrency": global.account_concurrency, "peak_requests_in_flight": l.gauge.peak(),
                 })).collect::<Vec<_>>(),
                 "exit_code": code,
             });

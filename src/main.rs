@@ -86,6 +86,7 @@ fn options(g: &cli::Global) -> options::Options {
         all: g.all,
         clusters: g.clusters.clone(),
         parallel_clusters: g.parallel_clusters,
+        account_concurrency: g.account_concurrency,
         scope: None,
     }
 }

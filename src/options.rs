@@ -38,6 +38,8 @@ pub struct Options {
     pub clusters: Option<Vec<String>>,
     /// Most clusters in flight at once (with `all` / `clusters`).
     pub parallel_clusters: u32,
+    /// Most AWS requests in flight per account across its clusters (with `all` / `clusters`).
+    pub account_concurrency: u32,
     /// Set by the many-cluster driver for each cluster's run: its reporter, limiter, stats and
     /// captured output.
     pub scope: Option<Arc<crate::scope::Scope>>,

@@ -68,8 +68,12 @@ fn all_plans_diff_up_and_a_broken_plan_fails_only_itself() {
     assert_eq!(md.stdout.matches("<details>").count(), 2, "{}", md.stdout);
     assert!(md.stdout.contains("```diff"), "{}", md.stdout);
 
-    // up over every plan, two clusters and three requests at a time.
-    let up = karpctl(&wd, &["up", "--all", "--parallel-clusters", "2", "--concurrency", "3", "--output", "json"]);
+    // up over every plan, two clusters at a time, each with at most two requests in flight and each
+    // account with at most three.
+    let up = karpctl(
+        &wd,
+        &["up", "--all", "--parallel-clusters", "2", "--concurrency", "2", "--account-concurrency", "3", "--output", "json"],
+    );
     assert_eq!(up.code, 0, "{up:?}");
     let doc = up.json();
     assert_eq!(doc["peak_clusters_in_flight"], 2, "{doc}");
@@ -77,7 +81,8 @@ fn all_plans_diff_up_and_a_broken_plan_fails_only_itself() {
     assert_eq!(accounts.len(), 2, "default credentials and the assumed role's account: {doc}");
     for acc in accounts {
         let peak = acc["peak_requests_in_flight"].as_u64().unwrap();
-        assert!((1..=3).contains(&peak), "at most --concurrency requests per account: {acc}");
+        assert!((1..=3).contains(&peak), "at most --account-concurrency requests per account: {acc}");
+        assert_eq!(acc["concurrency"], 3, "{acc}");
     }
     for (_, r) in results(&doc) {
         assert!(r.starts_with("done: "), "{r}");

@@ -287,16 +287,36 @@ impl InFlight {
     }
 }
 
-/// The permits of a `LimitedClient` and its gauge; clone it to share both.
+/// The permits of a `LimitedClient` and its gauge; clone it to share both. A limiter may sit
+/// inside an outer one (many clusters in one run: each cluster's `--concurrency` inside its
+/// account's `--account-concurrency`): a request then holds a permit of each, the inner first.
 #[derive(Clone, Debug)]
 pub struct Limiter {
     pub permits: Arc<tokio::sync::Semaphore>,
     pub gauge: Arc<InFlight>,
+    pub outer: Option<Arc<Limiter>>,
 }
 
 impl Limiter {
     pub fn new(max_in_flight: usize) -> Self {
-        Limiter { permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1))), gauge: Default::default() }
+        Limiter { permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1))), gauge: Default::default(), outer: None }
+    }
+
+    /// A limiter of its own `max_in_flight` whose requests also count against `outer`.
+    pub fn inside(max_in_flight: usize, outer: &Limiter) -> Self {
+        Limiter { outer: Some(Arc::new(outer.clone())), ..Limiter::new(max_in_flight) }
+    }
+
+    /// This limiter's and its outer ones': the permits to take, in order, and the gauges to count on.
+    fn chain(&self) -> (Vec<Arc<tokio::sync::Semaphore>>, Vec<Arc<InFlight>>) {
+        let (mut permits, mut gauges) = (vec![self.permits.clone()], vec![self.gauge.clone()]);
+        let mut next = self.outer.clone();
+        while let Some(l) = next {
+            permits.push(l.permits.clone());
+            gauges.push(l.gauge.clone());
+            next = l.outer.clone();
+        }
+        (permits, gauges)
     }
 }
 
@@ -304,18 +324,22 @@ impl Limiter {
 #[derive(Debug)]
 struct Gauged {
     inner: SharedHttpConnector,
-    gauge: Arc<InFlight>,
+    gauges: Vec<Arc<InFlight>>,
 }
 
 impl HttpConnector for Gauged {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         use std::sync::atomic::Ordering::SeqCst;
-        let (inner, gauge) = (self.inner.clone(), self.gauge.clone());
+        let (inner, gauges) = (self.inner.clone(), self.gauges.clone());
         HttpConnectorFuture::new(async move {
-            let n = gauge.now.fetch_add(1, SeqCst) + 1;
-            gauge.peak.fetch_max(n, SeqCst);
+            for gauge in &gauges {
+                let n = gauge.now.fetch_add(1, SeqCst) + 1;
+                gauge.peak.fetch_max(n, SeqCst);
+            }
             let r = inner.call(request).await;
-            gauge.now.fetch_sub(1, SeqCst);
+            for gauge in &gauges {
+                gauge.now.fetch_sub(1, SeqCst);
+            }
             r
         })
     }
@@ -355,15 +379,20 @@ impl LimitedClient {
 #[derive(Debug)]
 struct LimitedConnector {
     inner: SharedHttpConnector,
-    permits: Arc<tokio::sync::Semaphore>,
+    permits: Vec<Arc<tokio::sync::Semaphore>>,
 }
 
 impl HttpConnector for LimitedConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let (inner, permits) = (self.inner.clone(), self.permits.clone());
         HttpConnectorFuture::new(async move {
-            // The semaphore is never closed.
-            let _permit = permits.acquire_owned().await.map_err(|e| ConnectorError::other(e.into(), None))?;
+            // Inner (the cluster's) first, then the outer (the account's): every request takes
+            // them in the same order, so none can hold an outer permit while it waits for an
+            // inner one. The semaphores are never closed.
+            let mut held = Vec::with_capacity(permits.len());
+            for p in permits {
+                held.push(p.acquire_owned().await.map_err(|e| ConnectorError::other(e.into(), None))?);
+            }
             inner.call(request).await
         })
     }
@@ -371,11 +400,9 @@ impl HttpConnector for LimitedConnector {
 
 impl HttpClient for LimitedClient {
     fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
-        let gauged = Gauged { inner: self.inner.http_connector(settings, components), gauge: self.limiter.gauge.clone() };
-        SharedHttpConnector::new(LimitedConnector {
-            inner: SharedHttpConnector::new(gauged),
-            permits: self.limiter.permits.clone(),
-        })
+        let (permits, gauges) = self.limiter.chain();
+        let gauged = Gauged { inner: self.inner.http_connector(settings, components), gauges };
+        SharedHttpConnector::new(LimitedConnector { inner: SharedHttpConnector::new(gauged), permits })
     }
     fn validate_base_client_config(&self, rc: &RuntimeComponentsBuilder, cfg: &ConfigBag) -> Result<(), BoxError> {
         self.inner.validate_base_client_config(rc, cfg)
@@ -733,12 +760,36 @@ mod tests {
             let slow = Slow::default();
             let conn = LimitedConnector {
                 inner: SharedHttpConnector::new(slow.clone()),
-                permits: Arc::new(tokio::sync::Semaphore::new(limit)),
+                permits: vec![Arc::new(tokio::sync::Semaphore::new(limit))],
             };
             let calls = (0..9).map(|_| conn.call(HttpRequest::empty()));
             let results = futures::future::join_all(calls).await;
             assert!(results.iter().all(|r| r.as_ref().is_ok_and(|r| r.status().as_u16() == 200)));
             assert_eq!(slow.peak.load(Ordering::SeqCst), limit, "limit {limit}");
+        }
+    }
+
+    /// Clusters of one account: each keeps its own limit, and together they keep the account's.
+    #[tokio::test]
+    async fn nested_limiters_keep_each_cluster_and_the_account_within_their_limits() {
+        let slow = Slow::default();
+        let account = Limiter::new(5);
+        let clusters: Vec<Limiter> = (0..4).map(|_| Limiter::inside(2, &account)).collect();
+        let conns: Vec<LimitedConnector> = clusters
+            .iter()
+            .map(|l| {
+                let (permits, gauges) = l.chain();
+                let gauged = Gauged { inner: SharedHttpConnector::new(slow.clone()), gauges };
+                LimitedConnector { inner: SharedHttpConnector::new(gauged), permits }
+            })
+            .collect();
+        let calls = conns.iter().flat_map(|c| (0..6).map(|_| c.call(HttpRequest::empty())));
+        let results = futures::future::join_all(calls).await;
+        assert!(results.iter().all(|r| r.is_ok()));
+        assert_eq!(slow.peak.load(Ordering::SeqCst), 5, "the account's limit binds: 4 clusters x 2 > 5");
+        assert_eq!(account.gauge.peak(), 5);
+        for l in &clusters {
+            assert!((1..=2).contains(&l.gauge.peak()), "each cluster at most its own 2: {}", l.gauge.peak());
         }
     }
 
