@@ -634,28 +634,7 @@ fn irsa_trusts_the_clusters_oidc_provider_and_makes_no_association() {
     assert_preflight_failure(&r, &["OIDC provider", "does not exist"], &["oidc"]);
     assert_nothing_created(&sdk, &c);
 
-    let issuer = rt()
-        .block_on(sdk.eks.describe_cluster().name(&c).send())
-        .unwrap()
-        .cluster()
-        .and_then(|x| x.identity())
-        .and_then(|x| x.oidc())
-        .and_then(|x| x.issuer())
-        .expect("the cluster has an OIDC issuer")
-        .to_string();
-    let provider = rt()
-        .block_on(
-            sdk.iam
-                .create_open_id_connect_provider()
-                .url(&issuer)
-                .client_id_list("sts.amazonaws.com")
-                .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280")
-                .send(),
-        )
-        .unwrap()
-        .open_id_connect_provider_arn()
-        .unwrap()
-        .to_string();
+    let (issuer, provider) = create_oidc_provider(&sdk, &c);
     let host_path = issuer.split_once("://").map(|(_, rest)| rest).unwrap_or(&issuer).trim_end_matches('/').to_string();
     assert_eq!(provider, format!("arn:aws:iam::{a}:oidc-provider/{host_path}"));
 

@@ -64,34 +64,13 @@ fn first_call(px: &LagProxy, op: &str) -> Option<f64> {
     px.calls_json().iter().find(|c| c["operation"] == op).and_then(|c| c["time"].as_f64())
 }
 
-fn oidc_provider(sdk: &Sdk, c: &str) {
-    let issuer = rt()
-        .block_on(sdk.eks.describe_cluster().name(c).send())
-        .unwrap()
-        .cluster()
-        .and_then(|x| x.identity())
-        .and_then(|x| x.oidc())
-        .and_then(|x| x.issuer())
-        .expect("the cluster has an OIDC issuer")
-        .to_string();
-    rt().block_on(
-        sdk.iam
-            .create_open_id_connect_provider()
-            .url(&issuer)
-            .client_id_list("sts.amazonaws.com")
-            .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280")
-            .send(),
-    )
-    .unwrap();
-}
-
 // ------------------------------------------------------------------- A. Pod Identity
 
 #[test]
 fn a1_switching_irsa_to_pod_identity_waits_out_eks_refusing_the_just_changed_trust_policy() {
     let (c, wd) = seeded("e-a1sw");
     let sdk = sdk();
-    oidc_provider(&sdk, &c);
+    create_oidc_provider(&sdk, &c);
     plan(&wd, &c, "mode = \"irsa\"\n");
     up(&wd, &c);
     assert!(karpenter_associations(&sdk, &c).is_empty());

@@ -193,6 +193,34 @@ pub fn sdk() -> Sdk {
     sdk_at(&endpoint())
 }
 
+/// Register the cluster's OIDC issuer as an IAM OIDC provider (what IRSA needs): its issuer URL
+/// and the provider's ARN.
+pub fn create_oidc_provider(sdk: &Sdk, cluster: &str) -> (String, String) {
+    let issuer = rt()
+        .block_on(sdk.eks.describe_cluster().name(cluster).send())
+        .unwrap()
+        .cluster()
+        .and_then(|x| x.identity())
+        .and_then(|x| x.oidc())
+        .and_then(|x| x.issuer())
+        .expect("the cluster has an OIDC issuer")
+        .to_string();
+    let arn = rt()
+        .block_on(
+            sdk.iam
+                .create_open_id_connect_provider()
+                .url(&issuer)
+                .client_id_list("sts.amazonaws.com")
+                .thumbprint_list("9e99a48a9960b14926bb7f3b02e22da2b0ab7280")
+                .send(),
+        )
+        .unwrap()
+        .open_id_connect_provider_arn()
+        .unwrap()
+        .to_string();
+    (issuer, arn)
+}
+
 pub fn sdk_at(endpoint: &str) -> Sdk {
     let creds = aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests");
     let conf = aws_types::SdkConfig::builder()
