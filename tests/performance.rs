@@ -45,7 +45,9 @@ fn every_object_is_read_once_and_concurrency_changes_no_call() {
         ("GetPolicyVersion", 5),
         ("GetQueueUrl", 1),
         ("GetQueueAttributes", 1),
-        ("DescribeRule", 5),
+        // One listing of the cluster's rules by name prefix, not a DescribeRule each.
+        ("ListRules", 1),
+        ("DescribeRule", 0),
         ("ListTargetsByRule", 5),
         ("ListQueueTags", 1),
         ("DescribeAccessEntry", 1),

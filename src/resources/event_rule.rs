@@ -1,6 +1,8 @@
 //! EventBridge rules on the default bus that feed the interruption queue, one target each.
 //!
-//! Read: DescribeRule, then ListTargetsByRule and ListTagsForResource together. Create: PutRule
+//! Read: the rule (from one ListRules with the cluster's name prefix, memoised for all of the
+//! cluster's rules; DescribeRule for a name without that prefix and before a create),
+//! ListTargetsByRule and ListTagsForResource, all three at once. Create: PutRule
 //! with tags in the call (after checking no rule of that name exists, since PutRule is an upsert),
 //! then PutTargets (FailedEntryCount checked). Update: PutRule with the whole rule (omitted fields
 //! would become null), TagResource for tags (AWS ignores tags on PutRule for an existing rule),
@@ -9,7 +11,7 @@
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
-use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::aws::{self, AwsError, Classify, Retryable, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
@@ -18,6 +20,7 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_eventbridge::types::{RuleState, Tag, Target};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// No field forces a replacement: every change is made in place.
 pub const IMMUTABLE: &[&str] = &[];
@@ -111,27 +114,123 @@ fn rule_arn(ctx: &Ctx, name: &str) -> String {
     format!("arn:{}:events:{}:{}:rule/{name}", ctx.partition, ctx.region, ctx.account_id)
 }
 
+/// What a read needs of a rule itself: DescribeRule and ListRules both answer it.
+#[derive(Clone, Debug, Default)]
+struct RuleInfo {
+    arn: Option<String>,
+    pattern: Option<String>,
+    state: Option<String>,
+    description: Option<String>,
+}
+
+/// The prefix every interruption rule of a cluster's plan starts with (unless its name had to be
+/// shortened: see `arns::rule_name`).
+fn cluster_prefix(cluster: &str) -> String {
+    format!("Karpenter-{cluster}-")
+}
+
+fn listing_key(prefix: &str) -> String {
+    format!("events:ListRules:{prefix}")
+}
+
+type Listing = Arc<BTreeMap<String, RuleInfo>>;
+
+/// Every rule on the default bus whose name starts with `prefix`: one ListRules (NamePrefix) call
+/// for all of a cluster's rules instead of a DescribeRule each, memoised for the observation, its
+/// failure too (each rule's read reports it; none asks again).
+async fn listed(ctx: &Ctx, prefix: &str) -> Result<Listing> {
+    let memo: std::result::Result<Listing, Arc<anyhow::Error>> =
+        ctx.cached(&listing_key(prefix), || async { Ok(list_rules(ctx, prefix).await.map_err(Arc::new)) }).await?;
+    memo.map_err(|e| match e.chain().find_map(|c| c.downcast_ref::<AwsError>()) {
+        Some(a) => anyhow::Error::new(a.clone()),
+        None => anyhow::anyhow!("{e:#}"),
+    })
+}
+
+async fn list_rules(ctx: &Ctx, prefix: &str) -> Result<Listing> {
+    let mut out = BTreeMap::new();
+    let mut token = None;
+    loop {
+        let o = ctx
+            .aws
+            .events
+            .list_rules()
+            .name_prefix(prefix)
+            .set_next_token(token)
+            .send()
+            .await
+            .map_err(|e| aws_err("events:ListRules", e))?;
+        for r in o.rules() {
+            let Some(name) = r.name() else { continue };
+            let info = RuleInfo {
+                arn: r.arn().map(str::to_string),
+                pattern: r.event_pattern().map(str::to_string),
+                state: r.state().map(|s| s.as_str().to_string()),
+                description: r.description().map(str::to_string),
+            };
+            out.insert(name.to_string(), info);
+        }
+        token = o.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    Ok(Arc::new(out))
+}
+
+/// DescribeRule, now (None: no such rule).
+async fn describe(ctx: &Ctx, name: &str) -> Result<Option<RuleInfo>> {
+    match ctx.aws.events.describe_rule().name(name).send().await {
+        Ok(d) => Ok(Some(RuleInfo {
+            arn: d.arn().map(str::to_string),
+            pattern: d.event_pattern().map(str::to_string),
+            state: d.state().map(|s| s.as_str().to_string()),
+            description: d.description().map(str::to_string),
+        })),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(aws_err("events:DescribeRule", e)),
+    }
+}
+
+/// The rule itself: from the cluster's memoised listing when its name carries the cluster's
+/// prefix (the listing holds every rule with that prefix, so absence there is absence), else,
+/// or with `fresh`, DescribeRule.
+async fn rule_info(ctx: &Ctx, name: &str, fresh: bool) -> Result<Option<RuleInfo>> {
+    let prefix = cluster_prefix(&ctx.cluster);
+    if !fresh && name.starts_with(&prefix) {
+        return Ok(listed(ctx, &prefix).await?.get(name).cloned());
+    }
+    describe(ctx, name).await
+}
+
+/// Drop the memoised listing: a rule of this cluster was just written.
+pub fn forget(ctx: &Ctx) {
+    ctx.forget_cached(&listing_key(&cluster_prefix(&ctx.cluster)));
+}
+
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
-    let d = match ctx.aws.events.describe_rule().name(&node.name).send().await {
-        Ok(d) => d,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(aws_err("events:DescribeRule", e)),
-    };
-    let arn = d.arn().map(str::to_string).unwrap_or_else(|| rule_arn(ctx, &node.name));
-    let (targets, tags) = tokio::try_join!(targets(ctx, &node.name), rule_tags(ctx, &arn))?;
-    let (Some(targets), Some(tags)) = (targets, tags) else { return Ok(None) };
+    read_rule(ctx, node, false).await
+}
+
+/// The rule, its targets and its tags, all three asked at once (a rule on the default bus has a
+/// known ARN: arn:<partition>:events:<region>:<account>:rule/<name>).
+async fn read_rule(ctx: &Ctx, node: &Node, fresh: bool) -> Result<Option<Observed>> {
+    let arn = rule_arn(ctx, &node.name);
+    let (info, targets, tags) =
+        tokio::try_join!(rule_info(ctx, &node.name, fresh), targets(ctx, &node.name), rule_tags(ctx, &arn))?;
+    let (Some(d), Some(targets), Some(tags)) = (info, targets, tags) else { return Ok(None) };
     let mut fields = Fields::new();
-    let pattern = match d.event_pattern() {
+    let pattern = match d.pattern.as_deref() {
         Some(p) => policy_doc::parse_event_pattern(p).unwrap_or_else(|_| json!(p)),
         None => Value::Null,
     };
     fields.insert("EventPattern".into(), pattern);
-    fields.insert("State".into(), d.state().map(|s| json!(s.as_str())).unwrap_or(Value::Null));
-    fields.insert("Description".into(), d.description().map(|s| json!(s)).unwrap_or(Value::Null));
+    fields.insert("State".into(), d.state.map(Value::String).unwrap_or(Value::Null));
+    fields.insert("Description".into(), d.description.map(Value::String).unwrap_or(Value::Null));
     fields.insert("Targets".into(), Value::Array(targets.iter().map(|(id, arn)| json!({"Id": id, "Arn": arn})).collect()));
     fields.insert("tags".into(), Ctx::tags_value(&tags));
     let mut ids = BTreeMap::new();
-    ids.insert("arn".to_string(), arn);
+    ids.insert("arn".to_string(), d.arn.unwrap_or(arn));
     Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
 }
 
@@ -233,7 +332,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
     match step.action {
         Action::Create | Action::Replace => {
             // PutRule upserts: make sure we are not about to overwrite someone else's rule.
-            if let Some(live) = read(ctx, &step.node).await?
+            if let Some(live) = read_rule(ctx, &step.node, true).await?
                 && live.owner != Owner::Ours
             {
                 bail!(

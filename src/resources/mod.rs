@@ -96,7 +96,8 @@ pub fn forget(ctx: &Ctx, node: &Node) {
         Kind::Queue | Kind::QueuePolicy => queue::forget(ctx, &node.name),
         Kind::IamRole => iam_role::forget(ctx, &node.name),
         Kind::RolePolicyAttachment => role_policy_attachment::forget(ctx, node),
-        Kind::EventRule | Kind::IamPolicy | Kind::InstanceProfile | Kind::AccessEntry | Kind::PodIdentity => {}
+        Kind::EventRule => event_rule::forget(ctx),
+        Kind::IamPolicy | Kind::InstanceProfile | Kind::AccessEntry | Kind::PodIdentity => {}
         Kind::DiscoveryTags => {}
     }
 }
