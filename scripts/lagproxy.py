@@ -250,6 +250,8 @@ class Lag:
     def __init__(self, upstream: str):
         self.upstream = upstream.rstrip("/")
         self.lock = threading.RLock()
+        # Per thread: its kept-alive upstream connections (see forward).
+        self.local = threading.local()
         self.rules: dict = {}
         self.calls: list[dict] = []
         # queue -> {"until": t, "old": {attr: value}, "keys": set(attrs written)}
@@ -381,24 +383,58 @@ class Lag:
     def forward(self, req: Req, headers: list[tuple[str, str]] | None = None,
                 body: bytes | None = None) -> tuple[int, list, bytes]:
         base = urllib.parse.urlsplit(self.upstream_for(req.service))
-        conn_cls = http.client.HTTPSConnection if base.scheme == "https" else http.client.HTTPConnection
-        conn = conn_cls(base.netloc, timeout=120)
         body = req.body if body is None else body
         target = (base.path.rstrip("/") + req.target) if base.path not in ("", "/") else req.target
-        try:
-            conn.putrequest(req.method, target, skip_host=req.header("host") is not None,
-                            skip_accept_encoding=True)
-            for k, v in (req.headers if headers is None else headers):
-                if k.lower() not in HOP_BY_HOP:
-                    conn.putheader(k, v)
-            if body or req.method in ("POST", "PUT", "PATCH"):
-                conn.putheader("Content-Length", str(len(body)))
-            conn.endheaders(body or None)
-            resp = conn.getresponse()
-            data = resp.read()
+        # One kept-alive upstream connection per handler thread and upstream (a thread serves one
+        # client connection, one request at a time): a new TCP connection per call cost every
+        # hop behind this one an accept and a handshake, which under many clusters at once was a
+        # good part of the emulator chain's CPU. A kept connection the upstream closed while idle
+        # fails before any byte of the answer; the request is then sent once more on a new one.
+        for fresh in (False, True):
+            conn = self._upstream_conn(base, fresh)
+            try:
+                conn.putrequest(req.method, target, skip_host=req.header("host") is not None,
+                                skip_accept_encoding=True)
+                for k, v in (req.headers if headers is None else headers):
+                    if k.lower() not in HOP_BY_HOP:
+                        conn.putheader(k, v)
+                if body or req.method in ("POST", "PUT", "PATCH"):
+                    conn.putheader("Content-Length", str(len(body)))
+                conn.endheaders(body or None)
+                resp = conn.getresponse()
+                data = resp.read()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+                self._drop_conn(base)
+                if fresh:
+                    raise
+                log(f"kept upstream connection was closed ({e.__class__.__name__}); sending on a new one")
+                continue
+            except BaseException:
+                self._drop_conn(base)
+                raise
+            if resp.will_close:
+                self._drop_conn(base)
             out = [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP]
             return resp.status, out, data
-        finally:
+        raise AssertionError("unreachable")
+
+    def _upstream_conn(self, base, fresh: bool) -> http.client.HTTPConnection:
+        conns = self.local.__dict__.setdefault("conns", {})
+        key = (base.scheme, base.netloc)
+        if fresh or key not in conns:
+            self._drop_conn(base)
+            cls = http.client.HTTPSConnection if base.scheme == "https" else http.client.HTTPConnection
+            conns[key] = cls(base.netloc, timeout=120)
+        return conns[key]
+
+    def close_conns(self) -> None:
+        """Close this thread's kept upstream connections (its client connection has ended)."""
+        for conn in self.local.__dict__.pop("conns", {}).values():
+            conn.close()
+
+    def _drop_conn(self, base) -> None:
+        conn = self.local.__dict__.setdefault("conns", {}).pop((base.scheme, base.netloc), None)
+        if conn is not None:
             conn.close()
 
     def sqs_call(self, like: Req, operation: str, payload: dict) -> tuple[int, dict]:
@@ -615,6 +651,12 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):  # quiet: the call log is the record
         pass
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.lag.close_conns()
 
     def _body(self) -> bytes:
         te = (self.headers.get("Transfer-Encoding") or "").lower()
