@@ -62,6 +62,10 @@ import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+# A kept upstream connection idle this long may have been closed by the upstream's keep-alive
+# timeout (hypercorn's and aiohttp's are 75 s): a failure on it is retried once on a new one.
+STALE_AFTER_S = 5.0
+
 # Headers that belong to one hop, not to the request: never copied across.
 HOP_BY_HOP = {
     "connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer",
@@ -388,10 +392,12 @@ class Lag:
         # One kept-alive upstream connection per handler thread and upstream (a thread serves one
         # client connection, one request at a time): a new TCP connection per call cost every
         # hop behind this one an accept and a handshake, which under many clusters at once was a
-        # good part of the emulator chain's CPU. A kept connection the upstream closed while idle
-        # fails before any byte of the answer; the request is then sent once more on a new one.
+        # good part of the emulator chain's CPU. A kept connection that sat idle for a while may
+        # have been closed by the upstream (its keep-alive timeout): if it fails that way, the
+        # request is sent once more on a new connection. A connection that fails while in use is
+        # not retried (a fault proxy upstream may have reset it on purpose): the client gets 502.
         for fresh in (False, True):
-            conn = self._upstream_conn(base, fresh)
+            conn, idle = self._upstream_conn(base, fresh)
             try:
                 conn.putrequest(req.method, target, skip_host=req.header("host") is not None,
                                 skip_accept_encoding=True)
@@ -405,37 +411,42 @@ class Lag:
                 data = resp.read()
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
                 self._drop_conn(base)
-                if fresh:
+                if fresh or idle < STALE_AFTER_S:
                     raise
-                log(f"kept upstream connection was closed ({e.__class__.__name__}); sending on a new one")
+                log(f"upstream closed a connection idle for {idle:.0f} s ({e.__class__.__name__}); sending on a new one")
                 continue
             except BaseException:
                 self._drop_conn(base)
                 raise
             if resp.will_close:
                 self._drop_conn(base)
+            else:
+                self.local.conns[(base.scheme, base.netloc)] = (conn, time.monotonic())
             out = [(k, v) for k, v in resp.getheaders() if k.lower() not in HOP_BY_HOP]
             return resp.status, out, data
         raise AssertionError("unreachable")
 
-    def _upstream_conn(self, base, fresh: bool) -> http.client.HTTPConnection:
+    def _upstream_conn(self, base, fresh: bool) -> tuple[http.client.HTTPConnection, float]:
+        """This thread's kept connection to `base` (or a new one) and how long it has been idle."""
         conns = self.local.__dict__.setdefault("conns", {})
         key = (base.scheme, base.netloc)
         if fresh or key not in conns:
             self._drop_conn(base)
             cls = http.client.HTTPSConnection if base.scheme == "https" else http.client.HTTPConnection
-            conns[key] = cls(base.netloc, timeout=120)
-        return conns[key]
+            conns[key] = (cls(base.netloc, timeout=120), time.monotonic())
+            return conns[key][0], 0.0
+        conn, last = conns[key]
+        return conn, time.monotonic() - last
 
     def close_conns(self) -> None:
         """Close this thread's kept upstream connections (its client connection has ended)."""
-        for conn in self.local.__dict__.pop("conns", {}).values():
+        for conn, _ in self.local.__dict__.pop("conns", {}).values():
             conn.close()
 
     def _drop_conn(self, base) -> None:
-        conn = self.local.__dict__.setdefault("conns", {}).pop((base.scheme, base.netloc), None)
-        if conn is not None:
-            conn.close()
+        kept = self.local.__dict__.setdefault("conns", {}).pop((base.scheme, base.netloc), None)
+        if kept is not None:
+            kept[0].close()
 
     def sqs_call(self, like: Req, operation: str, payload: dict) -> tuple[int, dict]:
         """An SQS call of our own, upstream, with the client's headers (the emulators accept

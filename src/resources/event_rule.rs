@@ -213,12 +213,18 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
 }
 
 /// The rule, its targets and its tags, all three asked at once (a rule on the default bus has a
-/// known ARN: arn:<partition>:events:<region>:<account>:rule/<name>).
+/// known ARN: arn:<partition>:events:<region>:<account>:rule/<name>). No rule: nothing else
+/// matters (asking for the tags of a rule that is not there may also fail otherwise than "not
+/// found"). A rule whose ARN is not the one expected has its tags read again by its own ARN.
 async fn read_rule(ctx: &Ctx, node: &Node, fresh: bool) -> Result<Option<Observed>> {
     let arn = rule_arn(ctx, &node.name);
-    let (info, targets, tags) =
-        tokio::try_join!(rule_info(ctx, &node.name, fresh), targets(ctx, &node.name), rule_tags(ctx, &arn))?;
-    let (Some(d), Some(targets), Some(tags)) = (info, targets, tags) else { return Ok(None) };
+    let (info, targets, tags) = tokio::join!(rule_info(ctx, &node.name, fresh), targets(ctx, &node.name), rule_tags(ctx, &arn));
+    let Some(d) = info? else { return Ok(None) };
+    let tags = match d.arn.as_deref() {
+        Some(other) if other != arn => rule_tags(ctx, other).await?,
+        _ => tags?,
+    };
+    let (Some(targets), Some(tags)) = (targets?, tags) else { return Ok(None) };
     let mut fields = Fields::new();
     let pattern = match d.pattern.as_deref() {
         Some(p) => policy_doc::parse_event_pattern(p).unwrap_or_else(|_| json!(p)),
