@@ -19,13 +19,13 @@ use aws_smithy_runtime_api::client::interceptors::context::{
 };
 use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
-use aws_smithy_runtime_api::client::result::ConnectorError;
 use aws_smithy_runtime_api::client::runtime_components::{RuntimeComponents, RuntimeComponentsBuilder};
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 pub use error::{AwsError, Classify, ErrorKind, kind_of};
+pub mod prio;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -292,14 +292,15 @@ impl InFlight {
 /// account's `--account-concurrency`): a request then holds a permit of each, the inner first.
 #[derive(Clone, Debug)]
 pub struct Limiter {
-    pub permits: Arc<tokio::sync::Semaphore>,
+    /// Handed to EKS requests first when full (see `prio`).
+    pub permits: Arc<prio::PrioSemaphore>,
     pub gauge: Arc<InFlight>,
     pub outer: Option<Arc<Limiter>>,
 }
 
 impl Limiter {
     pub fn new(max_in_flight: usize) -> Self {
-        Limiter { permits: Arc::new(tokio::sync::Semaphore::new(max_in_flight.max(1))), gauge: Default::default(), outer: None }
+        Limiter { permits: prio::PrioSemaphore::new(max_in_flight.max(1)), gauge: Default::default(), outer: None }
     }
 
     /// A limiter of its own `max_in_flight` whose requests also count against `outer`.
@@ -308,7 +309,7 @@ impl Limiter {
     }
 
     /// This limiter's and its outer ones': the permits to take, in order, and the gauges to count on.
-    fn chain(&self) -> (Vec<Arc<tokio::sync::Semaphore>>, Vec<Arc<InFlight>>) {
+    fn chain(&self) -> (Vec<Arc<prio::PrioSemaphore>>, Vec<Arc<InFlight>>) {
         let (mut permits, mut gauges) = (vec![self.permits.clone()], vec![self.gauge.clone()]);
         let mut next = self.outer.clone();
         while let Some(l) = next {
@@ -379,7 +380,7 @@ impl LimitedClient {
 #[derive(Debug)]
 struct LimitedConnector {
     inner: SharedHttpConnector,
-    permits: Vec<Arc<tokio::sync::Semaphore>>,
+    permits: Vec<Arc<prio::PrioSemaphore>>,
 }
 
 impl HttpConnector for LimitedConnector {
@@ -388,10 +389,13 @@ impl HttpConnector for LimitedConnector {
         HttpConnectorFuture::new(async move {
             // Inner (the cluster's) first, then the outer (the account's): every request takes
             // them in the same order, so none can hold an outer permit while it waits for an
-            // inner one. The semaphores are never closed.
+            // inner one. EKS requests are served first when a limiter is full (see `prio`); the
+            // request is signed by now, its Authorization header names the service.
+            let service = request.headers().get("authorization").and_then(prio::signing_service).unwrap_or("");
+            let priority = prio::priority_of(service);
             let mut held = Vec::with_capacity(permits.len());
-            for p in permits {
-                held.push(p.acquire_owned().await.map_err(|e| ConnectorError::other(e.into(), None))?);
+            for p in &permits {
+                held.push(p.acquire(priority).await);
             }
             inner.call(request).await
         })
@@ -404,8 +408,12 @@ impl HttpClient for LimitedClient {
         let gauged = Gauged { inner: self.inner.http_connector(settings, components), gauges };
         SharedHttpConnector::new(LimitedConnector { inner: SharedHttpConnector::new(gauged), permits })
     }
-    fn validate_base_client_config(&self, rc: &RuntimeComponentsBuilder, cfg: &ConfigBag) -> Result<(), BoxError> {
-        self.inner.validate_base_client_config(rc, cfg)
+    /// Not passed on: the SDK's HTTPS client answers it by building a whole connector (loading
+    /// and parsing the system's root certificates) and throwing it away, for each service client
+    /// built on it: six per cluster, most of karpctl's start-up time. The connector is built once,
+    /// at the first request, by the process-wide client (`default_https_client`).
+    fn validate_base_client_config(&self, _: &RuntimeComponentsBuilder, _: &ConfigBag) -> Result<(), BoxError> {
+        Ok(())
     }
     fn validate_final_config(&self, rc: &RuntimeComponents, cfg: &ConfigBag) -> Result<(), BoxError> {
         self.inner.validate_final_config(rc, cfg)
@@ -417,8 +425,16 @@ impl HttpClient for LimitedClient {
 
 /// The SDK's default HTTPS client (hyper 1 with rustls on aws-lc, the system's trusted roots plus
 /// any `ca_bundle`, proxy settings from the environment), built here so that it can be wrapped
-/// in a `LimitedClient`.
+/// in a `LimitedClient`. One per process (per CA bundle): every cluster of a many-cluster run
+/// shares its connectors (root certificates loaded once) and its pool of idle connections;
+/// each cluster's `LimitedClient` keeps its own limits around it.
 fn default_https_client(ca_bundle: Option<Vec<u8>>) -> SharedHttpClient {
+    static SHARED: std::sync::OnceLock<std::sync::Mutex<HashMap<Option<Vec<u8>>, SharedHttpClient>>> = std::sync::OnceLock::new();
+    let mut shared = SHARED.get_or_init(Default::default).lock().unwrap();
+    shared.entry(ca_bundle).or_insert_with_key(|ca| build_https_client(ca.clone())).clone()
+}
+
+fn build_https_client(ca_bundle: Option<Vec<u8>>) -> SharedHttpClient {
     use aws_smithy_http_client::proxy::ProxyConfig;
     use aws_smithy_http_client::tls::{self, TlsContext, TrustStore, rustls_provider::CryptoMode};
     use aws_smithy_http_client::{Builder, ConnectorBuilder};
@@ -760,7 +776,7 @@ mod tests {
             let slow = Slow::default();
             let conn = LimitedConnector {
                 inner: SharedHttpConnector::new(slow.clone()),
-                permits: vec![Arc::new(tokio::sync::Semaphore::new(limit))],
+                permits: vec![prio::PrioSemaphore::new(limit)],
             };
             let calls = (0..9).map(|_| conn.call(HttpRequest::empty()));
             let results = futures::future::join_all(calls).await;
