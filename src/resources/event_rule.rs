@@ -1,8 +1,8 @@
 //! EventBridge rules on the default bus that feed the interruption queue, one target each.
 //!
 //! Read: the rule (from one ListRules with the cluster's name prefix, memoised for all of the
-//! cluster's rules; DescribeRule for a name without that prefix and before a create),
-//! ListTargetsByRule and ListTagsForResource, all three at once. Create: PutRule
+//! cluster's rules; DescribeRule for a name without that prefix and before a create), then
+//! ListTargetsByRule and ListTagsForResource together. Create: PutRule
 //! with tags in the call (after checking no rule of that name exists, since PutRule is an upsert),
 //! then PutTargets (FailedEntryCount checked). Update: PutRule with the whole rule (omitted fields
 //! would become null), TagResource for tags (AWS ignores tags on PutRule for an existing rule),
@@ -212,19 +212,13 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     read_rule(ctx, node, false).await
 }
 
-/// The rule, its targets and its tags, all three asked at once (a rule on the default bus has a
-/// known ARN: arn:<partition>:events:<region>:<account>:rule/<name>). No rule: nothing else
-/// matters (asking for the tags of a rule that is not there may also fail otherwise than "not
-/// found"). A rule whose ARN is not the one expected has its tags read again by its own ARN.
+/// The rule, then its targets and its tags together (by the ARN the rule was listed or described
+/// with). No rule: no further call (a create's check, or `up` from nothing, asks once per rule).
 async fn read_rule(ctx: &Ctx, node: &Node, fresh: bool) -> Result<Option<Observed>> {
-    let arn = rule_arn(ctx, &node.name);
-    let (info, targets, tags) = tokio::join!(rule_info(ctx, &node.name, fresh), targets(ctx, &node.name), rule_tags(ctx, &arn));
-    let Some(d) = info? else { return Ok(None) };
-    let tags = match d.arn.as_deref() {
-        Some(other) if other != arn => rule_tags(ctx, other).await?,
-        _ => tags?,
-    };
-    let (Some(targets), Some(tags)) = (targets?, tags) else { return Ok(None) };
+    let Some(d) = rule_info(ctx, &node.name, fresh).await? else { return Ok(None) };
+    let arn = d.arn.clone().unwrap_or_else(|| rule_arn(ctx, &node.name));
+    let (targets, tags) = tokio::try_join!(targets(ctx, &node.name), rule_tags(ctx, &arn))?;
+    let (Some(targets), Some(tags)) = (targets, tags) else { return Ok(None) };
     let mut fields = Fields::new();
     let pattern = match d.pattern.as_deref() {
         Some(p) => policy_doc::parse_event_pattern(p).unwrap_or_else(|_| json!(p)),
@@ -236,7 +230,7 @@ async fn read_rule(ctx: &Ctx, node: &Node, fresh: bool) -> Result<Option<Observe
     fields.insert("Targets".into(), Value::Array(targets.iter().map(|(id, arn)| json!({"Id": id, "Arn": arn})).collect()));
     fields.insert("tags".into(), Ctx::tags_value(&tags));
     let mut ids = BTreeMap::new();
-    ids.insert("arn".to_string(), d.arn.unwrap_or(arn));
+    ids.insert("arn".to_string(), arn);
     Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
 }
 
