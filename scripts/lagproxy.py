@@ -390,9 +390,9 @@ class Lag:
         body = req.body if body is None else body
         target = (base.path.rstrip("/") + req.target) if base.path not in ("", "/") else req.target
         # One kept-alive upstream connection per handler thread and upstream (a thread serves one
-        # client connection, one request at a time): a new TCP connection per call cost every
-        # hop behind this one an accept and a handshake, which under many clusters at once was a
-        # good part of the emulator chain's CPU. A kept connection that sat idle for a while may
+        # client connection, one request at a time): a new TCP connection per call cost this
+        # proxy and the server behind it a connect, an accept and a new handler each time. A
+        # kept connection that sat idle for a while may
         # have been closed by the upstream (its keep-alive timeout): if it fails that way, the
         # request is sent once more on a new connection. A connection that fails while in use is
         # not retried (a fault proxy upstream may have reset it on purpose): the client gets 502.

@@ -115,7 +115,7 @@ fn rule_arn(ctx: &Ctx, name: &str) -> String {
 }
 
 /// What a read needs of a rule itself: DescribeRule and ListRules both answer it.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct RuleInfo {
     arn: Option<String>,
     pattern: Option<String>,
