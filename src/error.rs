@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 /// A user-facing error: what is wrong, and what to do about it.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct UserError {
     pub message: String,

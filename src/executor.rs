@@ -2,8 +2,8 @@
 //! finished (not in waves); a failure skips only the steps that depend on it, transitively;
 //! cancellation stops scheduling and lets in-flight steps finish.
 
+use crate::events::{Event, Reporter};
 use crate::model::{Action, Outcome, Step};
-use crate::report::{Event, Reporter};
 use anyhow::{Result, bail};
 use petgraph::graph::{DiGraph, NodeIndex};
 use std::collections::{BTreeMap, BTreeSet, HashMap};

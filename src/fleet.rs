@@ -2,20 +2,20 @@
 //! alone (its `Scope` takes its output, its requests stay within its own `--concurrency`), at most
 //! `--parallel-clusters` at once; the clusters of one account also share one request limiter of
 //! `--account-concurrency` (AWS throttles per account); one cluster failing never
-//! stops the others. Then one summary: a table, one JSON document, or one Markdown comment.
+//! stops the others. Then one summary (`FleetReport`) for the printer: a table, one JSON
+//! document, or one Markdown comment.
 
 use crate::aws::{CallStats, Limiter};
-use crate::cli::{Command, OutputFormat};
-use crate::markdown::{self, Section};
-use crate::options::{Format, Options};
-use crate::output::{EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
+use crate::cli::Command;
+use crate::exit::{EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
+use crate::options::Options;
 use crate::plan_file::{self, UserError};
-use crate::report::{Progress, Reporter, Silent, Style};
-use crate::scope::{Captured, Prefixed, Scope};
+use crate::report::markdown::Section;
+use crate::report::{AccountUse, ClusterRun, FleetReport, Prefixed, human, json};
+use crate::scope::Scope;
 use anyhow::Result;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const DEFAULT_ACCOUNT: &str = "default credentials";
 
 /// None when the command names one cluster (or none); else the run over many.
-pub async fn dispatch(global: &Options, command: &Command) -> Option<Result<i32>> {
+pub async fn dispatch(global: &Options, command: &Command) -> Option<Result<FleetReport>> {
     if !global.all && global.clusters.is_none() {
         return None;
     }
@@ -88,24 +88,44 @@ fn check(global: &Options, command: &Command) -> Result<(), UserError> {
     }
 }
 
-/// One cluster's end: its name, where it runs, its exit code, its captured result, its error.
-struct Done {
-    section: Section,
+/// What one cluster's command returned: its plan or values, its JSON document, its error.
+struct Produced {
+    plan: Option<crate::model::Plan>,
+    text: Option<String>,
+    doc: Option<Value>,
     code: i32,
-    captured: Captured,
-    stats: Value,
+    error: Option<anyhow::Error>,
 }
 
-pub async fn run(global: &Options, command: &Command) -> Result<i32> {
+/// Run one cluster's command (its printer is muted: `g.scope` is set).
+async fn produce(g: &Options, command: &Command) -> Produced {
+    let plan = |r: Result<crate::report::PlanReport>| match r {
+        Ok(r) => Produced {
+            code: r.exit_code(),
+            doc: Some(json::plan_doc(&r)),
+            error: r.error().map(anyhow::Error::from),
+            plan: Some(r.plan),
+            text: None,
+        },
+        Err(e) => Produced { plan: None, text: None, doc: None, code: EXIT_ERROR, error: Some(e) },
+    };
+    match command {
+        Command::Diff(a) => plan(crate::engine::diff(g, a.adopt, None).await),
+        Command::Up(a) => plan(crate::engine::up(g, a.adopt).await),
+        Command::Down(_) => plan(crate::engine::down(g, true).await),
+        Command::Output(a) => match crate::outputs::run(g, a.format).await {
+            Ok(v) => Produced { plan: None, text: Some(v.text), doc: Some(v.doc), code: EXIT_OK, error: None },
+            Err(e) => Produced { plan: None, text: None, doc: None, code: EXIT_ERROR, error: Some(e) },
+        },
+        Command::Completions { .. } | Command::Doctor(_) => unreachable!("refused by check"),
+    }
+}
+
+pub async fn run(global: &Options, command: &Command) -> Result<FleetReport> {
     check(global, command)?;
     let names = names(global)?;
     let cmd = command_name(command);
-    let base: Arc<dyn Reporter> = if global.quiet {
-        Arc::new(Silent)
-    } else {
-        // No live status line: several clusters' steps interleave; every line names its cluster.
-        Arc::new(Progress::new(false, Style::detect(std::io::stderr().is_terminal())))
-    };
+    let base = crate::report::fleet_reporter(global.quiet);
     let width = names.iter().map(|n| n.len()).max().unwrap_or(0);
     let limiters: std::sync::Mutex<BTreeMap<String, Limiter>> = Default::default();
     let in_flight = AtomicUsize::new(0);
@@ -139,30 +159,19 @@ pub async fn run(global: &Options, command: &Command) -> Result<i32> {
                 reporter: Arc::new(Prefixed { prefix: format!("[{name:<width$}] "), inner: base.clone() }),
                 limiter,
                 stats: Arc::new(CallStats::default()),
-                captured: Default::default(),
             });
             let mut g = global.clone();
             g.cluster = Some(name.clone());
             g.all = false;
             g.clusters = None;
             g.scope = Some(scope.clone());
-            let result = match command {
-                Command::Diff(a) => crate::engine::diff(&g, a.adopt, None).await,
-                Command::Up(a) => crate::engine::up(&g, a.adopt).await,
-                Command::Down(_) => crate::engine::down(&g, true).await,
-                Command::Output(a) => crate::outputs::run(&g, a.format).await,
-                Command::Completions { .. } | Command::Doctor(_) => unreachable!("refused by check"),
-            };
+            let produced = produce(&g, command).await;
             in_flight.fetch_sub(1, Ordering::SeqCst);
-            let captured = scope.take();
-            let doc = captured.doc.clone();
+            let doc = produced.doc.clone();
             let pick = |k: &str, fallback: Option<String>| {
                 doc.as_ref().and_then(|d| d[k].as_str().map(str::to_string)).or(fallback).unwrap_or_default()
             };
-            let (code, error) = match &result {
-                Ok(c) => (*c, doc.as_ref().and_then(|d| d["error"]["message"].as_str().map(str::to_string))),
-                Err(e) => (EXIT_ERROR, Some(error_text(e))),
-            };
+            let error = produced.error.as_ref().map(human::error_brief);
             let account_id = pick(
                 "account_id",
                 spec.as_ref().and_then(|s| s.account_id.clone().or(s.assume_role.as_ref().map(|r| r.account_id.clone()))),
@@ -176,69 +185,37 @@ pub async fn run(global: &Options, command: &Command) -> Result<i32> {
                 error,
             };
             let stats = serde_json::to_value(scope.stats.report()).unwrap_or(Value::Null);
-            let error_doc = result.as_ref().err().map(crate::output::error_json);
-            let mut captured = captured;
-            if let Some(e) = error_doc {
+            let mut doc = doc;
+            if let Some(e) = &produced.error {
                 // An error before any document: the same shape as a one-cluster error document.
-                let d = captured.doc.get_or_insert_with(|| {
+                let d = doc.get_or_insert_with(|| {
                     json!({"format_version": 1, "command": cmd, "cluster": name, "account_id": section.account_id, "region": section.region, "stats": stats.clone()})
                 });
-                d["error"] = e;
+                d["error"] = json::error_json(e);
             }
-            Done { section, code, captured, stats }
+            ClusterRun { section, code: produced.code, plan: produced.plan, doc, text: produced.text, stats }
         }
     });
-    let done: Vec<Done> = futures::future::join_all(runs).await;
+    let done: Vec<ClusterRun> = futures::future::join_all(runs).await;
     let limiters = limiters.into_inner().unwrap();
-    let code = exit_code(&done);
-    match global.output {
-        Format::Json => {
-            let clusters: Vec<Value> = done.iter().map(|d| d.captured.doc.clone().unwrap_or(Value::Null)).collect();
-            let doc = json!({
-                "format_version": 1,
-                "command": cmd,
-                "clusters": clusters,
-                "summary": done.iter().map(|d| json!({
-                    "cluster": d.section.cluster, "account_id": d.section.account_id, "region": d.section.region,
-                    "result": markdown::result_text(cmd, &d.section), "exit_code": d.code,
-                })).collect::<Vec<_>>(),
-                "parallel_clusters": global.parallel_clusters,
-                "peak_clusters_in_flight": peak.load(Ordering::SeqCst),
-                "accounts": limiters.iter().map(|(k, l)| json!({
-                    "account": k, "concurrency": global.account_concurrency, "peak_requests_in_flight": l.gauge.peak(),
-                })).collect::<Vec<_>>(),
-                "exit_code": code,
-            });
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
-        Format::Markdown => {
-            let sections: Vec<Section> = done.iter().map(|d| d.section.clone()).collect();
-            print!("{}", markdown::render(cmd, &sections));
-        }
-        Format::Human => {
-            for d in &done {
-                print_cluster(command, d);
-            }
-            if global.stats {
-                for d in &done {
-                    eprintln!("[{}] AWS calls: {}", d.section.cluster, d.stats["calls"]);
-                }
-            }
-            print!("{}", summary_table(cmd, &done));
-        }
-    }
-    Ok(code)
+    Ok(FleetReport {
+        command: cmd,
+        exit_code: exit_code(&done),
+        runs: done,
+        parallel_clusters: global.parallel_clusters,
+        peak_clusters_in_flight: peak.load(Ordering::SeqCst),
+        accounts: limiters
+            .iter()
+            .map(|(k, l)| AccountUse {
+                account: k.clone(),
+                concurrency: global.account_concurrency,
+                peak_requests_in_flight: l.gauge.peak(),
+            })
+            .collect(),
+    })
 }
 
-fn error_text(e: &anyhow::Error) -> String {
-    let mut s = e.to_string();
-    if let Some(h) = crate::output::hint_of(e) {
-        s.push_str(&format!("\nhint: {h}"));
-    }
-    s
-}
-
-fn exit_code(done: &[Done]) -> i32 {
+fn exit_code(done: &[ClusterRun]) -> i32 {
     let codes: Vec<i32> = done.iter().map(|d| d.code).collect();
     if codes.contains(&EXIT_INTERRUPTED) {
         EXIT_INTERRUPTED
@@ -249,70 +226,4 @@ fn exit_code(done: &[Done]) -> i32 {
     } else {
         EXIT_OK
     }
-}
-
-/// A cluster's own part of the human output: its plan (`diff`), its outputs (`output`), its error.
-fn print_cluster(command: &Command, d: &Done) {
-    let style = Style::detect(std::io::stdout().is_terminal());
-    let s = &d.section;
-    let head = format!("== {} (account {}, region {}) ==", s.cluster, dash(&s.account_id), dash(&s.region));
-    match command {
-        Command::Diff(_) => {
-            println!("{}", style.bold(&head));
-            if let Some(p) = &d.captured.plan {
-                print!("{}", crate::report::render_plan(p, style));
-            }
-        }
-        Command::Output(a) => {
-            println!("# {head}");
-            if let Some(doc) = d.captured.doc.as_ref().filter(|_| s.error.is_none()) {
-                let text = match a.format {
-                    OutputFormat::Json => serde_json::to_string_pretty(doc).unwrap_or_default(),
-                    OutputFormat::Helm => crate::outputs::helm(doc, doc["identity_mode"] == "irsa"),
-                    OutputFormat::Nodeclass => crate::outputs::nodeclass(doc),
-                };
-                println!("{text}");
-            }
-        }
-        _ => {}
-    }
-    if let Some(e) = &s.error {
-        if !matches!(command, Command::Diff(_) | Command::Output(_)) {
-            println!("{}", style.bold(&head));
-        }
-        for (i, line) in e.lines().enumerate() {
-            if i == 0 {
-                println!("{}: {line}", style.red("error"));
-            } else {
-                println!("  {line}");
-            }
-        }
-    }
-    println!();
-}
-
-fn dash(s: &str) -> &str {
-    if s.is_empty() { "-" } else { s }
-}
-
-fn summary_table(cmd: &str, done: &[Done]) -> String {
-    let rows: Vec<[String; 4]> = done
-        .iter()
-        .map(|d| {
-            let s = &d.section;
-            [s.cluster.clone(), dash(&s.account_id).to_string(), dash(&s.region).to_string(), markdown::result_text(cmd, s)]
-        })
-        .collect();
-    let head = ["CLUSTER".to_string(), "ACCOUNT".into(), "REGION".into(), "RESULT".into()];
-    let mut w = [0usize; 3];
-    for r in rows.iter().chain(std::iter::once(&head)) {
-        for i in 0..3 {
-            w[i] = w[i].max(r[i].chars().count());
-        }
-    }
-    let mut out = format!("Summary of {} cluster(s):\n", rows.len());
-    for r in std::iter::once(&head).chain(rows.iter()) {
-        out.push_str(&format!("  {:<a$}  {:<b$}  {:<c$}  {}\n", r[0], r[1], r[2], r[3], a = w[0], b = w[1], c = w[2]));
-    }
-    out
 }

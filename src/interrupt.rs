@@ -20,14 +20,14 @@ pub fn install_interrupt_handler() {
             return;
         }
         if !APPLYING.load(Ordering::SeqCst) {
-            eprintln!("Interrupted before any change; nothing was written.");
-            std::process::exit(crate::output::EXIT_INTERRUPTED);
+            crate::report::interrupted_before_writes();
+            std::process::exit(crate::exit::EXIT_INTERRUPTED);
         }
         if let Some(tx) = CANCEL.get() {
             let _ = tx.send(true);
         }
         if tokio::signal::ctrl_c().await.is_ok() {
-            std::process::exit(crate::output::EXIT_INTERRUPTED);
+            std::process::exit(crate::exit::EXIT_INTERRUPTED);
         }
     });
 }

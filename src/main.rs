@@ -10,17 +10,17 @@ mod discovery;
 mod doctor;
 mod engine;
 mod error;
+mod events;
 mod executor;
+mod exit;
 mod facts;
 mod fleet;
 mod interrupt;
 mod karpenter_iam;
-mod markdown;
 mod model;
 mod names;
 mod observe;
 mod options;
-mod output;
 mod outputs;
 mod plan_file;
 mod planner;
@@ -97,7 +97,7 @@ fn main() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            std::process::exit(if e.use_stderr() { output::EXIT_ERROR } else { output::EXIT_OK });
+            std::process::exit(if e.use_stderr() { exit::EXIT_ERROR } else { exit::EXIT_OK });
         }
     };
     init_tracing(cli.global.verbose, cli.global.quiet);
@@ -107,6 +107,7 @@ fn main() {
     }
     let opts = options(&cli.global);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let printer = report::Printer::new(&opts);
     let (name, result) = rt.block_on(async {
         interrupt::install_interrupt_handler();
         if opts.output == options::Format::Markdown && !matches!(cli.command, Command::Diff(_)) {
@@ -115,31 +116,35 @@ fn main() {
             return ("karpctl", Err(e.into()));
         }
         if let Some(r) = fleet::dispatch(&opts, &cli.command).await {
-            return (fleet_name(&cli.command), r);
+            return (fleet_name(&cli.command), r.map(|f| printer.fleet(&f)));
         }
+        let plan = |r: anyhow::Result<report::PlanReport>| r.map(|r| printer.plan(&r));
         match &cli.command {
             Command::Up(a) => match &a.plan_file {
-                Some(f) => ("up", engine::up_saved(&opts, f).await),
-                None => ("up", engine::up(&opts, a.adopt).await),
+                Some(f) => ("up", plan(engine::up_saved(&opts, f).await)),
+                None => ("up", plan(engine::up(&opts, a.adopt).await)),
             },
-            Command::Diff(a) => ("diff", engine::diff(&opts, a.adopt, a.out.as_deref()).await),
-            Command::Output(a) => ("output", crate::outputs::run(&opts, a.format).await),
-            Command::Down(a) => ("down", engine::down(&opts, a.yes).await),
-            Command::Doctor(a) => ("doctor", doctor::run(&opts, a).await),
+            Command::Diff(a) => ("diff", plan(engine::diff(&opts, a.adopt, a.out.as_deref()).await)),
+            Command::Output(a) => (
+                "output",
+                crate::outputs::run(&opts, a.format).await.map(|v| {
+                    printer.values(&v);
+                    exit::EXIT_OK
+                }),
+            ),
+            Command::Down(a) => ("down", plan(engine::down(&opts, a.yes).await)),
+            Command::Doctor(a) => ("doctor", doctor::run(&opts, a).await.map(|r| printer.doctor(&r))),
             Command::Completions { .. } => unreachable!("handled above"),
         }
     });
     let code = match result {
         Ok(code) => code,
         Err(e) => {
-            output::report_error(&e, opts.output, name);
-            if cli.global.stats
-                && opts.output == options::Format::Human
-                && let Some(stats) = aws::STATS.get()
-            {
-                output::print_stats_report(&stats.report());
+            printer.error(&e, name);
+            if opts.output == options::Format::Human {
+                printer.stats_after_error();
             }
-            output::EXIT_ERROR
+            exit::EXIT_ERROR
         }
     };
     // Do not wait for lingering SDK connections.

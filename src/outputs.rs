@@ -4,12 +4,12 @@ use crate::cli::OutputFormat;
 use crate::desired;
 use crate::model::{Kind, Owner};
 use crate::options::Options;
-use crate::output::EXIT_OK;
 use crate::plan_file::{IdentityMode, UserError};
+use crate::report::ValuesReport;
 use anyhow::Result;
 use serde_json::{Value, json};
 
-pub async fn run(global: &Options, format: OutputFormat) -> Result<i32> {
+pub async fn run(global: &Options, format: OutputFormat) -> Result<ValuesReport> {
     let p = crate::prepare::prepare(global, crate::facts::Command::Diff, false).await?;
     let spec = &p.spec;
     let nodes = desired::build(spec, &p.facts);
@@ -61,17 +61,12 @@ pub async fn run(global: &Options, format: OutputFormat) -> Result<i32> {
         "subnets": p.facts.discovery.subnets.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
         "security_group": p.facts.discovery.security_group.as_ref().map(|g| g.id.clone()),
     });
-    if let Some(scope) = &global.scope {
-        scope.capture(None, doc);
-        return Ok(EXIT_OK);
-    }
     let text = match format {
         OutputFormat::Json => serde_json::to_string_pretty(&doc)?,
         OutputFormat::Helm => helm(&doc, id.mode == IdentityMode::Irsa),
         OutputFormat::Nodeclass => nodeclass(&doc),
     };
-    println!("{text}");
-    Ok(EXIT_OK)
+    Ok(ValuesReport { doc, text })
 }
 
 fn s(v: &Value) -> &str {

@@ -13,10 +13,11 @@
 
 use crate::aws::{self, Classify, aws_err};
 use crate::error::combine_errors;
+use crate::events::Event;
 use crate::facts::Command;
 use crate::facts::Facts;
+use crate::model::Level;
 use crate::plan_file::{IdentityMode, Spec, UserError};
-use crate::report::Event;
 use crate::resources::{Background, Ctx};
 use anyhow::Result;
 use std::sync::Arc;
@@ -73,9 +74,9 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
     if agent_missing {
         // Every other check passed and the plan asked for the add-on: `up` installs it once
         // the plan has no conflicts, as its first write (see engine::apply_plan).
-        ctx.reporter.event(Event::Info(&format!(
-            "note: the {POD_IDENTITY_AGENT} add-on is not installed; `karpctl up` will install it (create_pod_identity_agent = true)"
-        )));
+        ctx.reporter.event(Event::Note { level: Level::Info, text: &format!(
+            "the {POD_IDENTITY_AGENT} add-on is not installed; `karpctl up` will install it (create_pod_identity_agent = true)"
+        ) });
     }
     Ok(agent_missing && cmd == Command::Up)
 }
@@ -131,9 +132,10 @@ async fn pod_identity_agent(ctx: &Ctx, spec: &Spec) -> Result<Agent> {
         "DELETING" => Ok(Agent::Missing),
         "" | "ACTIVE" | "CREATING" | "UPDATING" => Ok(Agent::Present),
         other => {
-            ctx.reporter.event(Event::Info(&format!(
-                "warning: the {POD_IDENTITY_AGENT} add-on is {other}; Karpenter needs it working to get AWS credentials"
-            )));
+            ctx.reporter.event(Event::Note {
+                level: Level::Warning,
+                text: &format!("the {POD_IDENTITY_AGENT} add-on is {other}; Karpenter needs it working to get AWS credentials"),
+            });
             Ok(Agent::Present)
         }
     }
@@ -147,10 +149,10 @@ pub async fn create_agent(ctx: &Ctx, spec: &Spec) -> Result<()> {
     let status = eks::remembered_status(ctx, &spec.cluster).await?;
     if crate::facts::ClusterState::of(&status) != crate::facts::ClusterState::Active {
         eks::defer_agent(ctx, &spec.cluster, &spec.tags);
-        ctx.reporter.event(Event::Info(&format!(
-            "note: EKS cluster {} is {status}; the {POD_IDENTITY_AGENT} add-on is installed with the Pod Identity association, once the cluster is ACTIVE",
+        ctx.reporter.event(Event::Note { level: Level::Info, text: &format!(
+            "EKS cluster {} is {status}; the {POD_IDENTITY_AGENT} add-on is installed with the Pod Identity association, once the cluster is ACTIVE",
             spec.cluster
-        )));
+        ) });
         return Ok(());
     }
     eks::install_agent(ctx, &spec.cluster, &spec.tags).await

@@ -4,15 +4,15 @@
 use crate::aws::{self, CallStats, Classify, Clients, ConnectOptions, ConsistencyPolicy, in_unit};
 use crate::desired;
 use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Command, Facts};
+use crate::model::Level;
 use crate::model::{Node, Observed};
 use crate::observe::{ReadAhead, observe, observe_after};
 use crate::options::Options;
 use crate::plan_file::{self, Spec, UserError};
-use crate::report::{Event, Progress, Reporter, Silent, Style};
+use crate::report::{Event, Reporter, reporter_for};
 use crate::resources::{self, Ctx};
 use anyhow::{Context, Result};
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -65,17 +65,6 @@ impl Prepared {
     }
 }
 
-fn reporter_for(global: &Options) -> Arc<dyn Reporter> {
-    if let Some(scope) = &global.scope {
-        scope.reporter.clone()
-    } else if global.quiet {
-        Arc::new(Silent)
-    } else {
-        let tty = std::io::stderr().is_terminal();
-        Arc::new(Progress::new(tty, Style::detect(tty)))
-    }
-}
-
 async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserError> {
     let region = match (&global.region, &spec.region) {
         (Some(f), Some(p)) if f != p => {
@@ -114,8 +103,10 @@ async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserErr
 pub async fn prepare(global: &Options, cmd: Command, read_ahead: bool) -> Result<Prepared> {
     aws::epoch();
     if global.plan_flag {
-        reporter_for(global)
-            .event(Event::Info("warning: --plan is deprecated and will be removed; use --config FILE (the TOML settings)"));
+        reporter_for(global).event(Event::Note {
+            level: Level::Warning,
+            text: "--plan is deprecated and will be removed; use --config FILE (the TOML settings)",
+        });
     }
     let settings = global.config.as_deref();
     let spec = plan_file::load(settings, global.cluster.as_deref(), Path::new("plans"))?;
@@ -350,9 +341,9 @@ fn cluster_status_check(
                 .hint("check --cluster and --region (or the plan's `cluster` and `region`); `karpctl down` still removes what karpctl made around a deleted cluster")
                 .into());
         }
-        reporter.event(Event::Info(&format!(
-            "note: EKS cluster {name} does not exist in region {region}; its access entries and Pod Identity associations went with the cluster, karpctl removes the rest"
-        )));
+        reporter.event(Event::Note { level: Level::Info, text: &format!(
+            "EKS cluster {name} does not exist in region {region}; its access entries and Pod Identity associations went with the cluster, karpctl removes the rest"
+        ) });
         return Ok(ClusterFacts {
             name: name.to_string(),
             status: CLUSTER_NOT_FOUND.to_string(),
@@ -376,17 +367,17 @@ fn cluster_status_check(
                 .hint(hint)
                 .into());
         }
-        (ClusterState::Going, _) => reporter.event(Event::Info(&format!(
-            "note: EKS cluster {name} is {status}; its access entries and Pod Identity associations go with the cluster, so karpctl leaves them alone and removes the rest"
-        ))),
-        (ClusterState::Busy, Command::Diff) => reporter.event(Event::Info(&format!(
-            "note: EKS cluster {name} is {status}; `karpctl up` can run now: the steps that need the cluster (access entry, Pod Identity) wait until it is ACTIVE"
-        ))),
-        (ClusterState::Busy, _) => reporter.event(Event::Info(&format!(
-            "note: EKS cluster {name} is {status}; IAM, SQS, EventBridge and EC2 steps go on, the EKS steps wait until it is ACTIVE (up to {} s; {})",
+        (ClusterState::Going, _) => reporter.event(Event::Note { level: Level::Info, text: &format!(
+            "EKS cluster {name} is {status}; its access entries and Pod Identity associations go with the cluster, so karpctl leaves them alone and removes the rest"
+        ) }),
+        (ClusterState::Busy, Command::Diff) => reporter.event(Event::Note { level: Level::Info, text: &format!(
+            "EKS cluster {name} is {status}; `karpctl up` can run now: the steps that need the cluster (access entry, Pod Identity) wait until it is ACTIVE"
+        ) }),
+        (ClusterState::Busy, _) => reporter.event(Event::Note { level: Level::Info, text: &format!(
+            "EKS cluster {name} is {status}; IAM, SQS, EventBridge and EC2 steps go on, the EKS steps wait until it is ACTIVE (up to {} s; {})",
             resources::eks::active_timeout().as_secs(),
             resources::eks::ACTIVE_TIMEOUT_ENV
-        ))),
+        ) }),
     }
     Ok(cluster)
 }

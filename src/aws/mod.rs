@@ -3,7 +3,7 @@
 
 pub mod error;
 
-use crate::report::{Event, Reporter};
+use crate::events::{Event, Reporter};
 use aws_config::BehaviorVersion;
 use aws_config::retry::RetryConfig;
 use aws_config::stalled_stream_protection::StalledStreamProtectionConfig;

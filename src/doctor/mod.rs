@@ -1,23 +1,21 @@
 //! `karpctl doctor`: diagnose the Karpenter setup around a cluster, whoever made it. Reads only:
 //! finds the pieces without knowing their names (`discover`), checks them (`checks`, pure), and
-//! reports each finding with a stable code and the fix (`report`). Exit 0 when nothing is wrong,
+//! returns each finding with a stable code and the fix (rendered by `report::doctor`). Exit 0 when nothing is wrong,
 //! 2 on findings, 1 when it cannot run.
 
 mod analysis;
-mod checks;
+pub(crate) mod checks;
 mod discover;
-mod model;
-mod report;
+pub(crate) mod model;
 
 use crate::aws::{AwsError, ErrorKind};
 use crate::cli::DoctorArgs;
 use crate::error::UserError;
 use crate::karpenter_iam::KarpenterVersion;
-use crate::options::{Format, Options};
-use crate::output::{EXIT_CHANGES, EXIT_OK};
+use crate::options::Options;
+use crate::report::DoctorReport;
 use crate::tags::DISCOVERY_TAG;
 use anyhow::Result;
-use std::io::IsTerminal;
 
 fn cluster_of(global: &Options) -> Result<String, UserError> {
     global
@@ -55,7 +53,7 @@ fn explain(e: anyhow::Error) -> anyhow::Error {
     }
 }
 
-pub async fn run(global: &Options, args: &DoctorArgs) -> Result<i32> {
+pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
     let cluster = cluster_of(global)?;
     let version = match &args.karpenter_version {
         Some(v) => KarpenterVersion::parse(v)
@@ -84,19 +82,5 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<i32> {
     };
     let setup = discover::gather(&connected.clients, &inputs).await.map_err(explain)?;
     let outcome = checks::check(&setup);
-    let stats = connected.stats.report();
-    match global.output {
-        Format::Json => {
-            let doc = report::json_doc(&setup, &outcome, serde_json::to_value(&stats).unwrap_or_default());
-            println!("{}", serde_json::to_string_pretty(&doc)?);
-        }
-        // Markdown is refused for every command but diff before anything runs (main.rs).
-        Format::Human | Format::Markdown => {
-            print!("{}", report::human(&setup, &outcome, crate::report::Style::detect(std::io::stdout().is_terminal())));
-            if global.stats {
-                crate::output::print_stats_report(&stats);
-            }
-        }
-    }
-    Ok(if outcome.findings.is_empty() { EXIT_OK } else { EXIT_CHANGES })
+    Ok(DoctorReport { setup, outcome, stats: connected.stats.report() })
 }

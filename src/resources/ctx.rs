@@ -3,8 +3,8 @@
 //! including the ownership re-check made right before a write.
 
 use crate::aws::{Clients, ConsistencyPolicy};
+use crate::events::Reporter;
 use crate::model::{Action, Node, Observed, Owner, Step, Tags};
-use crate::report::Reporter;
 use anyhow::Result;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};

@@ -16,10 +16,10 @@
 
 use super::ctx::{Ctx, Current};
 use crate::aws::{self, Classify, aws_err};
+use crate::events::Event;
 use crate::facts::Facts;
 use crate::model::{Action, DiscoverySpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
-use crate::report::Event;
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use anyhow::{Result, bail};
 use aws_sdk_ec2::types::{Filter, Tag};

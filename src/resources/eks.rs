@@ -10,9 +10,9 @@
 
 use super::ctx::{Ctx, eks_cluster_of};
 use crate::aws::{self, Classify, ConsistencyPolicy, aws_err};
+use crate::events::Event;
 use crate::facts::{CLUSTER_NOT_FOUND, ClusterState};
 use crate::model::{Action, Step, Tags};
-use crate::report::Event;
 use anyhow::Result;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

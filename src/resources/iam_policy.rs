@@ -507,7 +507,7 @@ async fn delete_arn(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
             Err(e) if e.is_not_found() => return Ok(()),
             // Attached or versioned again meanwhile (a concurrent run), or not yet consistent.
             Err(e) if aws::code(&e) == "DeleteConflict" && attempt < 4 => {
-                ctx.reporter.event(crate::report::Event::Retrying {
+                ctx.reporter.event(crate::events::Event::Retrying {
                     id: &step.id,
                     operation: "iam:DeletePolicy",
                     code: "DeleteConflict",

@@ -268,7 +268,7 @@ pub async fn release_role(ctx: &Ctx, profile: &str, role: &str, for_good: bool) 
     let others = live.roles.iter().any(|r| !r.eq_ignore_ascii_case(role));
     if for_good && (ours || karpenter_made_for(&live.tags, &ctx.cluster)) && !others {
         delete_profile(ctx, profile).await?;
-        ctx.reporter.event(crate::report::Event::Info(&format!(
+        ctx.reporter.event(crate::events::Event::Info(&format!(
             "deleted instance profile {profile}, which held IAM role {role} ({})",
             if ours { "karpctl's" } else { "made by Karpenter for this cluster" }
         )));

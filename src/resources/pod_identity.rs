@@ -410,7 +410,7 @@ async fn cleared(ctx: &Ctx, node: &Node) -> Result<bool> {
 /// clear). Pods keep the credentials they hold; new ones wait the few seconds this takes.
 async fn recreate(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, why: &str) -> Result<()> {
     let node = &step.node;
-    ctx.reporter.event(crate::report::Event::Info(&format!(
+    ctx.reporter.event(crate::events::Event::Info(&format!(
         "{}: {why}; re-creating EKS Pod Identity association {}/{}",
         step.id,
         namespace_of(node),

@@ -12,10 +12,10 @@
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
 use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::events::Event;
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
-use crate::report::Event;
 use anyhow::{Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;

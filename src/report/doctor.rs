@@ -1,8 +1,8 @@
-//! Rendering a doctor run: a checklist for the terminal (worst first), or one JSON document.
+//! Rendering a doctor run (`DoctorReport`): a checklist for the terminal (worst first), or one JSON document.
 
-use super::checks::{CHECKS, Outcome};
-use super::model::{Finding, IdentityMode, Setup, Severity};
-use crate::report::Style;
+use super::style::Style;
+use crate::doctor::checks::{CHECKS, Outcome};
+use crate::doctor::model::{Finding, IdentityMode, Setup, Severity};
 use serde_json::{Value, json};
 
 /// The version of the JSON document's shape.

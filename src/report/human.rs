@@ -1,192 +1,10 @@
-//! Events from the engine, and how they reach a person: plan rendering and progress lines.
-//! Progress during a run goes through a `Reporter`; what else is printed (the plan, JSON
-//! documents, the stats table, errors) is printed by `engine.rs` and `output.rs` only.
+//! Human text: the plan (like `terraform plan`), the stats table, errors, the apply summary, the
+//! many-cluster table. Pure: every function returns text; `Printer` writes it.
 
+use super::style::Style;
 use crate::model::{Action, Change, Level, Plan, Step};
 use serde_json::Value;
 use std::fmt::Write as _;
-use std::io::Write as _;
-use std::time::{Duration, Instant};
-
-pub enum Event<'a> {
-    Started {
-        step: &'a Step,
-    },
-    Still {
-        step: &'a Step,
-        elapsed: Duration,
-    },
-    Finished {
-        step: &'a Step,
-        elapsed: Duration,
-    },
-    Failed {
-        step: &'a Step,
-        error: &'a str,
-        elapsed: Duration,
-    },
-    Skipped {
-        step: &'a Step,
-        because: &'a str,
-    },
-    Cancelling {
-        in_flight: usize,
-    },
-    Retrying {
-        id: &'a str,
-        operation: &'a str,
-        code: &'a str,
-        attempt: u32,
-        elapsed: Duration,
-    },
-    /// A write succeeded and karpctl waits for AWS to show it (or for a delete to take effect).
-    Waiting {
-        id: &'a str,
-        what: &'a str,
-        elapsed: Duration,
-    },
-    Info(&'a str),
-}
-
-pub trait Reporter: Send + Sync {
-    fn event(&self, e: Event<'_>);
-}
-
-/// Discards everything (used for `--quiet` and JSON output).
-pub struct Silent;
-impl Reporter for Silent {
-    fn event(&self, _: Event<'_>) {}
-}
-
-/// Progress on stderr, like `terraform apply`: plain lines, and on a terminal a live status line
-/// of the steps in flight, redrawn under the log lines.
-pub struct Progress {
-    pub style: Style,
-    /// stderr is a terminal: keep a live view of in-flight steps.
-    pub live: bool,
-    pub in_flight: std::sync::Mutex<std::collections::BTreeMap<String, Instant>>,
-}
-
-impl Progress {
-    pub fn new(live: bool, style: Style) -> Self {
-        Progress { style, live, in_flight: Default::default() }
-    }
-
-    fn status_line(&self) -> Option<String> {
-        let m = self.in_flight.lock().unwrap();
-        let oldest = m.values().min()?;
-        let names: Vec<&str> = m.keys().map(String::as_str).take(6).collect();
-        let more = if m.len() > names.len() { format!(" +{}", m.len() - names.len()) } else { String::new() };
-        let line = format!("In flight ({}) [{}]: {}{more}", m.len(), secs(oldest.elapsed()), names.join(", "));
-        // One terminal row at most (a wrapped line could not be redrawn in place).
-        let width = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok()).unwrap_or(80).max(20) - 1;
-        Some(if line.chars().count() > width { line.chars().take(width - 3).chain("...".chars()).collect() } else { line })
-    }
-}
-
-fn secs(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 60 { format!("{}m{}s", s / 60, s % 60) } else { format!("{s}s") }
-}
-
-impl Reporter for Progress {
-    fn event(&self, e: Event<'_>) {
-        match &e {
-            Event::Started { step } => {
-                self.in_flight.lock().unwrap().insert(step.id.clone(), Instant::now());
-            }
-            Event::Finished { step, .. } | Event::Failed { step, .. } | Event::Skipped { step, .. } => {
-                self.in_flight.lock().unwrap().remove(&step.id);
-            }
-            _ => {}
-        }
-        let line = match e {
-            Event::Started { step } => {
-                if step.removed_with.is_some() {
-                    None
-                } else {
-                    Some(format!("{}: {}... [{}]", step.id, step.action.progress(), step.name))
-                }
-            }
-            // On a terminal the live line shows elapsed time; elsewhere a line every 10 s.
-            Event::Still { step, elapsed } => (!self.live)
-                .then(|| format!("{}: Still {}... [{} elapsed]", step.id, step.action.progress().to_lowercase(), secs(elapsed))),
-            Event::Finished { step, elapsed } => Some(if let Some(p) = &step.removed_with {
-                format!("{}: removed with {p}", step.id)
-            } else {
-                let what = match step.action {
-                    Action::Create => "Creation",
-                    Action::Delete => "Destruction",
-                    Action::Replace => "Replacement",
-                    Action::Update | Action::Adopt => "Modifications",
-                };
-                format!("{}: {what} complete after {}", step.id, secs(elapsed))
-            }),
-            Event::Failed { step, error, elapsed } => {
-                Some(format!("{}: {} after {}: {error}", step.id, self.style.red("failed"), secs(elapsed)))
-            }
-            Event::Skipped { step, because } => Some(format!("{}: skipped ({because})", step.id)),
-            Event::Cancelling { in_flight } => Some(format!(
-                "Interrupt received: no new steps will start; waiting for {in_flight} in-flight step(s) to finish..."
-            )),
-            Event::Retrying { id, operation, code, attempt, elapsed } => Some(format!(
-                "{id}: {operation} returned {code} (AWS is still propagating a change); retry {attempt} [{} elapsed]",
-                secs(elapsed)
-            )),
-            Event::Waiting { id, what, elapsed } => Some(format!("{id}: waiting for {what} [{} elapsed]", secs(elapsed))),
-            Event::Info(s) => Some(s.to_string()),
-        };
-        let mut err = std::io::stderr().lock();
-        if self.live {
-            let _ = write!(err, "\r\x1b[2K");
-        }
-        if let Some(line) = line {
-            let _ = writeln!(err, "{line}");
-        }
-        if self.live {
-            if let Some(status) = self.status_line() {
-                let _ = write!(err, "{}", self.style.bold(&status));
-            }
-            let _ = err.flush();
-        }
-    }
-}
-
-/// Colour on a terminal, none with NO_COLOR or when not a terminal.
-#[derive(Clone, Copy, Debug)]
-pub struct Style {
-    pub color: bool,
-}
-
-impl Style {
-    pub fn detect(stream_is_tty: bool) -> Style {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        Style { color: stream_is_tty && !no_color }
-    }
-    fn paint(&self, code: &str, s: &str) -> String {
-        if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }
-    }
-    pub fn green(&self, s: &str) -> String {
-        self.paint("32", s)
-    }
-    pub fn yellow(&self, s: &str) -> String {
-        self.paint("33", s)
-    }
-    pub fn red(&self, s: &str) -> String {
-        self.paint("31", s)
-    }
-    pub fn bold(&self, s: &str) -> String {
-        self.paint("1", s)
-    }
-    fn action(&self, a: Action) -> String {
-        match a {
-            Action::Create => self.green(a.symbol()),
-            Action::Update | Action::Adopt => self.yellow(a.symbol()),
-            Action::Replace => self.yellow(a.symbol()),
-            Action::Delete => self.red(a.symbol()),
-        }
-    }
-}
 
 fn scalar(v: &Value) -> String {
     match v {
@@ -288,50 +106,132 @@ pub fn render_plan(plan: &Plan, style: Style) -> String {
     out
 }
 
-/// The versioned JSON document for `--output json` (stable key order: serde_json sorts keys).
-pub fn plan_json(
-    command: &str,
-    cluster: &str,
-    account_id: &str,
-    region: &str,
-    plan: &Plan,
-    results: Option<&std::collections::BTreeMap<String, crate::model::Outcome>>,
-    stats: Value,
-) -> Value {
-    use serde_json::json;
-    let (add, change, destroy) = plan.counts();
-    let steps: Vec<Value> = plan
-        .steps
+/// The `--stats` table (stderr).
+pub fn stats_table(r: &crate::aws::StatsReport) -> String {
+    let mut out = format!("AWS calls: {} ({} reads, {} writes), {} retries\n", r.calls, r.reads, r.writes, r.retries);
+    for (op, c) in &r.operations {
+        let retries = c.attempts.saturating_sub(c.calls);
+        let _ = writeln!(
+            out,
+            "  {op:<45} {:>4}{}",
+            c.calls,
+            if retries > 0 { format!("  ({retries} retries)") } else { String::new() }
+        );
+    }
+    if let Some(t) = &r.trace {
+        let _ = writeln!(out, "  ({} units of work traced: `--output json` gives each one's calls under stats.trace)", t.len());
+    }
+    out
+}
+
+/// An error for the terminal: `error: <what failed>`, its causes, `hint: <what to do>`.
+pub fn error_text(err: &anyhow::Error, style: Style) -> String {
+    let mut out = format!("{}: {err}\n", style.red("error"));
+    for c in err.chain().skip(1) {
+        let _ = writeln!(out, "  caused by: {c}");
+    }
+    if let Some(h) = super::hint::hint_of(err) {
+        let _ = writeln!(out, "{}: {h}", style.bold("hint"));
+    }
+    out
+}
+
+/// An error as one cluster's result in a many-cluster run: the message, then its hint.
+pub fn error_brief(e: &anyhow::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(h) = super::hint::hint_of(e) {
+        s.push_str(&format!("\nhint: {h}"));
+    }
+    s
+}
+
+/// The line after `up`/`down` applied steps, like Terraform's.
+pub fn apply_line(command: &str, a: &super::values::Applied) -> String {
+    let verb = if command == "down" { "Destroy" } else { "Apply" };
+    let state = if a.failed + a.skipped + a.cancelled == 0 { "complete" } else { "incomplete" };
+    format!(
+        "{verb} {state}! Resources: {} added, {} changed, {} destroyed. ({:.1}s)\n",
+        a.add,
+        a.change,
+        a.destroy,
+        a.elapsed.as_secs_f64()
+    )
+}
+
+/// Ctrl-C during `up`/`down`: what was not started.
+pub fn interrupted(command: &str, cancelled: usize) -> String {
+    format!(
+        "Interrupted: {cancelled} step(s) not started. Run `karpctl {command}` again to finish; it picks up from what exists.\n"
+    )
+}
+
+fn dash(s: &str) -> &str {
+    if s.is_empty() { "-" } else { s }
+}
+
+/// A cluster's own part of a many-cluster run's human output: its plan (`diff`), its values
+/// (`output`), its error.
+pub fn fleet_cluster(command: &str, d: &super::values::ClusterRun, style: Style) -> String {
+    let mut out = String::new();
+    let s = &d.section;
+    let head = format!("== {} (account {}, region {}) ==", s.cluster, dash(&s.account_id), dash(&s.region));
+    match command {
+        "diff" => {
+            let _ = writeln!(out, "{}", style.bold(&head));
+            if let Some(p) = &d.plan {
+                out.push_str(&render_plan(p, style));
+            }
+        }
+        "output" => {
+            let _ = writeln!(out, "# {head}");
+            if let Some(text) = d.text.as_ref().filter(|_| s.error.is_none()) {
+                let _ = writeln!(out, "{text}");
+            }
+        }
+        _ => {}
+    }
+    if let Some(e) = &s.error {
+        if !matches!(command, "diff" | "output") {
+            let _ = writeln!(out, "{}", style.bold(&head));
+        }
+        for (i, line) in e.lines().enumerate() {
+            if i == 0 {
+                let _ = writeln!(out, "{}: {line}", style.red("error"));
+            } else {
+                let _ = writeln!(out, "  {line}");
+            }
+        }
+    }
+    out.push('\n');
+    out
+}
+
+/// The many-cluster summary table.
+pub fn summary_table(cmd: &str, done: &[super::values::ClusterRun]) -> String {
+    let rows: Vec<[String; 4]> = done
         .iter()
-        .map(|s| {
-            json!({
-                "id": s.id,
-                "kind": s.kind,
-                "type": s.kind.label(),
-                "name": s.name,
-                "action": s.action,
-                "changes": s.changes,
-                "ids": s.observed.as_ref().map(|o| o.ids.clone()).unwrap_or_default(),
-                "notes": s.node.notes,
-                "removed_with": s.removed_with,
-            })
+        .map(|d| {
+            let s = &d.section;
+            [
+                s.cluster.clone(),
+                dash(&s.account_id).to_string(),
+                dash(&s.region).to_string(),
+                super::markdown::result_text(cmd, s),
+            ]
         })
         .collect();
-    json!({
-        "format_version": 1,
-        "command": command,
-        "cluster": cluster,
-        "account_id": account_id,
-        "region": region,
-        "in_sync": plan.steps.is_empty() && plan.conflicts.is_empty(),
-        "summary": {"add": add, "change": change, "destroy": destroy},
-        "steps": steps,
-        "conflicts": plan.conflicts.iter().map(|c| json!({"id": c.id, "type": c.kind.label(), "name": c.name, "owner": c.owner, "message": c.message()})).collect::<Vec<_>>(),
-        "findings": plan.findings,
-        "unchanged": plan.in_sync,
-        "results": results,
-        "stats": stats,
-    })
+    let head = ["CLUSTER".to_string(), "ACCOUNT".into(), "REGION".into(), "RESULT".into()];
+    let mut w = [0usize; 3];
+    for r in rows.iter().chain(std::iter::once(&head)) {
+        for i in 0..3 {
+            w[i] = w[i].max(r[i].chars().count());
+        }
+    }
+    let mut out = format!("Summary of {} cluster(s):\n", rows.len());
+    for r in std::iter::once(&head).chain(rows.iter()) {
+        out.push_str(&format!("  {:<a$}  {:<b$}  {:<c$}  {}\n", r[0], r[1], r[2], r[3], a = w[0], b = w[1], c = w[2]));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -487,7 +387,8 @@ mod tests {
 
     #[test]
     fn snapshot_json_plan() {
-        let doc = plan_json("diff", "c", "123456789012", "us-east-1", &mixed_plan(), None, json!({"calls": 0}));
+        let doc =
+            super::super::json::plan_json("diff", "c", "123456789012", "us-east-1", &mixed_plan(), None, json!({"calls": 0}));
         insta::assert_json_snapshot!(doc);
     }
 

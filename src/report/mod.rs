@@ -1,0 +1,221 @@
+//! The one output room. Commands return a value (a plan report, doctor's findings, the values of
+//! `karpctl output`, the many-cluster summary); the `Printer` renders it as human text
+//! (`human`), JSON (`json`) or Markdown (`markdown`) and is, with `main.rs`, the only code that
+//! writes to stdout or stderr. Progress during a run goes through a `Reporter` (`progress` on a
+//! terminal or in CI logs, `Silent` for `--quiet`); levels are fields (`Event::Note`), never text
+//! inside a message.
+
+pub mod doctor;
+mod hint;
+pub mod human;
+pub mod json;
+pub mod markdown;
+mod progress;
+mod style;
+mod values;
+
+pub use crate::events::{Event, Reporter, Silent};
+pub use progress::{Prefixed, Progress};
+pub use style::Style;
+pub use values::{AccountUse, Applied, ClusterRun, DoctorReport, FleetReport, PlanReport, ValuesReport};
+
+use crate::aws::{self, StatsReport};
+use crate::model::Plan;
+use crate::options::{Format, Options};
+use markdown::Section;
+use serde_json::Value;
+use std::io::{IsTerminal, Write as _};
+use std::sync::Arc;
+
+/// The progress reporter for a command's options: its cluster's (many-cluster run), silent with
+/// `--quiet`, else progress on stderr (with a live line on a terminal).
+pub fn reporter_for(global: &Options) -> Arc<dyn Reporter> {
+    if let Some(scope) = &global.scope {
+        scope.reporter.clone()
+    } else if global.quiet {
+        Arc::new(Silent)
+    } else {
+        let tty = std::io::stderr().is_terminal();
+        Arc::new(Progress::new(tty, Style::detect(tty)))
+    }
+}
+
+/// The progress of a many-cluster run: no live status line (several clusters' steps interleave;
+/// every line names its cluster), silent with `--quiet`.
+pub fn fleet_reporter(quiet: bool) -> Arc<dyn Reporter> {
+    if quiet { Arc::new(Silent) } else { Arc::new(Progress::new(false, Style::detect(std::io::stderr().is_terminal()))) }
+}
+
+/// The only writer to stdout and stderr besides `main.rs`: renders what commands return, in the
+/// format asked for. In a many-cluster run each cluster's printer is muted (the run's summary
+/// is printed once, at the end).
+pub struct Printer {
+    format: Format,
+    stats: bool,
+    muted: bool,
+}
+
+fn out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes());
+    let _ = o.flush();
+}
+
+fn err(text: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = e.write_all(text.as_bytes());
+    let _ = e.flush();
+}
+
+fn pretty(doc: &Value) -> String {
+    serde_json::to_string_pretty(doc).unwrap_or_default() + "\n"
+}
+
+impl Printer {
+    pub fn new(global: &Options) -> Printer {
+        Printer { format: global.output, stats: global.stats, muted: global.scope.is_some() }
+    }
+
+    fn human(&self) -> bool {
+        self.format == Format::Human && !self.muted
+    }
+
+    fn stdout_style() -> Style {
+        Style::detect(std::io::stdout().is_terminal())
+    }
+
+    fn stats_table(&self, stats: &StatsReport) {
+        if self.human() && self.stats {
+            err(&human::stats_table(stats));
+        }
+    }
+
+    /// The plan `up`/`down` are about to apply, before their progress (human output only).
+    pub fn plan_preview(&self, plan: &Plan) {
+        if self.human() {
+            out(&human::render_plan(plan, Self::stdout_style()));
+        }
+    }
+
+    /// A question on stderr (the answer is read by the caller).
+    pub fn prompt(&self, question: &str) {
+        err(question);
+    }
+
+    /// A command's plan report: the plan or what was applied, the stats, the error it ended with.
+    /// Returns the exit code.
+    pub fn plan(&self, r: &PlanReport) -> i32 {
+        let code = r.exit_code();
+        if self.muted {
+            return code;
+        }
+        let conflicts = r.conflicts_error();
+        match self.format {
+            Format::Human => {
+                match &r.applied {
+                    None => out(&human::render_plan(&r.plan, Self::stdout_style())),
+                    Some(a) => out(&human::apply_line(r.command, a)),
+                }
+                self.stats_table(&r.stats);
+                if let Some(a) = r.applied.as_ref().filter(|a| a.cancelled > 0) {
+                    err(&human::interrupted(r.command, a.cancelled));
+                    return code;
+                }
+                if let Some(e) = r.error() {
+                    self.error(&e.into(), r.command);
+                }
+            }
+            Format::Json => match conflicts {
+                Some(e) => out(&pretty(&json::error_doc(&e.into(), r.command, Some(&r.stats)))),
+                None => out(&pretty(&json::plan_doc(r))),
+            },
+            Format::Markdown => match conflicts {
+                Some(e) => err(&human::error_text(&e.into(), Style::detect(std::io::stderr().is_terminal()))),
+                None => out(&markdown::render(r.command, &[section_of(r)])),
+            },
+        }
+        code
+    }
+
+    /// An error a command ended with: one JSON document on stdout, or `error:` / `caused by:` /
+    /// `hint:` on stderr (then the stats table with `--stats`).
+    pub fn error(&self, e: &anyhow::Error, command: &str) {
+        if self.muted {
+            return;
+        }
+        if self.format == Format::Json {
+            let stats = aws::STATS.get().map(|s| s.report());
+            out(&pretty(&json::error_doc(e, command, stats.as_ref())));
+            return;
+        }
+        err(&human::error_text(e, Style::detect(std::io::stderr().is_terminal())));
+    }
+
+    /// The stats table after an error (human output with `--stats`).
+    pub fn stats_after_error(&self) {
+        if let Some(stats) = aws::STATS.get() {
+            self.stats_table(&stats.report());
+        }
+    }
+
+    pub fn values(&self, r: &ValuesReport) {
+        if !self.muted {
+            out(&format!("{}\n", r.text));
+        }
+    }
+
+    pub fn doctor(&self, r: &DoctorReport) -> i32 {
+        match self.format {
+            Format::Json => {
+                out(&pretty(&doctor::json_doc(&r.setup, &r.outcome, serde_json::to_value(&r.stats).unwrap_or_default())))
+            }
+            // Markdown is refused for every command but diff before anything runs (main.rs).
+            Format::Human | Format::Markdown => {
+                out(&doctor::human(&r.setup, &r.outcome, Self::stdout_style()));
+                self.stats_table(&r.stats);
+            }
+        }
+        r.exit_code()
+    }
+
+    /// A many-cluster run's summary: one JSON document, one Markdown comment, or each cluster's
+    /// part and a table.
+    pub fn fleet(&self, r: &FleetReport) -> i32 {
+        match self.format {
+            Format::Json => out(&pretty(&json::fleet_doc(r))),
+            Format::Markdown => {
+                let sections: Vec<Section> = r.runs.iter().map(|d| d.section.clone()).collect();
+                out(&markdown::render(r.command, &sections));
+            }
+            Format::Human => {
+                let style = Self::stdout_style();
+                for d in &r.runs {
+                    out(&human::fleet_cluster(r.command, d, style));
+                }
+                if self.stats {
+                    for d in &r.runs {
+                        err(&format!("[{}] AWS calls: {}\n", d.section.cluster, d.stats["calls"]));
+                    }
+                }
+                out(&human::summary_table(r.command, &r.runs));
+            }
+        }
+        r.exit_code
+    }
+}
+
+/// One cluster's section from its plan report.
+fn section_of(r: &PlanReport) -> Section {
+    Section {
+        cluster: r.cluster.clone(),
+        account_id: r.account_id.clone(),
+        region: r.region.clone(),
+        doc: Some(json::plan_doc(r)),
+        error: None,
+    }
+}
+
+/// Ctrl-C before any write (the process exits next).
+pub fn interrupted_before_writes() {
+    err("Interrupted before any change; nothing was written.\n");
+}
