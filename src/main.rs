@@ -4,6 +4,7 @@
 mod architecture;
 mod arns;
 mod aws;
+mod catalog;
 mod cli;
 mod desired;
 mod discovery;

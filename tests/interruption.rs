@@ -5,13 +5,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
-const PARTS: [(&str, &str, &str); 5] = [
-    ("HealthEvent", "aws.health", "AWS Health Event"),
-    ("SpotInterrupt", "aws.ec2", "EC2 Spot Instance Interruption Warning"),
-    ("Rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation"),
-    ("StateChange", "aws.ec2", "EC2 Instance State-change Notification"),
-    ("CapacityReservation", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
-];
+const PARTS: [(&str, &str, &str); 5] = RULE_EVENTS;
 
 fn plan_body(cluster: &str, extra: &str) -> String {
     format!(

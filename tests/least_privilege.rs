@@ -147,7 +147,7 @@ fn the_queue_policy_follows_the_rules_of_the_pinned_version() {
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let sdk = sdk();
     let q = queue(&sdk, &queue_name(&c)).unwrap();
-    let before_1_10 = ["HealthEvent", "SpotInterrupt", "Rebalance", "StateChange"];
+    let before_1_10: Vec<&str> = catalog::RULES.iter().filter(|r| r.3 < 10).map(|r| r.0).collect();
     assert_scoped_queue_policy(&policy_json(&q.attrs["Policy"]), &q.attrs["QueueArn"], &rule_arns(&a, &c, &before_1_10));
 
     // 1.10 adds the capacity-reservation rule, and with it its ARN in the condition.
@@ -268,15 +268,9 @@ fn strict_every_interruption_event_reaches_the_queue_through_its_rule() {
     let q = queue(&sdk, &queue_name(&c)).expect("queue in moto");
     assert_scoped_queue_policy(&policy_json(&q.attrs["Policy"]), &q.attrs["QueueArn"], &rule_arns(&a, &c, &RULE_PARTS));
 
-    let events = [
-        ("aws.health", "AWS Health Event"),
-        ("aws.ec2", "EC2 Spot Instance Interruption Warning"),
-        ("aws.ec2", "EC2 Instance Rebalance Recommendation"),
-        ("aws.ec2", "EC2 Instance State-change Notification"),
-        ("aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
-    ];
+    let events: Vec<(&str, &str)> = RULE_EVENTS.iter().map(|(_, source, detail)| (*source, *detail)).collect();
     let received: BTreeSet<(String, String)> = rt().block_on(async {
-        for (source, detail) in events {
+        for &(source, detail) in &events {
             let entry = aws_sdk_eventbridge::types::PutEventsRequestEntry::builder()
                 .source(source)
                 .detail_type(detail)

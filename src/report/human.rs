@@ -235,12 +235,12 @@ pub fn summary_table(cmd: &str, done: &[super::values::ClusterRun]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{Kind, Node};
     use serde_json::json;
 
-    fn step(id: &str, kind: Kind, action: Action, changes: Vec<Change>) -> Step {
+    pub(crate) fn step(id: &str, kind: Kind, action: Action, changes: Vec<Change>) -> Step {
         let node = Node::new(id, format!("Name-{id}"), crate::model::NodeSpec::for_tests(kind));
         Step {
             id: id.into(),
@@ -295,7 +295,7 @@ mod tests {
     }
 
     /// A plan with creates, an update of a policy statement, a replace and deletes.
-    fn mixed_plan() -> Plan {
+    pub(crate) fn mixed_plan() -> Plan {
         use crate::model::{Finding, Level, Observed, Owner};
         let before_policy = json!({"Version": "2012-10-17", "Statement": [
             {"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Action": ["iam:PassRole"], "Resource": ["arn:aws:iam::123456789012:role/KarpenterNodeRole-c"]},

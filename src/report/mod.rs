@@ -5,6 +5,8 @@
 //! terminal or in CI logs, `Silent` for `--quiet`); levels are fields (`Event::Note`), never text
 //! inside a message.
 
+#[cfg(test)]
+mod docs_examples;
 pub mod doctor;
 mod hint;
 pub mod human;

@@ -29,14 +29,8 @@ pub const READ_RANK: u8 = 5;
 
 pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
-/// The interruption rules of docs/aws-behaviour.md section 2: (part, source, detail-type, since minor version).
-pub const RULES: [(&str, &str, &str, u32); 5] = [
-    ("HealthEvent", "aws.health", "AWS Health Event", 0),
-    ("SpotInterrupt", "aws.ec2", "EC2 Spot Instance Interruption Warning", 0),
-    ("Rebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation", 0),
-    ("StateChange", "aws.ec2", "EC2 Instance State-change Notification", 0),
-    ("CapacityReservation", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning", 10),
-];
+/// Karpenter's interruption rules, defined once in `catalog`.
+pub use crate::catalog::RULES;
 
 const HAS_TARGETS: [Retryable; 1] = [Retryable { code: "ValidationException", message: "has targets" }];
 

@@ -457,7 +457,30 @@ pub const PARTITION: &str = "aws";
 pub const OWNER_TAG: &str = "karpctl.io/cluster";
 pub const MARKER: &str = "karpctl.io/discovery";
 pub const DISCOVERY: &str = "karpenter.sh/discovery";
-pub const RULE_PARTS: [&str; 5] = ["HealthEvent", "SpotInterrupt", "Rebalance", "StateChange", "CapacityReservation"];
+/// Karpenter's interruption rules: the same file karpctl compiles (defined once there).
+#[path = "../../src/catalog.rs"]
+pub mod catalog;
+/// The rules' parts (rule ids are `rule-<part>`), derived from `catalog::RULES`.
+pub const RULE_PARTS: [&str; catalog::RULES.len()] = {
+    let mut parts = [""; catalog::RULES.len()];
+    let mut i = 0;
+    while i < parts.len() {
+        parts[i] = catalog::RULES[i].0;
+        i += 1;
+    }
+    parts
+};
+/// (part, source, detail-type) of each rule, derived from `catalog::RULES`.
+pub const RULE_EVENTS: [(&str, &str, &str); catalog::RULES.len()] = {
+    let mut out = [("", "", ""); catalog::RULES.len()];
+    let mut i = 0;
+    while i < out.len() {
+        let (part, source, detail, _) = catalog::RULES[i];
+        out[i] = (part, source, detail);
+        i += 1;
+    }
+    out
+};
 pub const CONTROLLER_PARTS: [&str; 5] =
     ["NodeLifecycle", "IAMIntegration", "EKSIntegration", "Interruption", "ResourceDiscovery"];
 pub const NODE_MANAGED_POLICIES: [&str; 4] =

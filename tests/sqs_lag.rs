@@ -47,7 +47,7 @@ fn assert_queue_and_rules_work(c: &str) {
     let st = statements(&policy_json(policy));
     assert!(st.iter().any(|s| s["Effect"] == "Allow" && strings(&s["Resource"]) == [arn.clone()]), "{st:?}");
     find_sid(&st, "DenyHTTP");
-    for part in ["HealthEvent", "SpotInterrupt", "Rebalance", "StateChange", "CapacityReservation"] {
+    for part in RULE_PARTS {
         let targets = rt().block_on(async {
             let t = sdk.events.list_targets_by_rule().rule(rule_name(c, part)).send().await.expect("events:ListTargetsByRule");
             t.targets().iter().map(|t| t.arn().to_string()).collect::<Vec<_>>()

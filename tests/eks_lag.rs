@@ -67,7 +67,7 @@ fn first_call(px: &LagProxy, op: &str) -> Option<f64> {
 // ------------------------------------------------------------------- A. Pod Identity
 
 #[test]
-fn a1_switching_irsa_to_pod_identity_waits_out_eks_refusing_the_just_changed_trust_policy() {
+fn switching_irsa_to_pod_identity_waits_out_eks_refusing_the_just_changed_trust_policy() {
     let (c, wd) = seeded("e-a1sw");
     let sdk = sdk();
     create_oidc_provider(&sdk, &c);
@@ -90,7 +90,7 @@ fn a1_switching_irsa_to_pod_identity_waits_out_eks_refusing_the_just_changed_tru
 }
 
 #[test]
-fn a1_a_refused_trust_policy_this_run_did_not_change_is_an_error_naming_the_cause() {
+fn a_refused_trust_policy_this_run_did_not_change_is_an_error_naming_the_cause() {
     let (c, wd) = seeded("e-a1no");
     let sdk = sdk();
     up(&wd, &c);
@@ -111,7 +111,7 @@ fn a1_a_refused_trust_policy_this_run_did_not_change_is_an_error_naming_the_caus
 }
 
 #[test]
-fn a2_session_tags_and_a_session_policy_set_out_of_band_are_shown_and_repaired() {
+fn session_tags_and_a_session_policy_set_out_of_band_are_shown_and_repaired() {
     let (c, wd) = seeded("e-a2");
     let sdk = sdk();
     up(&wd, &c);
@@ -155,7 +155,7 @@ fn assert_non_eks_removed(sdk: &Sdk, c: &str) {
 }
 
 #[test]
-fn b1_down_works_after_the_cluster_was_deleted() {
+fn down_works_after_the_cluster_was_deleted() {
     let (c, wd) = seeded("e-b1gone");
     let sdk = sdk();
     up(&wd, &c);
@@ -182,17 +182,17 @@ fn down_on(status: &str, prefix: &str) {
 }
 
 #[test]
-fn b1_down_works_on_a_deleting_cluster() {
+fn down_works_on_a_deleting_cluster() {
     down_on("DELETING", "e-b1del");
 }
 
 #[test]
-fn b1_down_works_on_a_failed_cluster() {
+fn down_works_on_a_failed_cluster() {
     down_on("FAILED", "e-b1fail");
 }
 
 #[test]
-fn b1_down_on_an_updating_cluster_removes_the_eks_objects_once_it_is_active() {
+fn down_on_an_updating_cluster_removes_the_eks_objects_once_it_is_active() {
     let (c, wd) = seeded("e-b1upd");
     let sdk = sdk();
     up(&wd, &c);
@@ -213,7 +213,7 @@ fn b1_down_on_an_updating_cluster_removes_the_eks_objects_once_it_is_active() {
 }
 
 #[test]
-fn b2_diff_works_while_the_cluster_is_updating() {
+fn diff_works_while_the_cluster_is_updating() {
     let (c, wd) = seeded("e-b2");
     let px = LagProxy::start(&c, &endpoint());
     px.set(json!({"eks_cluster_status": {&c: "UPDATING"}}));
@@ -224,7 +224,7 @@ fn b2_diff_works_while_the_cluster_is_updating() {
 }
 
 #[test]
-fn b3_up_on_an_updating_cluster_does_the_rest_at_once_and_the_eks_steps_once_it_is_active() {
+fn up_on_an_updating_cluster_does_the_rest_at_once_and_the_eks_steps_once_it_is_active() {
     let (c, wd) = seeded("e-b3wait");
     let sdk = sdk();
     let px = LagProxy::start(&c, &endpoint());
@@ -252,7 +252,7 @@ fn b3_up_on_an_updating_cluster_does_the_rest_at_once_and_the_eks_steps_once_it_
 }
 
 #[test]
-fn b3_up_stops_waiting_at_the_bound_with_a_clear_error_and_the_rest_done() {
+fn up_stops_waiting_at_the_bound_with_a_clear_error_and_the_rest_done() {
     let (c, wd) = seeded("e-b3bound");
     let sdk = sdk();
     let px = LagProxy::start(&c, &endpoint());
@@ -283,17 +283,17 @@ fn up_refused_on(status: &str, prefix: &str, hint: &str) {
 }
 
 #[test]
-fn b3_up_on_a_deleting_cluster_fails_before_any_write() {
+fn up_on_a_deleting_cluster_fails_before_any_write() {
     up_refused_on("DELETING", "e-b3del", "karpctl down");
 }
 
 #[test]
-fn b3_up_on_a_failed_cluster_fails_before_any_write() {
+fn up_on_a_failed_cluster_fails_before_any_write() {
     up_refused_on("FAILED", "e-b3fail", "aws eks delete-cluster");
 }
 
 #[test]
-fn b4_down_on_a_config_map_cluster_treats_list_access_entries_refusal_as_no_entries() {
+fn down_on_a_config_map_cluster_treats_list_access_entries_refusal_as_no_entries() {
     let (c, wd) = seeded("e-b4");
     let sdk = sdk();
     up(&wd, &c);
@@ -315,7 +315,7 @@ fn b4_down_on_a_config_map_cluster_treats_list_access_entries_refusal_as_no_entr
 // ------------------------------------------------------------------------ C. access entries
 
 #[test]
-fn c1_a_type_change_waits_for_eks_to_let_go_of_the_old_entry() {
+fn a_type_change_waits_for_eks_to_let_go_of_the_old_entry() {
     let (c, wd) = seeded("e-c1");
     let sdk = sdk();
     up(&wd, &c);
@@ -335,7 +335,7 @@ fn c1_a_type_change_waits_for_eks_to_let_go_of_the_old_entry() {
 }
 
 #[test]
-fn c2_after_an_iam_path_change_the_old_paths_access_entry_is_removed() {
+fn after_an_iam_path_change_the_old_paths_access_entry_is_removed() {
     let (c, wd) = seeded("e-c2");
     let sdk = sdk();
     plan(&wd, &c, "path = \"/karpctl/old/\"\n");
