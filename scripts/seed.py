@@ -23,7 +23,18 @@ Creates (or finds, by Name tag / cluster name, when re-run):
   - security group <c>-unrelated (Name tag only)
   - with --extra-node-sg: security group <c>-node-extra, also tagged
     kubernetes.io/cluster/<c>=owned (makes the node group ambiguous)
-  - EKS cluster <c>, version 1.31, on the private subnets, role
+  - routes (--network, default "private"): route table <c>-public (0.0.0.0/0 to
+    internet gateway <c>-igw; the public subnets map public IPs on launch) and
+    <c>-private (0.0.0.0/0 to NAT gateway <c>-nat in the first public subnet)
+      private             the cluster on the private subnets (the usual shape)
+      public+private      the cluster on both kinds
+      public              the cluster on the public subnets; no NAT gateway
+      isolated            no default routes at all; the cluster on the private subnets
+      isolated-endpoints  isolated, plus the VPC endpoints a private cluster needs
+                          (interface ec2, ecr.api, ecr.dkr, sts, ssm, eks, sqs; gateway s3)
+    (a cluster's subnets are fixed when it is made: change --network with a new name)
+  - the node group accepts the cluster security group on TCP 443 and 10250
+  - EKS cluster <c>, version 1.31, on the subnets --network says, role
     arn:<p>:iam::<account>:role/<c>-cluster-role, the given authentication mode
   - the eks-pod-identity-agent add-on (unless --no-pod-identity-agent)
 
@@ -54,6 +65,9 @@ REPO = Path(__file__).resolve().parent.parent
 AUTH_MODES = ("API_AND_CONFIG_MAP", "CONFIG_MAP", "API")
 K8S_VERSION = "1.31"
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
+NETWORKS = ("private", "public+private", "public", "isolated", "isolated-endpoints")
+# What a cluster without a way out needs (docs/readiness.md).
+INTERFACE_ENDPOINTS = ("ec2", "ecr.api", "ecr.dkr", "sts", "ssm", "eks", "sqs")
 
 
 def log(msg: str) -> None:
@@ -108,6 +122,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help=f"do not install the {POD_IDENTITY_ADDON} add-on (removes it if present)")
     p.add_argument("--extra-node-sg", action="store_true",
                    help="add a second security group tagged kubernetes.io/cluster/<c>=owned")
+    p.add_argument("--network", default="private", choices=NETWORKS,
+                   help="the subnets' routes and which subnets the cluster uses (default private)")
     p.add_argument("--vpc-cidr", help="VPC CIDR (default: 10.X.0.0/16, X from a hash of the cluster name)")
     args = p.parse_args(argv)
     if not args.endpoint:
@@ -241,6 +257,109 @@ class Seeder:
             ids.append(s["SubnetId"])
         return ids
 
+    def tagged_one(self, describe, key: str, name: str, vpc_id: str | None = None) -> dict | None:
+        filters = [{"Name": "tag:Name", "Values": [name]}]
+        if vpc_id:
+            filters.append({"Name": "vpc-id", "Values": [vpc_id]})
+        found = [x for x in describe(Filters=filters)[key] if self.name_of(x) == name]
+        found.sort(key=lambda x: str(x))
+        return found[0] if found else None
+
+    def internet_gateway(self, vpc_id: str) -> str:
+        name = f"{self.c}-igw"
+        g = self.tagged_one(self.ec2.describe_internet_gateways, "InternetGateways", name)
+        if g is None:
+            g = self.ec2.create_internet_gateway(TagSpecifications=self.tag_spec("internet-gateway", {"Name": name}))["InternetGateway"]
+            self.ensure_tags(g["InternetGatewayId"], g.get("Tags"), {"Name": name})
+            log(f"created internet gateway {g['InternetGatewayId']}")
+        if not any(a.get("VpcId") == vpc_id for a in g.get("Attachments") or []):
+            self.ec2.attach_internet_gateway(InternetGatewayId=g["InternetGatewayId"], VpcId=vpc_id)
+        return g["InternetGatewayId"]
+
+    def nat_gateway(self, vpc_id: str, subnet_id: str) -> str:
+        name = f"{self.c}-nat"
+        found = self.ec2.describe_nat_gateways(Filters=[{"Name": "tag:Name", "Values": [name]}, {"Name": "vpc-id", "Values": [vpc_id]}])["NatGateways"]
+        found = [n for n in found if self.name_of(n) == name and n.get("State") not in ("deleting", "deleted", "failed")]
+        if found:
+            return found[0]["NatGatewayId"]
+        n = self.ec2.create_nat_gateway(SubnetId=subnet_id, TagSpecifications=self.tag_spec("natgateway", {"Name": name}))["NatGateway"]
+        self.ensure_tags(n["NatGatewayId"], n.get("Tags"), {"Name": name})
+        log(f"created NAT gateway {n['NatGatewayId']}")
+        return n["NatGatewayId"]
+
+    def route_table(self, vpc_id: str, kind: str, subnet_ids: list[str], target: dict | None) -> str:
+        """Route table <c>-<kind> for these subnets, its default route to `target` (or none)."""
+        name = f"{self.c}-{kind}"
+        t = self.tagged_one(self.ec2.describe_route_tables, "RouteTables", name, vpc_id)
+        if t is None:
+            t = self.ec2.create_route_table(VpcId=vpc_id, TagSpecifications=self.tag_spec("route-table", {"Name": name}))["RouteTable"]
+            self.ensure_tags(t["RouteTableId"], t.get("Tags"), {"Name": name})
+            log(f"created route table {t['RouteTableId']} ({name})")
+        rt = t["RouteTableId"]
+        have = {a.get("SubnetId") for a in t.get("Associations") or []}
+        for s in subnet_ids:
+            if s not in have:
+                self.ec2.associate_route_table(RouteTableId=rt, SubnetId=s)
+        current = [r for r in t.get("Routes") or [] if r.get("DestinationCidrBlock") == "0.0.0.0/0"]
+        want_target = target or {}
+        if current and not all(current[0].get(k) == v for k, v in want_target.items()) or (current and not target):
+            self.ec2.delete_route(RouteTableId=rt, DestinationCidrBlock="0.0.0.0/0")
+            current = []
+        if target and not current:
+            self.ec2.create_route(RouteTableId=rt, DestinationCidrBlock="0.0.0.0/0", **target)
+        return rt
+
+    def endpoints(self, vpc_id: str, subnet_ids: list[str], route_tables: list[str], want: bool) -> list[str]:
+        have = {e["ServiceName"]: e["VpcEndpointId"] for e in self.ec2.describe_vpc_endpoints(
+            Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["VpcEndpoints"]
+            if e.get("VpcId") == vpc_id and e.get("State", "").lower() not in ("deleted", "deleting")}
+        prefix = f"com.amazonaws.{self.args.region}."
+        wanted = {prefix + s: "Interface" for s in INTERFACE_ENDPOINTS}
+        wanted[prefix + "s3"] = "Gateway"
+        if not want:
+            gone = [have[n] for n in wanted if n in have]
+            if gone:
+                self.ec2.delete_vpc_endpoints(VpcEndpointIds=gone)
+            return []
+        for svc, kind in wanted.items():
+            if svc in have:
+                continue
+            kw = {"SubnetIds": subnet_ids} if kind == "Interface" else {"RouteTableIds": route_tables}
+            e = self.ec2.create_vpc_endpoint(VpcId=vpc_id, ServiceName=svc, VpcEndpointType=kind, **kw)["VpcEndpoint"]
+            have[svc] = e["VpcEndpointId"]
+            log(f"created VPC endpoint {e['VpcEndpointId']} ({svc}, {kind})")
+        return sorted(have[n] for n in wanted)
+
+    def network(self, vpc_id: str, public: list[str], private: list[str]) -> dict:
+        net = self.args.network
+        isolated = net.startswith("isolated")
+        target_public = None if isolated else {"GatewayId": self.internet_gateway(vpc_id)}
+        target_private = None
+        if net in ("private", "public+private"):
+            target_private = {"NatGatewayId": self.nat_gateway(vpc_id, public[0])}
+        for s in public:
+            self.ec2.modify_subnet_attribute(SubnetId=s, MapPublicIpOnLaunch={"Value": not isolated})
+        rt_public = self.route_table(vpc_id, "public", public, target_public)
+        rt_private = self.route_table(vpc_id, "private", private, target_private)
+        eps = self.endpoints(vpc_id, private, [rt_private], net == "isolated-endpoints")
+        on = {"private": private, "public+private": public + private, "public": public}.get(net, private)
+        return {"cluster_subnets": on, "route_tables": [rt_public, rt_private], "vpc_endpoints": eps}
+
+    def control_plane_ingress(self, node_sg: str, cluster_sg: str | None) -> None:
+        """The node group accepts the control plane on 443 (webhooks) and 10250 (kubelet)."""
+        if not cluster_sg:
+            return
+        from botocore.exceptions import ClientError
+
+        for port in (443, 10250):
+            try:
+                self.ec2.authorize_security_group_ingress(GroupId=node_sg, IpPermissions=[{
+                    "IpProtocol": "tcp", "FromPort": port, "ToPort": port,
+                    "UserIdGroupPairs": [{"GroupId": cluster_sg, "Description": "EKS control plane"}]}])
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") != "InvalidPermission.Duplicate":
+                    raise
+
     def find_sg(self, vpc_id: str, group_name: str) -> dict | None:
         found = self.ec2.describe_security_groups(
             Filters=[
@@ -297,7 +416,7 @@ class Seeder:
                 fail(f"cluster {self.c} not ACTIVE after {timeout:.0f}s (status {status})")
             time.sleep(1)
 
-    def cluster(self, account: str, partition: str, private_subnets: list[str]) -> dict:
+    def cluster(self, account: str, partition: str, subnets: list[str]) -> dict:
         mode = self.args.auth_mode
         cl = self.describe_cluster()
         if cl is None:
@@ -311,7 +430,7 @@ class Seeder:
                     # private subnets. securityGroupIds would be *extra*
                     # control-plane groups; a typical cluster passes none.
                     resourcesVpcConfig={
-                        "subnetIds": private_subnets,
+                        "subnetIds": subnets,
                         "endpointPublicAccess": True,
                         "endpointPrivateAccess": True,
                     },
@@ -398,9 +517,11 @@ class Seeder:
                 f"Second node-looking security group for EKS cluster {self.c}", owned)
         else:
             self.remove_sg(vpc_id, f"{self.c}-node-extra")
-        cl = self.cluster(account, partition, private)
+        net = self.network(vpc_id, public, private)
+        cl = self.cluster(account, partition, net["cluster_subnets"])
         addon_status = self.addon(not a.no_pod_identity_agent)
         vpc_cfg = cl.get("resourcesVpcConfig") or {}
+        self.control_plane_ingress(node_sg, vpc_cfg.get("clusterSecurityGroupId"))
         arn_parts = (cl.get("arn") or "").split(":")
         eks_account = arn_parts[4] if len(arn_parts) > 5 else None
         if eks_account and eks_account != account:
@@ -414,6 +535,10 @@ class Seeder:
             "vpc_id": vpc_id,
             "public_subnets": public,
             "private_subnets": private,
+            "network": a.network,
+            "cluster_subnets": net["cluster_subnets"],
+            "route_tables": net["route_tables"],
+            "vpc_endpoints": net["vpc_endpoints"],
             "node_security_group": node_sg,
             "unrelated_security_group": unrelated_sg,
             "extra_node_security_group": extra_sg,

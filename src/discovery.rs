@@ -21,6 +21,7 @@
 //! subnets or groups changed.
 
 use crate::aws::aws_err;
+use crate::egress;
 use crate::facts::{Command, DiscoveryFacts, Facts, SecurityGroupFact, SubnetFact};
 use crate::model::{Finding, Level, Tags};
 use crate::plan_file::{Spec, UserError};
@@ -44,6 +45,8 @@ pub struct Subnet {
     pub free: i64,
     pub vpc_id: String,
     pub tags: Tags,
+    /// `MapPublicIpOnLaunch`: instances launched here get a public IPv4 address.
+    pub map_public_ip: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -53,6 +56,7 @@ pub struct Group {
     pub description: String,
     pub vpc_id: String,
     pub tags: Tags,
+    pub rules: crate::readiness::GroupRules,
 }
 
 fn ec2_tags(t: &[aws_sdk_ec2::types::Tag]) -> Tags {
@@ -74,8 +78,120 @@ async fn describe_subnets(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Subnet>
             free: s.available_ip_address_count().map(i64::from).unwrap_or(0),
             vpc_id: s.vpc_id().unwrap_or_default().to_string(),
             tags: ec2_tags(s.tags()),
+            map_public_ip: s.map_public_ip_on_launch().unwrap_or(false),
         })
         .collect())
+}
+
+/// The VPC's route tables, with only what the way-out check needs.
+async fn route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<egress::RouteTable>> {
+    let req = ctx.aws.ec2.describe_route_tables().filters(filter("vpc-id", vec![vpc.to_string()]));
+    let tables = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeRouteTables", e))?;
+    Ok(tables
+        .iter()
+        .filter(|t| t.vpc_id().is_none_or(|v| v == vpc))
+        .map(|t| egress::RouteTable {
+            id: t.route_table_id().unwrap_or_default().to_string(),
+            main: t.associations().iter().any(|a| a.main() == Some(true)),
+            subnets: t.associations().iter().filter_map(|a| a.subnet_id()).map(str::to_string).collect(),
+            default_routes: t
+                .routes()
+                .iter()
+                .filter(|r| r.destination_cidr_block() == Some("0.0.0.0/0") || r.destination_ipv6_cidr_block() == Some("::/0"))
+                .map(|r| egress::DefaultRoute {
+                    gateway_id: r.gateway_id().map(str::to_string),
+                    other_target: r
+                        .nat_gateway_id()
+                        .or(r.transit_gateway_id())
+                        .or(r.network_interface_id())
+                        .or(r.instance_id())
+                        .or(r.vpc_peering_connection_id())
+                        .or(r.egress_only_internet_gateway_id())
+                        .or(r.local_gateway_id())
+                        .or(r.carrier_gateway_id())
+                        .or(r.core_network_arn())
+                        .map(str::to_string),
+                    blackhole: r.state().is_some_and(|s| s.as_str() == "blackhole"),
+                })
+                .collect(),
+        })
+        .collect())
+}
+
+/// The VPC's endpoints that are (or are becoming) usable.
+async fn vpc_endpoints(ctx: &Ctx, vpc: &str) -> Result<Vec<egress::Endpoint>> {
+    let req = ctx.aws.ec2.describe_vpc_endpoints().filters(filter("vpc-id", vec![vpc.to_string()]));
+    let eps = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeVpcEndpoints", e))?;
+    Ok(eps
+        .iter()
+        .filter(|e| e.vpc_id().is_none_or(|v| v == vpc))
+        .filter(|e| {
+            !matches!(
+                e.state().map(|s| s.as_str().to_ascii_lowercase()).as_deref(),
+                Some("deleted" | "deleting" | "failed" | "rejected" | "expired")
+            )
+        })
+        .map(|e| egress::Endpoint {
+            service_name: e.service_name().unwrap_or_default().to_string(),
+            kind: e.vpc_endpoint_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+        })
+        .collect())
+}
+
+/// Which of `candidates` nodes can work from (`explicit`: the field the user named them in).
+async fn with_a_way_out(
+    ctx: &Ctx,
+    spec: &Spec,
+    vpc: &str,
+    candidates: Vec<Subnet>,
+    tables: &[egress::RouteTable],
+    explicit: Option<&str>,
+) -> Result<(Vec<Subnet>, egress::Choice)> {
+    let cands: Vec<egress::Candidate> = candidates
+        .iter()
+        .map(|s| egress::Candidate { id: s.id.clone(), map_public_ip: s.map_public_ip, way: egress::way_out(&s.id, tables) })
+        .collect();
+    let missing = if egress::needs_endpoints(&cands, explicit.is_some()) {
+        let have = vpc_endpoints(ctx, vpc).await?;
+        egress::missing_endpoints(&have, &ctx.region, spec.interruption.enabled)
+    } else {
+        vec![]
+    };
+    let choice = match explicit {
+        Some(field) => egress::check_explicit(field, &cands, &missing)?,
+        None => egress::choose_default(&cands, &missing)?,
+    };
+    let chosen = candidates.into_iter().filter(|s| choice.chosen.contains(&s.id)).collect();
+    Ok((chosen, choice))
+}
+
+/// The plan's lines about the subnet choice: each subnet left out, and an isolated or public
+/// cluster said so.
+fn choice_findings(choice: &egress::Choice) -> Vec<Finding> {
+    let mut f: Vec<Finding> = choice
+        .left_out
+        .iter()
+        .map(|(id, why)| Finding {
+            id: format!("subnet-left-out:{id}"),
+            level: Level::Info,
+            message: format!("subnet {id} left out: {why}"),
+        })
+        .collect();
+    if choice.isolated {
+        f.push(Finding {
+            id: "subnets-isolated".into(),
+            level: Level::Info,
+            message: "the cluster is isolated: its subnets have no default route, and the VPC has the endpoints nodes need; Karpenter must run with settings.isolatedVPC=true (`karpctl output --format helm` sets it), since it cannot reach the pricing API".into(),
+        });
+    }
+    if choice.public {
+        f.push(Finding {
+            id: "subnets-public".into(),
+            level: Level::Warning,
+            message: "no private subnet has a way out, so nodes go in public subnets and get public IPs; a private subnet with a NAT gateway route is safer".into(),
+        });
+    }
+    f
 }
 
 async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> {
@@ -89,8 +205,31 @@ async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> 
             description: g.description().unwrap_or_default().to_string(),
             vpc_id: g.vpc_id().unwrap_or_default().to_string(),
             tags: ec2_tags(g.tags()),
+            rules: crate::readiness::GroupRules {
+                ingress: g.ip_permissions().iter().map(sg_rule).collect(),
+                egress: g.ip_permissions_egress().iter().map(sg_rule).collect(),
+            },
         })
         .collect())
+}
+
+/// A security group rule as the readiness checks see it.
+fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::readiness::SgRule {
+    let cidrs = p
+        .ip_ranges()
+        .iter()
+        .filter_map(|r| r.cidr_ip())
+        .chain(p.ipv6_ranges().iter().filter_map(|r| r.cidr_ipv6()))
+        .chain(p.prefix_list_ids().iter().filter_map(|r| r.prefix_list_id()))
+        .map(str::to_string)
+        .collect();
+    crate::readiness::SgRule {
+        protocol: p.ip_protocol().unwrap_or("-1").to_string(),
+        from_port: p.from_port(),
+        to_port: p.to_port(),
+        groups: p.user_id_group_pairs().iter().filter_map(|g| g.group_id()).map(str::to_string).collect(),
+        cidrs,
+    }
 }
 
 /// Subnets by id (filters never fail on a missing id; results are checked again here, since
@@ -150,20 +289,38 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> 
     let mut findings = Vec::new();
     let vpc = resolve_vpc(ctx, facts, &cluster_subnets, &mut findings).await?;
 
-    let (chosen, group, tagged_s, tagged_g) = tokio::join!(
+    let (chosen, group, tagged_s, tagged_g, tables) = tokio::join!(
         choose_subnets(ctx, spec, &vpc, &cluster_subnets),
         choose_group(ctx, spec, facts, &vpc),
         tagged_subnets(ctx, c),
         tagged_groups(ctx, c),
+        route_tables(ctx, &vpc),
     );
     let mut errors = Vec::new();
-    let chosen = chosen.map_err(|e| errors.push(e)).ok();
+    let chosen = match (chosen, tables) {
+        (Ok(cands), Ok(tables)) => {
+            let explicit = if spec.discovery.subnet_ids.is_some() {
+                Some("discovery.subnet_ids")
+            } else if spec.discovery.subnet_tags.is_some() {
+                Some("discovery.subnet_tags")
+            } else {
+                None
+            };
+            with_a_way_out(ctx, spec, &vpc, cands, &tables, explicit).await.map_err(|e| errors.push(e)).ok()
+        }
+        (a, b) => {
+            errors.extend(a.err());
+            errors.extend(b.err());
+            None
+        }
+    };
     let group = group.map_err(|e| errors.push(e)).ok();
     let tagged_s = tagged_s.map_err(|e| errors.push(e)).ok();
     let tagged_g = tagged_g.map_err(|e| errors.push(e)).ok();
     crate::error::combine_errors(errors)?;
     // No error was collected, so every result above is Some.
-    let (chosen, group, tagged_s, tagged_g) = (chosen.unwrap(), group.unwrap(), tagged_s.unwrap(), tagged_g.unwrap());
+    let ((chosen, choice), group, tagged_s, tagged_g) = (chosen.unwrap(), group.unwrap(), tagged_s.unwrap(), tagged_g.unwrap());
+    findings.extend(choice_findings(&choice));
 
     check_not_claimed(c, &chosen, &group)?;
 
@@ -188,7 +345,8 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> 
                 vpc_id: s.vpc_id.clone(),
             })
             .collect(),
-        security_group: Some(SecurityGroupFact { id: group.id.clone(), name: group.name.clone() }),
+        security_group: Some(SecurityGroupFact { id: group.id.clone(), name: group.name.clone(), rules: group.rules.clone() }),
+        isolated: choice.isolated,
         findings,
         previously_marked: marked_ids(c, &tagged_s, &tagged_g, &chosen_ids).into_iter().map(|(id, _)| id.to_string()).collect(),
     })
@@ -543,10 +701,17 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
     fn subnet(id: &str, az: &str, free: i64, vpc: &str, t: &[(&str, &str)]) -> Subnet {
-        Subnet { id: id.into(), az: az.into(), free, vpc_id: vpc.into(), tags: tags(t) }
+        Subnet { id: id.into(), az: az.into(), free, vpc_id: vpc.into(), tags: tags(t), map_public_ip: false }
     }
     fn group(id: &str, name: &str, desc: &str) -> Group {
-        Group { id: id.into(), name: name.into(), description: desc.into(), vpc_id: "vpc-1".into(), tags: Tags::new() }
+        Group {
+            id: id.into(),
+            name: name.into(),
+            description: desc.into(),
+            vpc_id: "vpc-1".into(),
+            tags: Tags::new(),
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -686,7 +851,7 @@ mod tests {
         let mut facts = Facts { account_id: "1".into(), region: "r".into(), partition: "aws".into(), ..Default::default() };
         facts.discovery.subnets =
             vec![SubnetFact { id: "subnet-1".into(), availability_zone: "a".into(), available_ips: 5, vpc_id: "v".into() }];
-        facts.discovery.security_group = Some(SecurityGroupFact { id: "sg-1".into(), name: "n".into() });
+        facts.discovery.security_group = Some(SecurityGroupFact { id: "sg-1".into(), name: "n".into(), ..Default::default() });
         facts.discovery.previously_marked = vec!["subnet-old".into(), "subnet-1".into()];
         let n = crate::resources::discovery_tags::nodes(&spec, &facts);
         let ids: Vec<&str> = n.iter().map(|n| n.id.as_str()).collect();

@@ -38,6 +38,7 @@ fn report(
         results,
         applied,
         failure,
+        readiness: p.readiness(),
         stats: p.stats.report(),
     }
 }

@@ -34,6 +34,10 @@ pub struct DiscoveryFacts {
     pub security_group: Option<SecurityGroupFact>,
     /// Warnings and notes to show with the plan (capacity per AZ, foreign tagged objects).
     pub findings: Vec<crate::model::Finding>,
+    /// The chosen subnets have no default route (the VPC has the endpoints instead): Karpenter
+    /// needs `settings.isolatedVPC`.
+    #[serde(default)]
+    pub isolated: bool,
     /// Subnets and security groups karpctl tagged for this cluster before that the plan no longer
     /// selects: their tags are removed.
     #[serde(default)]
@@ -52,6 +56,9 @@ pub struct SubnetFact {
 pub struct SecurityGroupFact {
     pub id: String,
     pub name: String,
+    /// Its rules, for the readiness check that the control plane can reach nodes.
+    #[serde(default)]
+    pub rules: crate::readiness::GroupRules,
 }
 
 /// `ClusterFacts::status` of a cluster that DescribeCluster does not find (`down` only: the
@@ -93,6 +100,9 @@ pub struct ClusterFacts {
     pub vpc_id: String,
     pub subnet_ids: Vec<String>,
     pub cluster_security_group_id: String,
+    /// The cluster's additional control-plane security groups (`resourcesVpcConfig.securityGroupIds`).
+    #[serde(default)]
+    pub security_group_ids: Vec<String>,
     pub authentication_mode: String,
     pub oidc_issuer: String,
     pub ip_family: String,

@@ -60,6 +60,7 @@ pub async fn run(global: &Options, format: OutputFormat) -> Result<ValuesReport>
         "security_group_selector_terms": selector,
         "subnets": p.facts.discovery.subnets.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
         "security_group": p.facts.discovery.security_group.as_ref().map(|g| g.id.clone()),
+        "isolated_vpc": p.facts.discovery.isolated,
     });
     let text = match format {
         OutputFormat::Json => serde_json::to_string_pretty(&doc)?,
@@ -85,11 +86,21 @@ pub fn helm(doc: &Value, irsa: bool) -> String {
     if let Some(q) = doc["interruption_queue"].as_str() {
         out.push_str(&format!("  interruptionQueue: {q}\n"));
     }
+    if doc["isolated_vpc"].as_bool() == Some(true) {
+        out.push_str("  # The subnets have no route out (VPC endpoints only): no pricing API.\n");
+        out.push_str("  isolatedVPC: true\n");
+    }
     out.push_str("serviceAccount:\n");
     out.push_str(&format!("  name: {}\n", s(&doc["service_account"]["name"])));
     if irsa {
         out.push_str("  annotations:\n");
         out.push_str(&format!("    eks.amazonaws.com/role-arn: {}\n", s(&doc["controller_role_arn"])));
+    } else {
+        out.push_str(&format!(
+            "  # Pod Identity reaches only pods started after the association exists or changes its role:\n  # kubectl -n {} rollout restart deployment/{}\n",
+            s(&doc["service_account"]["namespace"]),
+            s(&doc["service_account"]["name"])
+        ));
     }
     out.trim_end().to_string()
 }
@@ -127,6 +138,12 @@ mod tests {
         assert!(h.contains("name: karpenter"));
         assert!(!h.contains("role-arn"));
         assert!(helm(&doc(None), true).contains("eks.amazonaws.com/role-arn: arn:aws:iam::1:role/"));
+        assert!(h.contains("# kubectl -n kube-system rollout restart deployment/karpenter"));
+        assert!(!helm(&doc(None), true).contains("rollout restart"));
+        assert!(!h.contains("isolatedVPC"));
+        let mut d = doc(None);
+        d["isolated_vpc"] = json!(true);
+        assert!(helm(&d, false).contains("  isolatedVPC: true"));
     }
 
     #[test]

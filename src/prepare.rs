@@ -9,6 +9,7 @@ use crate::model::{Node, Observed};
 use crate::observe::{ReadAhead, observe, observe_after};
 use crate::options::Options;
 use crate::plan_file::{self, Spec, UserError};
+use crate::readiness::{self, Readiness};
 use crate::report::{Event, Reporter, reporter_for};
 use crate::resources::{self, Ctx};
 use anyhow::{Context, Result};
@@ -44,6 +45,12 @@ impl Prepared {
         f
     }
 
+    /// The readiness checks on what this command makes (`up`, `diff`; none for `down`): can
+    /// Karpenter work here? Pure, over the facts read in preparation.
+    pub fn readiness(&self) -> Option<Readiness> {
+        (self.cmd != Command::Down).then(|| readiness_of(&self.facts))
+    }
+
     /// The nodes this command works on (see `nodes_for`).
     pub fn nodes(&self) -> Vec<Node> {
         nodes_for(&self.spec, &self.facts, self.cmd)
@@ -63,6 +70,24 @@ impl Prepared {
             None => observe(&self.ctx, nodes, concurrency).await,
         }
     }
+}
+
+/// Every readiness check karpctl can answer from these facts.
+pub fn readiness_of(facts: &Facts) -> Readiness {
+    let mut r = Readiness::default();
+    if let Some(g) = &facts.discovery.security_group {
+        let c = &facts.cluster;
+        let control_plane: Vec<String> = std::iter::once(&c.cluster_security_group_id)
+            .chain(&c.security_group_ids)
+            .filter(|g| !g.is_empty())
+            .cloned()
+            .collect();
+        r.record(
+            readiness::NODE_SG_BLOCKS_CONTROL_PLANE,
+            readiness::node_group_lets_control_plane_in(&g.id, &g.rules, &control_plane),
+        );
+    }
+    r
 }
 
 async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserError> {
@@ -307,6 +332,7 @@ async fn describe_cluster(clients: &Clients, name: &str) -> Result<Option<Cluste
         vpc_id: vpc.and_then(|v| v.vpc_id()).unwrap_or_default().to_string(),
         subnet_ids: vpc.map(|v| v.subnet_ids().to_vec()).unwrap_or_default(),
         cluster_security_group_id: vpc.and_then(|v| v.cluster_security_group_id()).unwrap_or_default().to_string(),
+        security_group_ids: vpc.map(|v| v.security_group_ids().to_vec()).unwrap_or_default(),
         authentication_mode: c
             .access_config()
             .and_then(|a| a.authentication_mode())

@@ -106,6 +106,24 @@ pub fn render_plan(plan: &Plan, style: Style) -> String {
     out
 }
 
+/// The readiness checks: one line when all passed, else each finding with its fix.
+pub fn readiness(r: &crate::readiness::Readiness, style: Style) -> String {
+    use crate::readiness::Severity;
+    let n = r.checked.len();
+    if r.found.is_empty() {
+        return format!("Karpenter can work here: {n} of {n} checks passed.\n");
+    }
+    let mut out = format!("Karpenter readiness: {} of {n} checks passed.\n", r.passed());
+    for c in &r.found {
+        let mark = match c.severity {
+            Severity::Error => style.red("error"),
+            Severity::Warning => style.yellow("warning"),
+        };
+        let _ = writeln!(out, "  {mark} {}  {}\n      {}\n      fix: {}", style.bold(c.code), c.resource, c.message, c.fix);
+    }
+    out
+}
+
 /// The `--stats` table (stderr).
 pub fn stats_table(r: &crate::aws::StatsReport) -> String {
     let mut out = format!("AWS calls: {} ({} reads, {} writes), {} retries\n", r.calls, r.reads, r.writes, r.retries);
@@ -155,6 +173,14 @@ pub fn apply_line(command: &str, a: &super::values::Applied) -> String {
         a.change,
         a.destroy,
         a.elapsed.as_secs_f64()
+    )
+}
+
+/// After a Pod Identity association was made or changed: restart the controller.
+pub fn restart_note(command: &str, style: Style) -> String {
+    format!(
+        "{}: Pod Identity reaches only pods started after this change; if Karpenter is already running, restart it:\n  {command}\n",
+        style.bold("note")
     )
 }
 

@@ -118,6 +118,12 @@ impl Printer {
                     None => out(&human::render_plan(&r.plan, Self::stdout_style())),
                     Some(a) => out(&human::apply_line(r.command, a)),
                 }
+                if let Some(cmd) = r.restart_command() {
+                    out(&human::restart_note(&cmd, Self::stdout_style()));
+                }
+                if let Some(checks) = r.readiness.as_ref().filter(|_| r.plan.conflicts.is_empty() && r.failure.is_none()) {
+                    out(&human::readiness(checks, Self::stdout_style()));
+                }
                 self.stats_table(&r.stats);
                 if let Some(a) = r.applied.as_ref().filter(|a| a.cancelled > 0) {
                     err(&human::interrupted(r.command, a.cancelled));

@@ -6,6 +6,7 @@ use crate::aws::StatsReport;
 use crate::error::UserError;
 use crate::exit::{EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
 use crate::model::{Outcome, Plan};
+use crate::readiness::Readiness;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -36,6 +37,8 @@ pub struct PlanReport {
     pub applied: Option<Applied>,
     /// The steps that failed, as one error.
     pub failure: Option<UserError>,
+    /// The readiness checks on what `up` made or `diff` would make (none for `down`).
+    pub readiness: Option<Readiness>,
     pub stats: StatsReport,
 }
 
@@ -64,7 +67,39 @@ impl PlanReport {
         if self.applied.as_ref().is_some_and(|a| a.cancelled > 0) {
             return self.conflicts_error();
         }
-        self.conflicts_error().or_else(|| self.failure.clone())
+        self.conflicts_error().or_else(|| self.failure.clone()).or_else(|| {
+            self.not_ready().then(|| {
+                UserError::new(
+                    "Karpenter cannot work here yet: an error-level readiness check failed (above); what was applied stays",
+                )
+                .hint("fix what the checks name, then run `karpctl up` again")
+            })
+        })
+    }
+
+    /// After `up` created a Pod Identity association or pointed it at another role: the command
+    /// that restarts the controller, since pods started before then never get credentials (the
+    /// deployment is named like the service account, as the chart names it).
+    pub fn restart_command(&self) -> Option<String> {
+        if self.command != "up" {
+            return None;
+        }
+        let results = self.results.as_ref()?;
+        self.plan.steps.iter().find_map(|s| {
+            let crate::model::NodeSpec::PodIdentity(p) = &s.node.spec else { return None };
+            let done = matches!(results.get(&s.id), Some(crate::model::Outcome::Done));
+            let takes_effect = match s.action {
+                crate::model::Action::Create | crate::model::Action::Replace => true,
+                crate::model::Action::Update | crate::model::Action::Adopt => s.changes.iter().any(|c| c.field.contains("role")),
+                crate::model::Action::Delete => false,
+            };
+            (done && takes_effect).then(|| format!("kubectl -n {} rollout restart deployment/{}", p.namespace, p.service_account))
+        })
+    }
+
+    /// `up` made everything, and an error-level readiness check says Karpenter cannot work.
+    pub fn not_ready(&self) -> bool {
+        self.command == "up" && self.readiness.as_ref().is_some_and(|r| r.errors() > 0)
     }
 
     pub fn exit_code(&self) -> i32 {
@@ -74,7 +109,7 @@ impl PlanReport {
         if self.applied.as_ref().is_some_and(|a| a.cancelled > 0) {
             return EXIT_INTERRUPTED;
         }
-        if self.failure.is_some() {
+        if self.failure.is_some() || self.not_ready() {
             return EXIT_ERROR;
         }
         if self.command == "diff" && !self.plan.steps.is_empty() { EXIT_CHANGES } else { EXIT_OK }

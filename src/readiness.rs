@@ -1,0 +1,218 @@
+//! Readiness: can Karpenter work here? Each check is a pure function over facts read once, with
+//! a stable code, a severity, the resource, what is wrong and the fix (the fields doctor's
+//! findings have). `up` runs them on what it just made, `diff` on what it would make, `doctor` on
+//! whatever it found: one home for each check (docs/aws-behaviour.md, "What Karpenter needs").
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Karpenter cannot work: `up` exits 1.
+    Error,
+    /// Karpenter works, but something will go wrong later or for some nodes.
+    Warning,
+}
+
+/// One check's result when it found something.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub resource: String,
+    pub message: String,
+    pub fix: String,
+}
+
+/// The checks that ran and what they found (`up` and `diff` carry it; doctor has its own list).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Readiness {
+    /// The codes of every check that ran.
+    pub checked: Vec<&'static str>,
+    /// What they found, errors first.
+    pub found: Vec<Check>,
+}
+
+impl Readiness {
+    /// Record a check that ran, and its finding if it found something.
+    pub fn record(&mut self, code: &'static str, found: Option<Check>) {
+        self.checked.push(code);
+        if let Some(c) = found {
+            self.found.push(c);
+        }
+        self.found.sort_by_key(|c| c.severity != Severity::Error);
+    }
+    pub fn errors(&self) -> usize {
+        self.found.iter().filter(|c| c.severity == Severity::Error).count()
+    }
+    /// Checks that found nothing.
+    pub fn passed(&self) -> usize {
+        self.checked.iter().filter(|code| !self.found.iter().any(|c| c.code == **code)).count()
+    }
+}
+
+/// The code of the node security group check.
+pub const NODE_SG_BLOCKS_CONTROL_PLANE: &str = "node-sg-blocks-control-plane";
+
+/// One security group rule, as EC2 describes it (`IpPermissions` / `IpPermissionsEgress`).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SgRule {
+    /// `-1` (all traffic), `tcp`, `udp`, `icmp`, or a protocol number.
+    pub protocol: String,
+    pub from_port: Option<i32>,
+    pub to_port: Option<i32>,
+    /// Source (ingress) or destination (egress) security groups.
+    pub groups: Vec<String>,
+    /// IPv4 and IPv6 ranges and prefix lists.
+    pub cidrs: Vec<String>,
+}
+
+impl SgRule {
+    /// The rule lets TCP traffic on `port` through.
+    fn covers_tcp(&self, port: i32) -> bool {
+        match self.protocol.as_str() {
+            "-1" | "all" => true,
+            "tcp" | "6" => match (self.from_port, self.to_port) {
+                (Some(f), Some(t)) => f == -1 || (f <= port && port <= t),
+                _ => true,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// A security group's rules.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct GroupRules {
+    pub ingress: Vec<SgRule>,
+    pub egress: Vec<SgRule>,
+}
+
+/// The ports the control plane calls nodes on: kubelet, and webhooks.
+const FROM_CONTROL_PLANE: [i32; 2] = [10250, 443];
+
+/// Nodes in `group` must accept the control plane (kubelet 10250, webhooks 443) and reach it on
+/// 443. The control plane's network interfaces carry the cluster security group (EKS's
+/// `eks-cluster-sg-*`, which allows all traffic among its members) and the cluster's extra
+/// `securityGroupIds`; a rule from one of those groups, or from an address range, lets it in.
+/// A warning (not an error): a range or prefix list karpctl cannot resolve may still cover it.
+pub fn node_group_lets_control_plane_in(group_id: &str, rules: &GroupRules, control_plane: &[String]) -> Option<Check> {
+    if control_plane.iter().any(|g| g == group_id) {
+        // The cluster security group itself (or one the control plane carries): all traffic
+        // among its members is allowed by EKS's own rule, which karpctl checks too.
+        if rules.ingress.iter().any(|r| r.protocol == "-1" && r.groups.iter().any(|g| g == group_id)) {
+            return None;
+        }
+    }
+    let from_cp = |r: &SgRule| !r.cidrs.is_empty() || r.groups.iter().any(|g| control_plane.contains(g));
+    let blocked: Vec<i32> =
+        FROM_CONTROL_PLANE.into_iter().filter(|p| !rules.ingress.iter().any(|r| r.covers_tcp(*p) && from_cp(r))).collect();
+    let no_egress = !rules.egress.iter().any(|r| r.covers_tcp(443));
+    if blocked.is_empty() && !no_egress {
+        return None;
+    }
+    let source = control_plane.first().map(String::as_str).unwrap_or("<the cluster security group>");
+    let mut wrong = Vec::new();
+    let mut fix = Vec::new();
+    if !blocked.is_empty() {
+        let ports: Vec<String> = blocked.iter().map(|p| p.to_string()).collect();
+        wrong.push(format!("no ingress rule lets the control plane ({source}) in on TCP {}", ports.join(" and ")));
+        for p in &blocked {
+            fix.push(format!(
+                "aws ec2 authorize-security-group-ingress --group-id {group_id} --protocol tcp --port {p} --source-group {source}"
+            ));
+        }
+    }
+    if no_egress {
+        wrong.push("no egress rule lets nodes reach the control plane on TCP 443".to_string());
+        fix.push(format!(
+            "aws ec2 authorize-security-group-egress --group-id {group_id} --ip-permissions IpProtocol=tcp,FromPort=443,ToPort=443,UserIdGroupPairs=[{{GroupId={source}}}]"
+        ));
+    }
+    Some(Check {
+        code: NODE_SG_BLOCKS_CONTROL_PLANE,
+        severity: Severity::Warning,
+        resource: format!("security-group/{group_id}"),
+        message: format!(
+            "the node security group {group_id} (tagged for Karpenter): {}; nodes will not join or webhooks will time out",
+            wrong.join("; ")
+        ),
+        fix: fix.join("; "),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(protocol: &str, from: i32, to: i32, groups: &[&str], cidrs: &[&str]) -> SgRule {
+        SgRule {
+            protocol: protocol.into(),
+            from_port: Some(from),
+            to_port: Some(to),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    fn all_out() -> Vec<SgRule> {
+        vec![rule("-1", -1, -1, &[], &["0.0.0.0/0"])]
+    }
+
+    fn cp() -> Vec<String> {
+        vec!["sg-cluster".to_string()]
+    }
+
+    #[test]
+    fn the_cluster_security_group_lets_its_members_in() {
+        let r = GroupRules { ingress: vec![rule("-1", -1, -1, &["sg-cluster"], &[])], egress: all_out() };
+        assert_eq!(node_group_lets_control_plane_in("sg-cluster", &r, &cp()), None);
+    }
+
+    #[test]
+    fn a_node_group_with_rules_from_the_cluster_group_passes() {
+        let r = GroupRules {
+            ingress: vec![rule("tcp", 10250, 10250, &["sg-cluster"], &[]), rule("tcp", 443, 443, &["sg-cluster"], &[])],
+            egress: all_out(),
+        };
+        assert_eq!(node_group_lets_control_plane_in("sg-node", &r, &cp()), None);
+        let range = GroupRules { ingress: vec![rule("tcp", 0, 65535, &["sg-cluster"], &[])], egress: all_out() };
+        assert_eq!(node_group_lets_control_plane_in("sg-node", &range, &cp()), None);
+        let cidr = GroupRules { ingress: vec![rule("-1", -1, -1, &[], &["10.0.0.0/16"])], egress: all_out() };
+        assert_eq!(node_group_lets_control_plane_in("sg-node", &cidr, &cp()), None);
+    }
+
+    #[test]
+    fn a_missing_kubelet_rule_is_named_with_the_command_to_add_it() {
+        let r = GroupRules { ingress: vec![rule("tcp", 443, 443, &["sg-cluster"], &[])], egress: all_out() };
+        let c = node_group_lets_control_plane_in("sg-node", &r, &cp()).expect("warns");
+        assert_eq!(c.code, NODE_SG_BLOCKS_CONTROL_PLANE);
+        assert_eq!(c.severity, Severity::Warning);
+        assert!(c.message.contains("TCP 10250") && !c.message.contains("443 and"), "{}", c.message);
+        assert_eq!(
+            c.fix,
+            "aws ec2 authorize-security-group-ingress --group-id sg-node --protocol tcp --port 10250 --source-group sg-cluster"
+        );
+    }
+
+    #[test]
+    fn rules_from_other_groups_or_other_protocols_do_not_count() {
+        let r = GroupRules {
+            ingress: vec![rule("tcp", 0, 65535, &["sg-other"], &[]), rule("udp", 0, 65535, &["sg-cluster"], &[])],
+            egress: all_out(),
+        };
+        let c = node_group_lets_control_plane_in("sg-node", &r, &cp()).expect("warns");
+        assert!(c.message.contains("TCP 10250 and 443"), "{}", c.message);
+    }
+
+    #[test]
+    fn no_egress_to_443_is_named() {
+        let r = GroupRules {
+            ingress: vec![rule("-1", -1, -1, &["sg-cluster"], &[])],
+            egress: vec![rule("tcp", 80, 80, &[], &["0.0.0.0/0"])],
+        };
+        let c = node_group_lets_control_plane_in("sg-node", &r, &cp()).expect("warns");
+        assert!(c.message.contains("no egress rule") && !c.message.contains("ingress"), "{}", c.message);
+        assert!(c.fix.contains("authorize-security-group-egress --group-id sg-node"), "{}", c.fix);
+    }
+}
