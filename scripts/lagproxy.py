@@ -16,6 +16,9 @@ test names, answers the way AWS does during such a window:
   sqs_delete_lag_s       {queue: N}    DeleteQueue answers success at once and is sent
                                        upstream N s later; reads still work meanwhile
   eks_cluster_status     {cluster: S}  DescribeCluster shows cluster.status = S
+  eks_compute_config     {cluster: {...}} DescribeCluster shows cluster.computeConfig = that
+                                       object (EKS Auto Mode: {"enabled": true, ...}), which
+                                       ministack 1.5.33 neither stores nor returns
   eks_cluster_gone       [cluster]     every EKS request whose path names the cluster answers
                                        404 ResourceNotFoundException
   eks_role_propagation_s {role: N}     for N s after IAM CreateRole/UpdateAssumeRolePolicy of
@@ -76,7 +79,7 @@ SCOPE_RE = re.compile(r"Credential=[^/,\s]+/\d{8}/([^/,\s]+)/([^/,\s]+)/aws4_req
 
 SQS_CREATE_LAG_OPS = {"GetQueueAttributes", "SetQueueAttributes", "ListQueueTags", "TagQueue"}
 
-MAP_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_cluster_status",
+MAP_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_cluster_status", "eks_compute_config",
              "eks_role_propagation_s", "iam_policy_version_lag_s", "upstreams")
 NUMERIC_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_role_propagation_s",
                  "iam_policy_version_lag_s")
@@ -606,11 +609,16 @@ class Lag:
         status, headers, body = self.forward(req)
         if op == "DescribeCluster" and status == 200:
             want = self.rule("eks_cluster_status", cluster)
-            if want:
+            compute = self.rule("eks_compute_config", cluster)
+            if want or compute:
                 try:
                     doc = json.loads(body)
-                    doc["cluster"]["status"] = want
-                    return status, headers, json.dumps(doc).encode(), "eks_cluster_status"
+                    if want:
+                        doc["cluster"]["status"] = want
+                    if compute:
+                        doc["cluster"]["computeConfig"] = compute
+                    return (status, headers, json.dumps(doc).encode(),
+                            "eks_cluster_status" if want else "eks_compute_config")
                 except (ValueError, KeyError, TypeError):
                     pass
         return status, headers, body, None

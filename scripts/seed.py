@@ -345,20 +345,35 @@ class Seeder:
         on = {"private": private, "public+private": public + private, "public": public}.get(net, private)
         return {"cluster_subnets": on, "route_tables": [rt_public, rt_private], "vpc_endpoints": eps}
 
-    def control_plane_ingress(self, node_sg: str, cluster_sg: str | None) -> None:
-        """The node group accepts the control plane on 443 (webhooks) and 10250 (kubelet)."""
-        if not cluster_sg:
-            return
+    def control_plane_ingress(self, node_sg: str, cluster_sg: str | None, vpc_cidr: str) -> None:
+        """The node group accepts the control plane on 443 (webhooks) and 10250 (kubelet).
+
+        From the cluster security group, as on AWS. moto's EKS invents a cluster security group
+        id that EC2 does not know (InvalidGroup.NotFound): there the rule names the VPC's range,
+        which some real clusters use too."""
         from botocore.exceptions import ClientError
 
-        for port in (443, 10250):
+        def allow(port: int, source: dict) -> None:
             try:
                 self.ec2.authorize_security_group_ingress(GroupId=node_sg, IpPermissions=[{
-                    "IpProtocol": "tcp", "FromPort": port, "ToPort": port,
-                    "UserIdGroupPairs": [{"GroupId": cluster_sg, "Description": "EKS control plane"}]}])
+                    "IpProtocol": "tcp", "FromPort": port, "ToPort": port, **source}])
             except ClientError as e:
                 if e.response.get("Error", {}).get("Code") != "InvalidPermission.Duplicate":
                     raise
+
+        by_group = bool(cluster_sg)
+        for port in (443, 10250):
+            if by_group:
+                try:
+                    allow(port, {"UserIdGroupPairs": [{"GroupId": cluster_sg, "Description": "EKS control plane"}]})
+                    continue
+                except ClientError as e:
+                    if e.response.get("Error", {}).get("Code") != "InvalidGroup.NotFound":
+                        raise
+                    log(f"the cluster security group {cluster_sg} is not in EC2 (emulator gap); "
+                        f"the control plane is let in from {vpc_cidr}")
+                    by_group = False
+            allow(port, {"IpRanges": [{"CidrIp": vpc_cidr, "Description": "EKS control plane"}]})
 
     def find_sg(self, vpc_id: str, group_name: str) -> dict | None:
         found = self.ec2.describe_security_groups(
@@ -521,7 +536,7 @@ class Seeder:
         cl = self.cluster(account, partition, net["cluster_subnets"])
         addon_status = self.addon(not a.no_pod_identity_agent)
         vpc_cfg = cl.get("resourcesVpcConfig") or {}
-        self.control_plane_ingress(node_sg, vpc_cfg.get("clusterSecurityGroupId"))
+        self.control_plane_ingress(node_sg, vpc_cfg.get("clusterSecurityGroupId"), a.vpc_cidr)
         arn_parts = (cl.get("arn") or "").split(":")
         eks_account = arn_parts[4] if len(arn_parts) > 5 else None
         if eks_account and eks_account != account:

@@ -180,7 +180,13 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan) -> Result<P
     if !plan.conflicts.is_empty() {
         return Ok(report(command, p, plan, None, None, None));
     }
-    if p.install_agent {
+    if p.preflight.create_spot_role && command == "up" {
+        // Account-wide, before the plan's steps: Karpenter's first Spot launch needs it.
+        crate::interrupt::writes_started();
+        p.stats.set_phase("execute");
+        crate::aws::in_unit("preflight:create-spot-role", crate::preflight::create_spot_role(&p.ctx)).await?;
+    }
+    if p.preflight.install_agent {
         // The first write, once the plan has no conflicts (and a saved plan is not stale).
         crate::interrupt::writes_started();
         p.stats.set_phase("execute");

@@ -10,11 +10,13 @@ pub struct UserError {
     pub hint: Option<String>,
     /// Structured detail for `--output json` (merged into the error document).
     pub data: Option<serde_json::Value>,
+    /// The errors this one combines (`combine_errors`), each whole; empty for a single error.
+    pub parts: Vec<UserError>,
 }
 
 impl UserError {
     pub fn new(message: impl Into<String>) -> Self {
-        UserError { message: message.into(), hint: None, data: None }
+        UserError { message: message.into(), hint: None, data: None, parts: Vec::new() }
     }
     pub fn data(mut self, data: serde_json::Value) -> Self {
         self.data = Some(data);
@@ -27,40 +29,37 @@ impl UserError {
 }
 
 /// Several independent checks' errors as one: an AWS failure (credentials, throttling beyond
-/// retries) is returned as it is; user errors are listed together with all their hints.
+/// retries) is returned as it is; user errors are listed together with all their hints, and
+/// each keeps its own structured data (`parts`), so combining never re-parses text.
 pub fn combine_errors(errors: Vec<anyhow::Error>) -> Result<()> {
-    let mut messages: Vec<String> = Vec::new();
-    let mut hints: Vec<String> = Vec::new();
+    let mut flat: Vec<UserError> = Vec::new();
     for e in errors {
         match e.downcast::<UserError>() {
-            Ok(u) => {
-                let (m, h) = parts(u);
-                messages.extend(m);
-                hints.extend(h);
-            }
+            Ok(u) if u.parts.is_empty() => flat.push(u),
+            Ok(u) => flat.extend(u.parts),
             Err(other) => return Err(other.context("preflight check failed")),
         }
     }
-    hints.dedup();
-    let hint = (!hints.is_empty()).then(|| hints.join(HINT_SEP));
-    let message = match messages.len() {
-        0 => return Ok(()),
-        1 => messages.remove(0),
-        n => format!("{n}{COMBINED}{}", messages.iter().map(|m| format!("  - {m}")).collect::<Vec<_>>().join("\n")),
-    };
-    Err(UserError { message, hint, data: None }.into())
-}
-
-const COMBINED: &str = " preflight checks failed:\n";
-const HINT_SEP: &str = "\n      ";
-
-/// The messages and hints of a user error, split again if it combines several.
-fn parts(u: UserError) -> (Vec<String>, Vec<String>) {
-    let hints: Vec<String> = u.hint.map(|h| h.split(HINT_SEP).map(str::to_string).collect()).unwrap_or_default();
-    match u.message.split_once(COMBINED) {
-        Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => {
-            (rest.lines().map(|l| l.trim_start_matches("  - ").to_string()).collect(), hints)
+    match flat.len() {
+        0 => Ok(()),
+        1 => Err(flat.remove(0).into()),
+        n => {
+            let mut hints: Vec<&str> = Vec::new();
+            for h in flat.iter().filter_map(|u| u.hint.as_deref()) {
+                if !hints.contains(&h) {
+                    hints.push(h);
+                }
+            }
+            let hint = (!hints.is_empty()).then(|| hints.join("\n      "));
+            let lines: Vec<String> = flat.iter().map(|u| format!("  - {}", u.message)).collect();
+            let message = format!("{n} preflight checks failed:\n{}", lines.join("\n"));
+            // The JSON error document: each error's data merged (keys are distinct by kind).
+            let mut data = serde_json::Map::new();
+            for d in flat.iter().filter_map(|u| u.data.as_ref()).filter_map(|d| d.as_object()) {
+                data.extend(d.clone());
+            }
+            let data = (!data.is_empty()).then_some(serde_json::Value::Object(data));
+            Err(UserError { message, hint, data, parts: flat }.into())
         }
-        _ => (vec![u.message], hints),
     }
 }

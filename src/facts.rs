@@ -104,6 +104,10 @@ pub struct ClusterFacts {
     #[serde(default)]
     pub security_group_ids: Vec<String>,
     pub authentication_mode: String,
+    /// EKS Auto Mode (`computeConfig.enabled`): AWS runs its own Karpenter and the Pod Identity
+    /// agent is built in.
+    #[serde(default)]
+    pub auto_mode: bool,
     pub oidc_issuer: String,
     pub ip_family: String,
 }

@@ -24,6 +24,16 @@ pub struct RawPlan {
     pub identity: RawIdentity,
     #[serde(default)]
     pub discovery: RawDiscovery,
+    #[serde(default)]
+    pub account: RawAccount,
+}
+
+/// `[account]`: account-wide objects karpctl may make (never deletes: others use them too).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccount {
+    /// `up` creates the EC2 Spot service-linked role when the account has none (default false).
+    pub create_spot_service_linked_role: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -84,6 +94,8 @@ pub struct Spec {
     pub interruption: Interruption,
     pub identity: Identity,
     pub discovery: Discovery,
+    /// `account.create_spot_service_linked_role`.
+    pub create_spot_role: bool,
     /// Where the plan came from (None: defaults).
     pub source: Option<PathBuf>,
 }
@@ -488,6 +500,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         assume_role,
         tags: raw.tags,
         interruption: Interruption { enabled: i.enabled.unwrap_or(true), queue_name, queue_name_note, kms_key_id: i.kms_key_id },
+        create_spot_role: raw.account.create_spot_service_linked_role.unwrap_or(false),
         source,
     })
 }

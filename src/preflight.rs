@@ -32,21 +32,37 @@ enum Agent {
     Missing,
 }
 
-/// Read-only checks before any write. Returns whether `up` must install the Pod Identity agent
-/// add-on (the plan asked for it and it is missing).
-pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<bool> {
+/// What preflight found that `up` acts on before its plan.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Preflight {
+    /// `up` installs the Pod Identity agent add-on (the plan asked for it and it is missing).
+    pub install_agent: bool,
+    /// The account has the EC2 Spot service-linked role (None: not read, for `down`).
+    pub spot_role: Option<bool>,
+    /// `up` creates it (the plan opted in and it is missing).
+    pub create_spot_role: bool,
+}
+
+/// The EC2 Spot service-linked role, account-wide.
+pub const SPOT_ROLE: &str = "AWSServiceRoleForEC2Spot";
+/// The path of the Spot service's linked roles.
+pub const SPOT_ROLE_PATH: &str = "/aws-service-role/spot.amazonaws.com/";
+
+/// Read-only checks before any write.
+pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<Preflight> {
     if cmd == Command::Down {
-        return Ok(false);
+        return Ok(Preflight::default());
     }
     // Discovery's choice of subnets and security group is checked here too (memoised: the
     // engine's own call afterwards reuses it), so every problem is reported in one run and
     // nothing is written unless all of it passes.
-    let (auth, agent, oidc, role, discovery) = tokio::join!(
+    let (auth, agent, oidc, role, discovery, spot) = tokio::join!(
         async { authentication_mode(spec, facts) },
-        pod_identity_agent(ctx, spec),
+        pod_identity_agent(ctx, spec, facts),
         oidc_provider(ctx, spec, facts),
         existing_node_role(ctx, spec),
         crate::discovery::select(ctx, spec, facts, cmd),
+        spot_role_exists(ctx),
     );
     let mut errors: Vec<anyhow::Error> = Vec::new();
     let agent_missing = match agent {
@@ -54,6 +70,19 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
         Err(e) => {
             errors.push(e);
             false
+        }
+    };
+    let spot = match spot {
+        Ok(exists) => Some(exists),
+        Err(e) if aws::kind_of(&e) == aws::ErrorKind::AccessDenied => {
+            ctx.reporter.event(Event::Note { level: Level::Warning, text: &format!(
+                "could not tell whether the account has the Spot service-linked role {SPOT_ROLE} (iam:ListRoles was refused); the readiness check is skipped"
+            ) });
+            None
+        }
+        Err(e) => {
+            errors.push(e);
+            None
         }
     };
     errors.extend([auth.err(), oidc.err(), role.err(), discovery.err()].into_iter().flatten());
@@ -78,7 +107,48 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
             "the {POD_IDENTITY_AGENT} add-on is not installed; `karpctl up` will install it (create_pod_identity_agent = true)"
         ) });
     }
-    Ok(agent_missing && cmd == Command::Up)
+    let create_spot_role = spec.create_spot_role && spot == Some(false);
+    if create_spot_role {
+        ctx.reporter.event(Event::Note { level: Level::Info, text: &format!(
+            "the account has no {SPOT_ROLE}; `karpctl up` will create it (account.create_spot_service_linked_role = true; account-wide, so `down` never deletes it)"
+        ) });
+    }
+    Ok(Preflight {
+        install_agent: agent_missing && cmd == Command::Up,
+        spot_role: spot,
+        create_spot_role: create_spot_role && cmd == Command::Up,
+    })
+}
+
+/// Whether the account has the Spot service-linked role: a role at the Spot service's path (on
+/// AWS that is `AWSServiceRoleForEC2Spot`; ListRoles by path also finds it where an emulator names
+/// it otherwise). Memoised.
+pub async fn spot_role_exists(ctx: &Ctx) -> Result<bool> {
+    ctx.cached("iam:ListRoles:spot", || async {
+        let roles: Vec<_> = ctx
+            .aws
+            .iam
+            .list_roles()
+            .path_prefix(SPOT_ROLE_PATH)
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| aws_err("iam:ListRoles", e))?;
+        Ok(roles.iter().any(|r| r.path() == SPOT_ROLE_PATH))
+    })
+    .await
+}
+
+/// Create the Spot service-linked role (`up`, opted in, missing). "Has been taken" means another
+/// caller made it meanwhile: done.
+pub async fn create_spot_role(ctx: &Ctx) -> Result<()> {
+    match ctx.aws.iam.create_service_linked_role().aws_service_name("spot.amazonaws.com").send().await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_already_exists() => Ok(()),
+        Err(e) => Err(aws_err("iam:CreateServiceLinkedRole", e)),
+    }
 }
 
 fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
@@ -123,8 +193,9 @@ async fn addon_status(ctx: &Ctx, cluster: &str) -> Result<Option<String>> {
     .await
 }
 
-async fn pod_identity_agent(ctx: &Ctx, spec: &Spec) -> Result<Agent> {
-    if spec.identity.mode != IdentityMode::PodIdentity {
+async fn pod_identity_agent(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Agent> {
+    // EKS Auto Mode has the Pod Identity agent built in.
+    if spec.identity.mode != IdentityMode::PodIdentity || facts.cluster.auto_mode {
         return Ok(Agent::NotNeeded);
     }
     let Some(status) = addon_status(ctx, &spec.cluster).await? else { return Ok(Agent::Missing) };
@@ -231,6 +302,13 @@ mod tests {
         let one = combine_errors(vec![a()]).unwrap_err().downcast::<UserError>().unwrap();
         assert_eq!((one.message.as_str(), one.hint.as_deref()), ("a", Some("ha")));
         assert!(combine_errors(vec![]).is_ok());
+        // Each error stays whole: its data reaches the JSON document, alone or combined.
+        let d = || anyhow::Error::from(UserError::new("d").data(serde_json::json!({"subnets": ["s-1"]})));
+        let one = combine_errors(vec![d()]).unwrap_err().downcast::<UserError>().unwrap();
+        assert_eq!(one.data, Some(serde_json::json!({"subnets": ["s-1"]})));
+        let two = combine_errors(vec![a(), d()]).unwrap_err().downcast::<UserError>().unwrap();
+        assert_eq!(two.data, Some(serde_json::json!({"subnets": ["s-1"]})));
+        assert_eq!(two.parts.iter().map(|u| u.message.as_str()).collect::<Vec<_>>(), ["a", "d"]);
     }
 
     #[test]

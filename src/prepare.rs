@@ -24,8 +24,8 @@ pub struct Prepared {
     pub ctx: Arc<Ctx>,
     pub stats: Arc<CallStats>,
     pub global: Options,
-    /// `up` installs the eks-pod-identity-agent add-on first (create_pod_identity_agent = true).
-    pub install_agent: bool,
+    /// What preflight found that `up` acts on first: the add-on to install, the Spot role.
+    pub preflight: crate::preflight::Preflight,
     pub cmd: Command,
     pub(crate) ahead: std::sync::Mutex<Option<ReadAhead>>,
 }
@@ -48,7 +48,7 @@ impl Prepared {
     /// The readiness checks on what this command makes (`up`, `diff`; none for `down`): can
     /// Karpenter work here? Pure, over the facts read in preparation.
     pub fn readiness(&self) -> Option<Readiness> {
-        (self.cmd != Command::Down).then(|| readiness_of(&self.facts))
+        (self.cmd != Command::Down).then(|| readiness_of(&self.facts, &self.spec, &self.preflight))
     }
 
     /// The nodes this command works on (see `nodes_for`).
@@ -73,8 +73,13 @@ impl Prepared {
 }
 
 /// Every readiness check karpctl can answer from these facts.
-pub fn readiness_of(facts: &Facts) -> Readiness {
+pub fn readiness_of(facts: &Facts, spec: &Spec, pre: &crate::preflight::Preflight) -> Readiness {
     let mut r = Readiness::default();
+    if let Some(exists) = pre.spot_role {
+        // `up` creates it first when the plan opted in (and fails if it cannot).
+        r.record(readiness::SPOT_ROLE_MISSING, readiness::spot_role(exists || spec.create_spot_role));
+    }
+    r.record(readiness::AUTO_MODE_OVERLAP, readiness::auto_mode(&facts.cluster.name, facts.cluster.auto_mode));
     if let Some(g) = &facts.discovery.security_group {
         let c = &facts.cluster;
         let control_plane: Vec<String> = std::iter::once(&c.cluster_security_group_id)
@@ -212,7 +217,7 @@ pub async fn prepare(global: &Options, cmd: Command, read_ahead: bool) -> Result
         existing_node_role_arn: None,
     };
     desired::validate(&desired::build(&spec, &facts))?;
-    let install_agent = in_unit("preflight", crate::preflight::check(&ctx, &spec, &facts, cmd)).await?;
+    let preflight = in_unit("preflight", crate::preflight::check(&ctx, &spec, &facts, cmd)).await?;
     drop(early_checks);
     if let Some(existing) = &spec.identity.existing_node_role {
         // Read (memoised) by preflight; a name may hide a path, so use the live ARN.
@@ -221,7 +226,7 @@ pub async fn prepare(global: &Options, cmd: Command, read_ahead: bool) -> Result
     }
     stats.set_phase("discovery:select");
     facts.discovery = in_unit("discovery:select", crate::discovery::select(&ctx, &spec, &facts, cmd)).await?;
-    Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), install_agent, cmd, ahead: std::sync::Mutex::new(ahead) })
+    Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), preflight, cmd, ahead: std::sync::Mutex::new(ahead) })
 }
 
 /// What a read-only command that loads no plan needs (`doctor`): clients, the account and the
@@ -338,6 +343,7 @@ async fn describe_cluster(clients: &Clients, name: &str) -> Result<Option<Cluste
             .and_then(|a| a.authentication_mode())
             .map(|m| m.as_str().to_string())
             .unwrap_or_else(|| "CONFIG_MAP".into()),
+        auto_mode: c.compute_config().and_then(|cc| cc.enabled()).unwrap_or(false),
         oidc_issuer: c.identity().and_then(|i| i.oidc()).and_then(|o| o.issuer()).unwrap_or_default().to_string(),
         ip_family: c
             .kubernetes_network_config()

@@ -51,6 +51,34 @@ impl Readiness {
     }
 }
 
+/// The code of the Spot service-linked role check.
+pub const SPOT_ROLE_MISSING: &str = "spot-service-linked-role-missing";
+/// The code of the EKS Auto Mode check.
+pub const AUTO_MODE_OVERLAP: &str = "auto-mode-nodepools-overlap";
+
+/// A fresh account has no Spot service-linked role, and every Spot launch fails
+/// (`AuthFailure.ServiceLinkedRoleCreationNotPermitted`: the controller may not create it).
+pub fn spot_role(exists: bool) -> Option<Check> {
+    (!exists).then(|| Check {
+        code: SPOT_ROLE_MISSING,
+        severity: Severity::Warning,
+        resource: "role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot".into(),
+        message: "the account has no EC2 Spot service-linked role: every Spot launch fails (AuthFailure.ServiceLinkedRoleCreationNotPermitted); On-Demand nodes work".into(),
+        fix: "set `create_spot_service_linked_role = true` under [account] in the plan and run `karpctl up`, or: aws iam create-service-linked-role --aws-service-name spot.amazonaws.com (once per account)".into(),
+    })
+}
+
+/// EKS Auto Mode runs AWS's own Karpenter: both must not manage the same NodePools.
+pub fn auto_mode(cluster: &str, enabled: bool) -> Option<Check> {
+    enabled.then(|| Check {
+        code: AUTO_MODE_OVERLAP,
+        severity: Severity::Warning,
+        resource: format!("cluster/{cluster}"),
+        message: "EKS Auto Mode is on (computeConfig.enabled): AWS runs its own Karpenter here, with the Pod Identity agent built in; Auto Mode and a self-managed Karpenter must not both manage the same NodePools".into(),
+        fix: "give the self-managed Karpenter its own NodePools (Auto Mode's are `general-purpose` and `system`, class eks.amazonaws.com), or turn off Auto Mode's built-in node pools".into(),
+    })
+}
+
 /// The code of the node security group check.
 pub const NODE_SG_BLOCKS_CONTROL_PLANE: &str = "node-sg-blocks-control-plane";
 

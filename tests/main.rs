@@ -21,5 +21,6 @@ mod least_privilege;
 mod ownership;
 mod performance;
 mod plans_and_outputs;
+mod readiness;
 mod sqs_lag;
 mod strict;

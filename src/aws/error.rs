@@ -42,6 +42,9 @@ pub fn classify(code: &str, message: &str) -> ErrorKind {
         | "QueueNameExists"
         | "ResourceInUseException"
         | "ResourceAlreadyExistsException" => ErrorKind::AlreadyExists,
+        // CreateServiceLinkedRole when the account has the role: "Service role name X has been
+        // taken in this account".
+        "InvalidInput" if message.contains("has been taken in this account") => ErrorKind::AlreadyExists,
         "Throttling"
         | "ThrottlingException"
         | "RequestThrottled"
@@ -134,6 +137,14 @@ mod tests {
         assert_eq!(classify("QueueDoesNotExist", ""), ErrorKind::NotFound);
         assert_eq!(classify("InvalidSubnetID.NotFound", ""), ErrorKind::NotFound);
         assert_eq!(classify("EntityAlreadyExists", ""), ErrorKind::AlreadyExists);
+        assert_eq!(
+            classify(
+                "InvalidInput",
+                "Service role name AWSServiceRoleForEC2Spot has been taken in this account, please try a different suffix."
+            ),
+            ErrorKind::AlreadyExists
+        );
+        assert_eq!(classify("InvalidInput", "bad"), ErrorKind::Validation);
         assert_eq!(classify("QueueAlreadyExists", ""), ErrorKind::AlreadyExists);
         assert_eq!(classify("ResourceInUseException", "Association already exists: a-1"), ErrorKind::AlreadyExists);
         assert_eq!(classify("RequestThrottled", ""), ErrorKind::Throttled);

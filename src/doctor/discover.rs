@@ -32,8 +32,7 @@ pub struct Inputs {
 }
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
-const SPOT_ROLE: &str = "AWSServiceRoleForEC2Spot";
-const SPOT_ROLE_PATH: &str = "/aws-service-role/spot.amazonaws.com/";
+use crate::preflight::SPOT_ROLE_PATH;
 
 /// Read everything the checks need.
 pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
@@ -66,7 +65,8 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     s.controller_searched = searched;
     s.mode = mode;
     s.access_entries = entries?;
-    s.pod_identity_agent = agent?;
+    // EKS Auto Mode has the Pod Identity agent built in (no add-on).
+    s.pod_identity_agent = agent? || i.cluster.auto_mode;
     s.spot_service_linked_role = spot?;
     let clusters = clusters?;
     let mut rules = rules?;
@@ -602,6 +602,17 @@ async fn groups(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<Tagged>> {
     Ok(out)
 }
 
+/// A role at the Spot service's path (AWSServiceRoleForEC2Spot on AWS), as `up` reads it.
 async fn spot_role(aws: &Clients) -> Result<bool> {
-    Ok(get_role(aws, SPOT_ROLE).await?.is_some_and(|r| r.path() == SPOT_ROLE_PATH))
+    let roles: Vec<_> = aws
+        .iam
+        .list_roles()
+        .path_prefix(SPOT_ROLE_PATH)
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| aws_err("iam:ListRoles", e))?;
+    Ok(roles.iter().any(|r| r.path() == SPOT_ROLE_PATH))
 }

@@ -687,3 +687,48 @@ pub fn block<'a>(out: &'a str, header: &str) -> &'a str {
 pub fn has_added_line(block: &str, needle: &str) -> bool {
     block.lines().any(|l| l.trim_start().starts_with('+') && l.contains(needle))
 }
+
+/// The EC2 Spot service-linked role is account-wide, and every test shares the emulator's
+/// account: tests that need it present hold the read side (`spot_role_present`), the one test
+/// that removes and makes it holds the write side and puts it back before it lets go.
+pub static SPOT_ROLE: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// The Spot service-linked role's path (AWS names the role AWSServiceRoleForEC2Spot).
+pub const SPOT_ROLE_PATH: &str = "/aws-service-role/spot.amazonaws.com/";
+
+/// Make sure the Spot role exists, and keep it there while the guard lives. ministack's
+/// CreateServiceLinkedRole names it AWSServiceRoleForSpot, so it is made with CreateRole at the
+/// service-linked path under AWS's name.
+pub fn spot_role_present(sdk: &Sdk) -> std::sync::RwLockReadGuard<'static, ()> {
+    let guard = SPOT_ROLE.read().unwrap_or_else(|e| e.into_inner());
+    ensure_spot_role(sdk);
+    guard
+}
+
+pub fn ensure_spot_role(sdk: &Sdk) {
+    rt().block_on(async {
+        let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "spot.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+        let r = sdk
+            .iam
+            .create_role()
+            .role_name("AWSServiceRoleForEC2Spot")
+            .path(SPOT_ROLE_PATH)
+            .assume_role_policy_document(trust.to_string())
+            .send()
+            .await;
+        if let Err(e) = r {
+            use aws_sdk_iam::error::ProvideErrorMetadata;
+            assert_eq!(e.code(), Some("EntityAlreadyExists"), "{e:?}");
+        }
+    });
+}
+
+/// Delete every role at the Spot service-linked path (hold `SPOT_ROLE.write()`).
+pub fn remove_spot_roles(sdk: &Sdk) {
+    rt().block_on(async {
+        let out = sdk.iam.list_roles().path_prefix(SPOT_ROLE_PATH).send().await.expect("ListRoles");
+        for r in out.roles() {
+            sdk.iam.delete_role().role_name(r.role_name()).send().await.expect("delete the Spot role");
+        }
+    });
+}

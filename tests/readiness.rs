@@ -1,0 +1,267 @@
+//! `up` exits 0 only when Karpenter can work: subnets with a way out (private with a NAT route
+//! first, public with public IPs only when no private one, isolated only with the VPC endpoints),
+//! the node security group's control-plane rules, the Spot service-linked role, EKS Auto Mode,
+//! and the Pod Identity restart note. Networks are seeded by `scripts/seed.py --network`; results
+//! are read back through the EC2 and IAM APIs.
+
+use crate::common::lag::LagProxy;
+use crate::common::*;
+use aws_sdk_ec2::types::{Filter, IpPermission, UserIdGroupPair};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+const DISCOVERY: &str = "karpenter.sh/discovery";
+
+fn list(v: &Value, k: &str) -> Vec<String> {
+    v[k].as_array()
+        .unwrap_or_else(|| panic!("seed JSON lacks {k}: {v}"))
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Subnets carrying the discovery tag for `c` (DescribeSubnets by tag, checked here).
+fn tagged_subnets(sdk: &Sdk, c: &str) -> BTreeSet<String> {
+    let f = Filter::builder().name(format!("tag:{DISCOVERY}")).values(c).build();
+    let out = rt().block_on(sdk.ec2.describe_subnets().filters(f).send()).expect("DescribeSubnets");
+    out.subnets()
+        .iter()
+        .filter(|s| s.tags().iter().any(|t| t.key() == Some(DISCOVERY) && t.value() == Some(c)))
+        .filter_map(|s| s.subnet_id().map(str::to_string))
+        .collect()
+}
+
+fn check_codes(doc: &Value) -> Vec<String> {
+    doc["checks"]["found"]
+        .as_array()
+        .map(|a| a.iter().map(|c| c["code"].as_str().unwrap_or_default().to_string()).collect())
+        .unwrap_or_default()
+}
+
+fn plan(wd: &Workdir, c: &str, extra: &str) {
+    wd.plan(c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n{extra}"));
+}
+
+#[test]
+fn public_and_private_subnets_tag_only_the_private_ones_and_say_why_the_rest_are_left_out() {
+    let c = cluster_name("ready-pubpriv");
+    let s = seed(&c, &["--network", "public+private"]);
+    let (public, private) = (list(&s, "public_subnets"), list(&s, "private_subnets"));
+    let sdk = sdk();
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for id in &public {
+        assert!(r.all().contains(&format!("subnet {id} left out: public (default route to igw-")), "{id}: {}", r.all());
+    }
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(tagged_subnets(&sdk, &c), private.iter().cloned().collect(), "only the private subnets");
+    // The association was created: restart the controller, with the exact command.
+    assert!(r.stdout.contains("kubectl -n kube-system rollout restart deployment/karpenter"), "{}", r.stdout);
+    // The readiness summary (the Spot role is account-wide: another test may create it).
+    assert!(r.stdout.contains("Karpenter can work here:") || r.stdout.contains("checks passed"), "{}", r.stdout);
+
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!((r.code, r.writes()), (0, 0), "{r:?}");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert!(!r.stdout.contains("rollout restart"), "no restart note when nothing changed: {}", r.stdout);
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc = r.json();
+    assert!(doc["checks"]["checked"].as_array().unwrap().iter().any(|c| c == "node-sg-blocks-control-plane"), "{doc}");
+}
+
+#[test]
+fn public_only_subnets_with_public_ips_are_chosen_with_a_warning() {
+    let c = cluster_name("ready-public");
+    let s = seed(&c, &["--network", "public"]);
+    let public = list(&s, "public_subnets");
+    let sdk = sdk();
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("no private subnet has a way out"), "{}", r.all());
+    assert_eq!(tagged_subnets(&sdk, &c), public.iter().cloned().collect());
+
+    // A public subnet that gives no public IP is left out, and said so.
+    rt().block_on(
+        sdk.ec2
+            .modify_subnet_attribute()
+            .subnet_id(&public[0])
+            .map_public_ip_on_launch(aws_sdk_ec2::types::AttributeBooleanValue::builder().value(false).build())
+            .send(),
+    )
+    .expect("ModifySubnetAttribute");
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "the subnet's tags go: {r:?}");
+    assert!(
+        r.all().contains(&format!("subnet {} left out: public", public[0])) && r.all().contains("MapPublicIpOnLaunch"),
+        "{}",
+        r.all()
+    );
+}
+
+#[test]
+fn an_isolated_cluster_without_endpoints_fails_with_no_write_listing_each_subnet() {
+    let c = cluster_name("ready-iso");
+    let s = seed(&c, &["--network", "isolated"]);
+    let private = list(&s, "private_subnets");
+    let sdk = sdk();
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    for cmd in ["diff", "up"] {
+        let r = karpctl(&wd, &[cmd, "--cluster", &c, "--output", "json"]);
+        assert_eq!(r.code, 1, "{cmd}: {r:?}");
+        let doc = r.json();
+        assert_eq!(doc["stats"]["writes"], 0, "{cmd}: {doc}");
+        let msg = doc["error"]["message"].as_str().unwrap_or_default();
+        for id in &private {
+            assert!(msg.contains(&format!("{id}: no route out")), "{cmd}: {id}: {msg}");
+        }
+        for ep in ["ecr.dkr", "sts", "s3"] {
+            assert!(msg.contains(ep), "{cmd}: names the missing endpoint {ep}: {msg}");
+        }
+        assert_eq!(doc["error"]["subnets"].as_array().map(Vec::len), Some(3), "{doc}");
+    }
+    assert!(tagged_subnets(&sdk, &c).is_empty());
+    assert!(queue(&sdk, &format!("Karpenter-{c}")).is_none(), "nothing made");
+
+    // Named explicitly, a subnet with no way out is an error too, naming the field.
+    plan(&wd, &c, &format!("[discovery]\nsubnet_ids = [\"{}\"]\n", private[0]));
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["stats"]["writes"], 0, "{doc}");
+    assert!(doc["error"]["message"].as_str().unwrap().contains("discovery.subnet_ids"), "{doc}");
+}
+
+#[test]
+fn an_isolated_cluster_with_endpoints_is_accepted_and_helm_sets_isolated_vpc() {
+    let c = cluster_name("ready-isoep");
+    let s = seed(&c, &["--network", "isolated-endpoints"]);
+    let private = list(&s, "private_subnets");
+    let sdk = sdk();
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("the cluster is isolated"), "{}", r.all());
+    assert_eq!(tagged_subnets(&sdk, &c), private.iter().cloned().collect());
+    let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "helm"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("  isolatedVPC: true"), "{}", r.stdout);
+    assert!(r.stdout.contains("# kubectl -n kube-system rollout restart deployment/karpenter"), "{}", r.stdout);
+    assert_eq!(karpctl(&wd, &["diff", "--cluster", &c]).code, 0);
+}
+
+#[test]
+fn a_node_group_without_the_control_plane_rules_is_a_warning_naming_the_rule() {
+    let c = cluster_name("ready-sg");
+    let s = seed(&c, &[]);
+    let cluster_sg = s["cluster_security_group"].as_str().unwrap_or_default().to_string();
+    let sdk = sdk();
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert!(!check_codes(&r.json()).contains(&"node-sg-blocks-control-plane".to_string()), "the seed's rules pass: {}", r.stdout);
+
+    // A node group with the webhook rule but not the kubelet one, named in the plan. (A new
+    // group: ministack 1.5.33 answers RevokeSecurityGroupIngress for a group pair with true
+    // and keeps the rule.)
+    let vpc = s["vpc_id"].as_str().unwrap();
+    let bare = rt()
+        .block_on(
+            sdk.ec2.create_security_group().group_name(format!("{c}-bare")).description("no kubelet rule").vpc_id(vpc).send(),
+        )
+        .expect("CreateSecurityGroup");
+    let node_sg = bare.group_id().unwrap().to_string();
+    let perm = IpPermission::builder()
+        .ip_protocol("tcp")
+        .from_port(443)
+        .to_port(443)
+        .user_id_group_pairs(UserIdGroupPair::builder().group_id(&cluster_sg).build())
+        .build();
+    rt().block_on(sdk.ec2.authorize_security_group_ingress().group_id(&node_sg).ip_permissions(perm).send()).expect("authorize");
+    plan(&wd, &c, &format!("[discovery]\nsecurity_group_id = \"{node_sg}\"\n"));
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 2, "out of sync (the tag moves to the named group), and a warning is no error: {r:?}");
+    let doc = r.json();
+    let found = doc["checks"]["found"].as_array().unwrap();
+    let f = found.iter().find(|f| f["code"] == "node-sg-blocks-control-plane").unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(f["severity"], "warning");
+    assert!(f["fix"].as_str().unwrap().contains("10250"), "{f}");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("node-sg-blocks-control-plane") && r.stdout.contains(&node_sg), "{}", r.stdout);
+}
+
+/// Every role at the Spot service's path (AWS names it AWSServiceRoleForEC2Spot; ministack
+/// 1.5.33 names it AWSServiceRoleForSpot).
+fn spot_roles(sdk: &Sdk) -> Vec<String> {
+    let out = rt().block_on(sdk.iam.list_roles().path_prefix(SPOT_ROLE_PATH).send()).expect("ListRoles");
+    out.roles().iter().map(|r| r.role_name().to_string()).collect()
+}
+
+#[test]
+fn the_spot_service_linked_role_is_a_warning_until_the_plan_opts_in_and_down_keeps_it() {
+    let c = cluster_name("ready-spot");
+    seed(&c, &[]);
+    let sdk = sdk();
+    // Account-wide: hold the write side while the role is gone; it is put back at the end.
+    let _only = SPOT_ROLE.write().unwrap_or_else(|e| e.into_inner());
+    remove_spot_roles(&sdk);
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert!(check_codes(&r.json()).contains(&"spot-service-linked-role-missing".to_string()), "{}", r.stdout);
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "a warning: {r:?}");
+    assert!(r.stdout.contains("spot-service-linked-role-missing"), "{}", r.stdout);
+    assert!(spot_roles(&sdk).is_empty(), "never made without the opt-in");
+
+    plan(&wd, &c, "[account]\ncreate_spot_service_linked_role = true\n");
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.writes(), 0, "{r:?}");
+    assert!(r.stderr.contains("will create it"), "{r:?}");
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!check_codes(&r.json()).contains(&"spot-service-linked-role-missing".to_string()), "{}", r.stdout);
+    assert_eq!(spot_roles(&sdk).len(), 1, "made once");
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!((r.code, r.writes()), (0, 0), "{r:?}");
+    assert!(!r.stderr.contains("will create it"), "{r:?}");
+    assert_eq!(karpctl(&wd, &["down", "--cluster", &c, "--yes"]).code, 0);
+    assert_eq!(spot_roles(&sdk).len(), 1, "down never deletes an account-wide role");
+    // Back under AWS's name, as the other tests expect it.
+    remove_spot_roles(&sdk);
+    ensure_spot_role(&sdk);
+}
+
+#[test]
+fn an_auto_mode_cluster_needs_no_agent_add_on_and_gets_the_nodepool_warning() {
+    let c = cluster_name("ready-auto");
+    seed(&c, &["--no-pod-identity-agent"]);
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    // Without Auto Mode the missing add-on is a refusal.
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("eks-pod-identity-agent"), "{r:?}");
+
+    let px = LagProxy::start(&c, &endpoint());
+    px.set(json!({"eks_compute_config": {&c: {"enabled": true, "nodePools": ["general-purpose", "system"]}}}));
+    let r = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--output", "json"], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(check_codes(&r.json()).contains(&"auto-mode-nodepools-overlap".to_string()), "{}", r.stdout);
+    assert_eq!(px.count("CreateAddon"), 0, "Auto Mode has the agent built in");
+    let r = karpctl_at(&wd, px.url(), &["doctor", "--cluster", &c, "--output", "json"], &[]);
+    let doc = r.json();
+    let codes: Vec<&str> =
+        doc["findings"].as_array().unwrap_or_else(|| panic!("{doc}")).iter().filter_map(|f| f["code"].as_str()).collect();
+    assert!(!codes.contains(&"pod-identity-agent-missing"), "no false doctor finding: {doc}");
+}
