@@ -43,10 +43,7 @@ pub struct Preflight {
     pub create_spot_role: bool,
 }
 
-/// The EC2 Spot service-linked role, account-wide.
-pub const SPOT_ROLE: &str = "AWSServiceRoleForEC2Spot";
-/// The path of the Spot service's linked roles.
-pub const SPOT_ROLE_PATH: &str = "/aws-service-role/spot.amazonaws.com/";
+use crate::readiness::{SPOT_ROLE, SPOT_ROLE_PATH};
 
 /// Read-only checks before any write.
 pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<Preflight> {
@@ -120,25 +117,25 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
     })
 }
 
+/// Whether the account has the Spot service-linked role, memoised (`has_spot_role`).
+async fn spot_role_exists(ctx: &Ctx) -> Result<bool> {
+    ctx.cached("iam:ListRoles:spot", || has_spot_role(&ctx.aws.iam)).await
+}
+
 /// Whether the account has the Spot service-linked role: a role at the Spot service's path (on
 /// AWS that is `AWSServiceRoleForEC2Spot`; ListRoles by path also finds it where an emulator names
-/// it otherwise). Memoised.
-pub async fn spot_role_exists(ctx: &Ctx) -> Result<bool> {
-    ctx.cached("iam:ListRoles:spot", || async {
-        let roles: Vec<_> = ctx
-            .aws
-            .iam
-            .list_roles()
-            .path_prefix(SPOT_ROLE_PATH)
-            .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| aws_err("iam:ListRoles", e))?;
-        Ok(roles.iter().any(|r| r.path() == SPOT_ROLE_PATH))
-    })
-    .await
+/// it otherwise). `up`, `diff` and doctor read it this one way.
+pub async fn has_spot_role(iam: &aws_sdk_iam::Client) -> Result<bool> {
+    let roles: Vec<_> = iam
+        .list_roles()
+        .path_prefix(SPOT_ROLE_PATH)
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| aws_err("iam:ListRoles", e))?;
+    Ok(roles.iter().any(|r| r.path() == SPOT_ROLE_PATH))
 }
 
 /// Create the Spot service-linked role (`up`, opted in, missing). "Has been taken" means another

@@ -53,6 +53,10 @@ impl Readiness {
 
 /// The code of the Spot service-linked role check.
 pub const SPOT_ROLE_MISSING: &str = "spot-service-linked-role-missing";
+/// The EC2 Spot service-linked role, account-wide.
+pub const SPOT_ROLE: &str = "AWSServiceRoleForEC2Spot";
+/// The path of the Spot service's linked roles.
+pub const SPOT_ROLE_PATH: &str = "/aws-service-role/spot.amazonaws.com/";
 /// The code of the EKS Auto Mode check.
 pub const AUTO_MODE_OVERLAP: &str = "auto-mode-nodepools-overlap";
 
@@ -62,7 +66,7 @@ pub fn spot_role(exists: bool) -> Option<Check> {
     (!exists).then(|| Check {
         code: SPOT_ROLE_MISSING,
         severity: Severity::Warning,
-        resource: "role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot".into(),
+        resource: format!("role{SPOT_ROLE_PATH}{SPOT_ROLE}"),
         message: "the account has no EC2 Spot service-linked role: every Spot launch fails (AuthFailure.ServiceLinkedRoleCreationNotPermitted); On-Demand nodes work".into(),
         fix: "set `create_spot_service_linked_role = true` under [account] in the plan and run `karpctl up`, or: aws iam create-service-linked-role --aws-service-name spot.amazonaws.com (once per account)".into(),
     })

@@ -42,6 +42,22 @@ fn plan(wd: &Workdir, c: &str, extra: &str) {
     wd.plan(c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n{extra}"));
 }
 
+/// Seed a cluster with `network`, run `up` with a default plan, and check it succeeded and
+/// tagged exactly the seed's `subnets` (a seed JSON key) after saying `says`.
+fn up_on(prefix: &str, network: &str, subnets: &str, says: &str) -> (String, Workdir, Vec<String>, Sdk) {
+    let c = cluster_name(prefix);
+    let s = seed(&c, &["--network", network]);
+    let want = list(&s, subnets);
+    let sdk = sdk();
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains(says), "{}", r.all());
+    assert_eq!(tagged_subnets(&sdk, &c), want.iter().cloned().collect());
+    (c, wd, want, sdk)
+}
+
 #[test]
 fn public_and_private_subnets_tag_only_the_private_ones_and_say_why_the_rest_are_left_out() {
     let c = cluster_name("ready-pubpriv");
@@ -76,16 +92,7 @@ fn public_and_private_subnets_tag_only_the_private_ones_and_say_why_the_rest_are
 
 #[test]
 fn public_only_subnets_with_public_ips_are_chosen_with_a_warning() {
-    let c = cluster_name("ready-public");
-    let s = seed(&c, &["--network", "public"]);
-    let public = list(&s, "public_subnets");
-    let sdk = sdk();
-    let wd = Workdir::new();
-    plan(&wd, &c, "");
-    let r = karpctl(&wd, &["up", "--cluster", &c]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.all().contains("no private subnet has a way out"), "{}", r.all());
-    assert_eq!(tagged_subnets(&sdk, &c), public.iter().cloned().collect());
+    let (c, wd, public, sdk) = up_on("ready-public", "public", "public_subnets", "no private subnet has a way out");
 
     // A public subnet that gives no public IP is left out, and said so.
     rt().block_on(
@@ -141,16 +148,7 @@ fn an_isolated_cluster_without_endpoints_fails_with_no_write_listing_each_subnet
 
 #[test]
 fn an_isolated_cluster_with_endpoints_is_accepted_and_helm_sets_isolated_vpc() {
-    let c = cluster_name("ready-isoep");
-    let s = seed(&c, &["--network", "isolated-endpoints"]);
-    let private = list(&s, "private_subnets");
-    let sdk = sdk();
-    let wd = Workdir::new();
-    plan(&wd, &c, "");
-    let r = karpctl(&wd, &["up", "--cluster", &c]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.all().contains("the cluster is isolated"), "{}", r.all());
-    assert_eq!(tagged_subnets(&sdk, &c), private.iter().cloned().collect());
+    let (c, wd, _, _) = up_on("ready-isoep", "isolated-endpoints", "private_subnets", "the cluster is isolated");
     let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "helm"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("  isolatedVPC: true"), "{}", r.stdout);

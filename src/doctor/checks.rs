@@ -4,6 +4,7 @@ use super::analysis::{self, allows, glob, statements};
 use super::model::{Finding, IdentityMode, Setup, Severity, strings};
 use crate::karpenter_iam::{self, ControllerPolicyInputs};
 use crate::policy_doc::size_without_whitespace;
+use crate::readiness;
 use crate::resources::event_rule::RULES;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -62,6 +63,17 @@ impl Checker {
         self.ran.insert(code);
         self.findings.push(Finding { code, severity, resource: resource.into(), message, hint });
     }
+    /// A check `up` and `diff` run too (`src/readiness.rs`), as a finding.
+    fn readiness(&mut self, code: &'static str, found: Option<readiness::Check>) {
+        self.ran(code);
+        if let Some(f) = found {
+            let severity = match f.severity {
+                readiness::Severity::Error => Severity::Error,
+                readiness::Severity::Warning => Severity::Warning,
+            };
+            self.add(f.code, severity, f.resource, f.message, f.fix);
+        }
+    }
 }
 
 pub fn check(s: &Setup) -> Outcome {
@@ -71,16 +83,7 @@ pub fn check(s: &Setup) -> Outcome {
     node_roles(s, &mut c);
     queue(s, &mut c);
     discovery(s, &mut c);
-    c.ran("spot-service-linked-role-missing");
-    if !s.spot_service_linked_role {
-        c.add(
-            "spot-service-linked-role-missing",
-            Severity::Warning,
-            "role/aws-service-role/spot.amazonaws.com/AWSServiceRoleForEC2Spot",
-            "the Spot service-linked role AWSServiceRoleForEC2Spot does not exist: Karpenter cannot launch Spot instances until it does".into(),
-            "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com (once per account)".into(),
-        );
-    }
+    c.readiness(readiness::SPOT_ROLE_MISSING, readiness::spot_role(s.spot_service_linked_role));
     let mut findings = c.findings;
     findings.sort_by(|a, b| (a.severity, order(a.code), &a.resource).cmp(&(b.severity, order(b.code), &b.resource)));
     let failed: BTreeSet<&str> = findings.iter().map(|f| f.code).collect();

@@ -32,7 +32,6 @@ pub struct Inputs {
 }
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
-use crate::preflight::SPOT_ROLE_PATH;
 
 /// Read everything the checks need.
 pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
@@ -57,7 +56,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
         subnets(aws, vec![filter("subnet-id", i.cluster.subnet_ids.clone())]),
         subnets(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
         groups(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
-        spot_role(aws),
+        crate::preflight::has_spot_role(&aws.iam),
         list_clusters(aws),
     );
     let (controller, searched, mode) = controller?;
@@ -600,19 +599,4 @@ async fn groups(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<Tagged>> {
         ));
     }
     Ok(out)
-}
-
-/// A role at the Spot service's path (AWSServiceRoleForEC2Spot on AWS), as `up` reads it.
-async fn spot_role(aws: &Clients) -> Result<bool> {
-    let roles: Vec<_> = aws
-        .iam
-        .list_roles()
-        .path_prefix(SPOT_ROLE_PATH)
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_err("iam:ListRoles", e))?;
-    Ok(roles.iter().any(|r| r.path() == SPOT_ROLE_PATH))
 }
