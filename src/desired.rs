@@ -4,10 +4,10 @@
 //! so that objects karpctl made before are found and removed.
 
 use crate::facts::Facts;
-use crate::model::{Finding, Level, Node};
+use crate::model::Node;
 use crate::plan_file::Spec;
 use crate::resources::{
-    access_entry, discovery_tags, event_rule, iam_policy, iam_role, instance_profile, pod_identity, queue, queue_policy,
+    access_entry, discovery_tags, event_rule, iam_policy, iam_role, instance_profile, kms_key, pod_identity, queue, queue_policy,
     role_policy_attachment,
 };
 
@@ -29,26 +29,10 @@ pub fn validate(nodes: &[Node]) -> Result<(), crate::plan_file::UserError> {
     Ok(())
 }
 
-/// Warnings about the plan itself that no AWS read can settle (shown by `diff` and `up`).
-pub fn findings(spec: &Spec) -> Vec<Finding> {
-    let mut out = Vec::new();
-    if spec.interruption.enabled
-        && let Some(key) = &spec.interruption.kms_key_id
-    {
-        out.push(Finding {
-            id: "queue-kms-key-policy".into(),
-            level: Level::Warning,
-            message: format!(
-                "the interruption queue is encrypted with KMS key {key}: EventBridge can deliver to it only if the key policy lets the service principal events.amazonaws.com use kms:GenerateDataKey and kms:Decrypt; karpctl cannot check key policies, and without that grant PutTargets still succeeds but no interruption event ever arrives"
-            ),
-        });
-    }
-    out
-}
-
 /// Every kind's nodes for this plan, in a fixed order.
 pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
-    let builders: [fn(&Spec, &Facts) -> Vec<Node>; 10] = [
+    let builders: [fn(&Spec, &Facts) -> Vec<Node>; 11] = [
+        kms_key::nodes,
         queue::nodes,
         queue_policy::nodes,
         event_rule::nodes,
@@ -82,6 +66,7 @@ mod tests {
             cluster: ClusterFacts { name: "say-when-east".into(), status: "ACTIVE".into(), ..Default::default() },
             discovery: Default::default(),
             existing_node_role_arn: None,
+            kms_key: None,
         }
     }
 

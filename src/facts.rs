@@ -23,6 +23,21 @@ pub struct Facts {
     /// The live ARN (with its path) of `identity.existing_node_role`, read in preflight.
     #[serde(default)]
     pub existing_node_role_arn: Option<String>,
+    /// The interruption queue's KMS key (`interruption.kms_key_id`), read in preflight.
+    #[serde(default)]
+    pub kms_key: Option<KmsKeyFacts>,
+}
+
+/// The interruption queue's KMS key as preflight found it.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct KmsKeyFacts {
+    /// The key's ARN (kms:DescribeKey resolves an alias); None: karpctl makes the key in this
+    /// run (`kms_key_id = "create"`), so its ARN is known only after apply.
+    pub arn: Option<String>,
+    /// Its key policy (kms:GetKeyPolicy), None when not read.
+    pub policy: Option<serde_json::Value>,
+    /// Why the key policy was not read (the refused permission), for the readiness check.
+    pub policy_unreadable: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]

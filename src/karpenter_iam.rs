@@ -98,6 +98,9 @@ pub struct ControllerPolicyInputs<'a> {
     pub node_role_arn: &'a str,
     /// `None`: no Interruption part.
     pub queue_arn: Option<&'a str>,
+    /// The queue's KMS key (SSE-KMS): the controller gets kms:Decrypt on it, which SQS requires
+    /// of every consumer of an encrypted queue.
+    pub kms_key_arn: Option<&'a str>,
     /// ZonalShift part only when true and version >= 1.12.
     pub zonal_shift: bool,
     pub version: KarpenterVersion,
@@ -507,12 +510,21 @@ impl Builder<'_, '_> {
 
     fn interruption(&self) -> Option<Vec<Value>> {
         let queue_arn = self.0.queue_arn?;
-        Some(vec![json!({
+        let mut statements = vec![json!({
             "Sid": "AllowInterruptionQueueActions",
             "Effect": "Allow",
             "Resource": queue_arn,
             "Action": ["sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"],
-        })])
+        })];
+        if let Some(key) = self.0.kms_key_arn {
+            statements.push(json!({
+                "Sid": "AllowInterruptionQueueDecryption",
+                "Effect": "Allow",
+                "Resource": key,
+                "Action": "kms:Decrypt",
+            }));
+        }
+        Some(statements)
     }
 
     fn resource_discovery(&self) -> Vec<Value> {
@@ -629,6 +641,7 @@ mod tests {
             cluster: "demo",
             node_role_arn: "arn:aws:iam::111122223333:role/KarpenterNodeRole-demo",
             queue_arn: queue,
+            kms_key_arn: None,
             zonal_shift: zonal,
             version,
         }
@@ -707,6 +720,7 @@ mod tests {
                     cluster: &cluster,
                     node_role_arn: &node_role_arn,
                     queue_arn: Some(&queue_arn),
+                    kms_key_arn: None,
                     zonal_shift: true,
                     version,
                 });
@@ -1054,6 +1068,7 @@ mod tests {
             cluster: "demo",
             node_role_arn: "arn:aws-cn:iam::111122223333:role/KarpenterNodeRole-demo",
             queue_arn: Some("arn:aws-cn:sqs:cn-north-1:111122223333:Karpenter-demo"),
+            kms_key_arn: None,
             zonal_shift: true,
             version: KarpenterVersion::LATEST,
         };

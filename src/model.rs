@@ -31,6 +31,7 @@ pub enum Kind {
     QueuePolicy,
     EventRule,
     DiscoveryTags,
+    KmsKey,
 }
 
 impl Kind {
@@ -47,6 +48,7 @@ impl Kind {
             Kind::QueuePolicy => "aws_sqs_queue_policy",
             Kind::EventRule => "aws_cloudwatch_event_rule",
             Kind::DiscoveryTags => "aws_ec2_tag",
+            Kind::KmsKey => "aws_kms_key",
         }
     }
 }
@@ -163,16 +165,32 @@ impl Node {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum NodeSpec {
-    IamRole { arn: String },
-    IamPolicy { arn: String },
+    IamRole {
+        arn: String,
+    },
+    IamPolicy {
+        arn: String,
+    },
     RolePolicyAttachment(AttachmentSpec),
-    InstanceProfile { arn: String },
+    InstanceProfile {
+        arn: String,
+    },
     AccessEntry(EksSpec),
     PodIdentity(PodIdentitySpec),
-    Queue { arn: String },
-    QueuePolicy { queue_arn: String },
-    EventRule { queue_arn: String },
+    Queue {
+        arn: String,
+    },
+    QueuePolicy {
+        queue_arn: String,
+    },
+    EventRule {
+        queue_arn: String,
+    },
     DiscoveryTags(DiscoverySpec),
+    /// The key karpctl makes for the queue: its ARN when it exists ("" before it is made).
+    KmsKey {
+        arn: String,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -219,6 +237,7 @@ impl NodeSpec {
             NodeSpec::QueuePolicy { .. } => Kind::QueuePolicy,
             NodeSpec::EventRule { .. } => Kind::EventRule,
             NodeSpec::DiscoveryTags(_) => Kind::DiscoveryTags,
+            NodeSpec::KmsKey { .. } => Kind::KmsKey,
         }
     }
     /// A spec of the given kind with empty values, for tests over the generic parts.
@@ -238,6 +257,7 @@ impl NodeSpec {
             Kind::QueuePolicy => NodeSpec::QueuePolicy { queue_arn: s() },
             Kind::EventRule => NodeSpec::EventRule { queue_arn: s() },
             Kind::DiscoveryTags => NodeSpec::DiscoveryTags(DiscoverySpec { resource_type: s(), batch: vec![] }),
+            Kind::KmsKey => NodeSpec::KmsKey { arn: s() },
         }
     }
     /// The EKS cluster an EKS object (access entry, Pod Identity association) belongs to.
@@ -254,7 +274,8 @@ impl NodeSpec {
             NodeSpec::IamRole { arn }
             | NodeSpec::IamPolicy { arn }
             | NodeSpec::InstanceProfile { arn }
-            | NodeSpec::Queue { arn } => arn,
+            | NodeSpec::Queue { arn }
+            | NodeSpec::KmsKey { arn } => arn,
             NodeSpec::QueuePolicy { queue_arn } | NodeSpec::EventRule { queue_arn } => queue_arn,
             NodeSpec::AccessEntry(_)
             | NodeSpec::RolePolicyAttachment(_)

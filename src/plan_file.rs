@@ -148,8 +148,20 @@ pub struct Interruption {
     pub queue_name: String,
     /// Notes about the name (shortened to fit).
     pub queue_name_note: Option<String>,
-    /// SSE-KMS key; None means SSE-SQS.
+    /// SSE-KMS key as the queue's `KmsMasterKeyId` (an id, ARN, alias or alias ARN); None means
+    /// SSE-SQS. With `kms_key_id = "create"` it is karpctl's own key's alias
+    /// (`alias/karpenter-<cluster>`).
     pub kms_key_id: Option<String>,
+    /// `kms_key_id = "create"`: karpctl makes the key (and `down` schedules its deletion).
+    pub create_key: bool,
+}
+
+/// The value of `interruption.kms_key_id` that asks karpctl to make the key.
+pub const CREATE_KEY: &str = "create";
+
+/// The alias of the key karpctl makes for a cluster's queue (`kms_key_id = "create"`).
+pub fn created_key_alias(cluster: &str) -> String {
+    format!("alias/karpenter-{cluster}")
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -460,7 +472,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         if k.trim().is_empty() {
             return Err(ctx
                 .err("interruption", "kms_key_id", "is empty")
-                .hint("remove it to use SSE-SQS, or give a KMS key id, ARN or alias"));
+                .hint("remove it to use SSE-SQS, give a KMS key id, ARN or alias, or \"create\" to have karpctl make one"));
         }
         if is_aws_managed_sqs_key(k) {
             return Err(ctx
@@ -491,6 +503,8 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
     }
     let identity = resolve_identity(&raw.identity, ctx, &cluster)?;
     let discovery = resolve_discovery(raw.discovery, ctx)?;
+    let create_key = i.kms_key_id.as_deref() == Some(CREATE_KEY);
+    let kms_key_id = i.kms_key_id.map(|k| if create_key { created_key_alias(&cluster) } else { k });
     Ok(Spec {
         identity,
         discovery,
@@ -499,7 +513,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         account_id: raw.account_id,
         assume_role,
         tags: raw.tags,
-        interruption: Interruption { enabled: i.enabled.unwrap_or(true), queue_name, queue_name_note, kms_key_id: i.kms_key_id },
+        interruption: Interruption { enabled: i.enabled.unwrap_or(true), queue_name, queue_name_note, create_key, kms_key_id },
         create_spot_role: raw.account.create_spot_service_linked_role.unwrap_or(false),
         source,
     })

@@ -9,6 +9,7 @@
 //! (`false` equals `"false"`); Effect is case-insensitive.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 
 use percent_encoding::percent_decode_str;
 use serde_json::{Map, Value};
@@ -324,6 +325,63 @@ fn render_hunks(old: &[&str], new: &[&str], context: usize) -> String {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+// Reading what a document allows (doctor's analysis and the readiness checks on key policies).
+
+/// The set of strings a policy field holds (a string or an array of strings).
+pub fn strings(v: &Value) -> BTreeSet<String> {
+    match v {
+        Value::String(s) => [s.clone()].into(),
+        Value::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
+        _ => BTreeSet::new(),
+    }
+}
+
+/// IAM's action (and resource) wildcard match: `*` any run of characters, `?` one; actions are
+/// case-insensitive.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    fn go(p: &[char], t: &[char]) -> bool {
+        match (p.first(), t.first()) {
+            (None, None) => true,
+            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
+            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
+            _ => false,
+        }
+    }
+    let p: Vec<char> = pattern.to_lowercase().chars().collect();
+    let t: Vec<char> = text.to_lowercase().chars().collect();
+    go(&p, &t)
+}
+
+/// The statements of a document (one statement or a list).
+pub fn statements(doc: &Value) -> Vec<&Value> {
+    match &doc["Statement"] {
+        Value::Array(a) => a.iter().collect(),
+        Value::Object(_) => vec![&doc["Statement"]],
+        _ => vec![],
+    }
+}
+
+pub fn is_allow(s: &Value) -> bool {
+    s["Effect"].as_str().is_some_and(|e| e.eq_ignore_ascii_case("allow"))
+}
+
+pub fn is_deny(s: &Value) -> bool {
+    s["Effect"].as_str().is_some_and(|e| e.eq_ignore_ascii_case("deny"))
+}
+
+/// Whether a statement's Action (or NotAction) takes in `action`.
+pub fn statement_takes(s: &Value, action: &str) -> bool {
+    if s.get("NotAction").is_some() {
+        return !strings(&s["NotAction"]).iter().any(|p| glob(p, action));
+    }
+    strings(&s["Action"]).iter().any(|p| glob(p, action))
+}
+
+pub fn has_condition(s: &Value) -> bool {
+    s.get("Condition").is_some_and(|c| c.as_object().is_some_and(|m| !m.is_empty()))
+}
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,9 @@
 //!   other check has passed, and `diff` only says that it would.
 //! - IRSA mode: the cluster's OIDC provider must exist in IAM (GetOpenIDConnectProvider).
 //! - `identity.existing_node_role` must exist (GetRole).
+//! - `interruption.kms_key_id`: the key must exist, be enabled and customer managed (DescribeKey,
+//!   which also turns an alias into the key's ARN); its key policy is read (GetKeyPolicy) for the
+//!   readiness checks. For `"create"`, karpctl's own key's ARN if it exists already.
 //!
 //! `down` skips them all: removing what karpctl made must work on a half-configured cluster.
 
@@ -33,7 +36,7 @@ enum Agent {
 }
 
 /// What preflight found that `up` acts on before its plan.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Preflight {
     /// `up` installs the Pod Identity agent add-on (the plan asked for it and it is missing).
     pub install_agent: bool,
@@ -41,6 +44,8 @@ pub struct Preflight {
     pub spot_role: Option<bool>,
     /// `up` creates it (the plan opted in and it is missing).
     pub create_spot_role: bool,
+    /// The queue's KMS key (`interruption.kms_key_id`), resolved.
+    pub kms_key: Option<crate::facts::KmsKeyFacts>,
 }
 
 use crate::readiness::{SPOT_ROLE, SPOT_ROLE_PATH};
@@ -53,13 +58,14 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
     // Discovery's choice of subnets and security group is checked here too (memoised: the
     // engine's own call afterwards reuses it), so every problem is reported in one run and
     // nothing is written unless all of it passes.
-    let (auth, agent, oidc, role, discovery, spot) = tokio::join!(
+    let (auth, agent, oidc, role, discovery, spot, kms) = tokio::join!(
         async { authentication_mode(spec, facts) },
         pod_identity_agent(ctx, spec, facts),
         oidc_provider(ctx, spec, facts),
         existing_node_role(ctx, spec),
         crate::discovery::select(ctx, spec, facts, cmd),
         spot_role_exists(ctx),
+        kms_key(ctx, spec, facts),
     );
     let mut errors: Vec<anyhow::Error> = Vec::new();
     let agent_missing = match agent {
@@ -77,6 +83,13 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
             ) });
             None
         }
+        Err(e) => {
+            errors.push(e);
+            None
+        }
+    };
+    let kms_key = match kms {
+        Ok(k) => k,
         Err(e) => {
             errors.push(e);
             None
@@ -114,7 +127,82 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
         install_agent: agent_missing && cmd == Command::Up,
         spot_role: spot,
         create_spot_role: create_spot_role && cmd == Command::Up,
+        kms_key,
     })
+}
+
+/// The queue's KMS key: for a key the plan names, it must exist, be enabled and be customer
+/// managed (an AWS managed key's policy cannot let EventBridge in), and its ARN is what the
+/// controller's kms:Decrypt names; its key policy is read for the readiness checks (a refused
+/// read skips them, said so). For `"create"`, the ARN of karpctl's key if it exists already.
+async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::facts::KmsKeyFacts>> {
+    use crate::facts::KmsKeyFacts;
+    use crate::resources::kms_key;
+    let i = &spec.interruption;
+    let Some(key) = i.kms_key_id.as_deref().filter(|_| i.enabled) else { return Ok(None) };
+    let field = "interruption.kms_key_id";
+    let denied = |e: &anyhow::Error| aws::kind_of(e) == aws::ErrorKind::AccessDenied;
+    if i.create_key {
+        return match kms_key::describe(ctx, key).await {
+            Ok(live) => Ok(Some(KmsKeyFacts { arn: live.map(|k| k.arn), ..Default::default() })),
+            Err(e) if denied(&e) => Err(UserError::new(format!(
+                "{field} = \"create\": cannot tell whether karpctl's key {key} exists (kms:DescribeKey was refused)"
+            ))
+            .hint("allow kms:DescribeKey, kms:CreateKey, kms:CreateAlias, kms:GetKeyPolicy, kms:PutKeyPolicy, kms:ListResourceTags and kms:TagResource to the credentials karpctl runs with")
+            .into()),
+            Err(e) => Err(e),
+        };
+    }
+    let where_ = format!("account {}, region {}", facts.account_id, facts.region);
+    let live = match kms_key::describe(ctx, key).await {
+        Ok(Some(k)) => k,
+        Ok(None) => {
+            return Err(UserError::new(format!("{field} = {key:?}: there is no such KMS key in {where_}"))
+                .hint("give the key's id, ARN, alias or alias ARN (aws kms list-aliases), or \"create\" to have karpctl make one")
+                .into());
+        }
+        Err(e) if denied(&e) && key.starts_with("arn:") && key.contains(":key/") => {
+            // A key ARN needs no resolving: the controller's grant can name it as given.
+            return Ok(Some(KmsKeyFacts {
+                arn: Some(key.to_string()),
+                policy: None,
+                policy_unreadable: Some("kms:DescribeKey was refused".into()),
+            }));
+        }
+        Err(e) if denied(&e) => {
+            return Err(UserError::new(format!(
+                "{field} = {key:?}: cannot resolve the key to its ARN (kms:DescribeKey was refused); the controller's kms:Decrypt must name the key's ARN"
+            ))
+            .hint("allow kms:DescribeKey on the key to the credentials karpctl runs with, or give the key's ARN (arn:aws:kms:<region>:<account>:key/<id>)")
+            .into());
+        }
+        Err(e) => return Err(e),
+    };
+    if live.manager == "AWS" {
+        return Err(UserError::new(format!(
+            "{field} = {key:?} is an AWS managed key ({}): its key policy cannot let events.amazonaws.com use it, so EventBridge could never deliver an interruption event",
+            live.arn
+        ))
+        .hint("use a customer managed key whose key policy lets events.amazonaws.com use kms:GenerateDataKey and kms:Decrypt, \"create\", or remove kms_key_id to use SSE-SQS")
+        .into());
+    }
+    if live.state != "Enabled" {
+        return Err(UserError::new(format!(
+            "{field} = {key:?}: KMS key {} is {}; SQS cannot encrypt with it and EventBridge cannot deliver",
+            live.arn, live.state
+        ))
+        .hint(format!(
+            "enable the key (aws kms enable-key --key-id {}; a key pending deletion needs aws kms cancel-key-deletion first), or choose another key",
+            live.arn
+        ))
+        .into());
+    }
+    let (policy, policy_unreadable) = match kms_key::policy(ctx, &live.arn).await {
+        Ok(p) => (Some(p), None),
+        Err(e) if denied(&e) => (None, Some("kms:GetKeyPolicy was refused".to_string())),
+        Err(e) => return Err(e),
+    };
+    Ok(Some(KmsKeyFacts { arn: Some(live.arn), policy, policy_unreadable }))
 }
 
 /// Whether the account has the Spot service-linked role, memoised (`has_spot_role`).

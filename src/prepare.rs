@@ -35,14 +35,9 @@ impl Prepared {
         self.ctx.reporter.event(Event::Info(msg));
     }
 
-    /// What to tell the user with the plan besides the changes: discovery's notes and the plan's
-    /// own warnings (see `desired::findings`).
+    /// What to tell the user with the plan besides the changes: discovery's notes.
     pub fn findings(&self) -> Vec<crate::model::Finding> {
-        let mut f = self.facts.discovery.findings.clone();
-        if self.cmd != Command::Down {
-            f.extend(desired::findings(&self.spec));
-        }
-        f
+        self.facts.discovery.findings.clone()
     }
 
     /// The readiness checks on what this command makes (`up`, `diff`; none for `down`): can
@@ -80,6 +75,25 @@ pub fn readiness_of(facts: &Facts, spec: &Spec, pre: &crate::preflight::Prefligh
         r.record(readiness::SPOT_ROLE_MISSING, readiness::spot_role(exists || spec.create_spot_role));
     }
     r.record(readiness::AUTO_MODE_OVERLAP, readiness::auto_mode(&facts.cluster.name, facts.cluster.auto_mode));
+    if let Some(k) = &facts.kms_key {
+        // karpctl's own key carries karpctl's key policy (`up` keeps it so).
+        let own = spec.interruption.create_key.then(|| resources::kms_key::key_policy(&facts.partition, &facts.account_id));
+        let arn = k.arn.as_deref().unwrap_or(resources::kms_key::ARN_AFTER_APPLY);
+        match (own.as_ref().or(k.policy.as_ref()), &k.policy_unreadable) {
+            (Some(p), _) => {
+                let controller = crate::arns::controller_role_arn(spec, facts);
+                r.record(readiness::KMS_KEY_POLICY_EVENTS, readiness::kms_key_lets_eventbridge_in(arn, p));
+                r.record(
+                    readiness::KMS_KEY_POLICY_CONTROLLER,
+                    readiness::kms_key_lets_controller_decrypt(arn, p, &facts.partition, &facts.account_id, &controller),
+                );
+            }
+            (None, Some(why)) => {
+                r.record(readiness::KMS_KEY_POLICY_UNREADABLE, Some(readiness::kms_key_policy_unreadable(arn, why)))
+            }
+            (None, None) => {}
+        }
+    }
     if let Some(g) = &facts.discovery.security_group {
         let c = &facts.cluster;
         let control_plane: Vec<String> = std::iter::once(&c.cluster_security_group_id)
@@ -215,9 +229,11 @@ pub async fn prepare(global: &Options, cmd: Command, read_ahead: bool) -> Result
         cluster,
         discovery: Default::default(),
         existing_node_role_arn: None,
+        kms_key: None,
     };
     desired::validate(&desired::build(&spec, &facts))?;
     let preflight = in_unit("preflight", crate::preflight::check(&ctx, &spec, &facts, cmd)).await?;
+    facts.kms_key = preflight.kms_key.clone();
     drop(early_checks);
     if let Some(existing) = &spec.identity.existing_node_role {
         // Read (memoised) by preflight; a name may hide a path, so use the live ARN.

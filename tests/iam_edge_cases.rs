@@ -92,24 +92,6 @@ fn the_permissions_boundary_goes_on_every_role_in_the_create_call_and_drift_is_r
 }
 
 #[test]
-fn a_customer_managed_queue_key_is_warned_about_in_diff() {
-    let c = cluster_name("cmk");
-    seed(&c, &[]);
-    let wd = Workdir::new();
-    wd.plan(&c, &format!("cluster = \"{c}\"\n[interruption]\nkms_key_id = \"alias/karpenter-queue\"\n"));
-    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    let findings = r.json()["findings"].clone();
-    let text = findings.to_string();
-    assert!(
-        text.contains("events.amazonaws.com") && text.contains("kms:GenerateDataKey") && text.contains("kms:Decrypt"),
-        "{findings}"
-    );
-    let r = karpctl(&wd, &["diff", "--cluster", &c]);
-    assert!(r.stdout.contains("events.amazonaws.com") || r.stderr.contains("events.amazonaws.com"), "{r:?}");
-}
-
-#[test]
 fn a_stale_default_policy_version_never_makes_a_duplicate_version() {
     let c = cluster_name("polver");
     seed(&c, &[]);

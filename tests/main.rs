@@ -16,6 +16,7 @@ mod fleet;
 mod iam_edge_cases;
 mod identity;
 mod interruption;
+mod kms;
 mod lagproxy_selftest;
 mod least_privilege;
 mod ownership;

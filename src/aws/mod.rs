@@ -463,6 +463,8 @@ pub struct Clients {
     pub eks: aws_sdk_eks::Client,
     pub ec2: aws_sdk_ec2::Client,
     pub sts: aws_sdk_sts::Client,
+    /// Only for SSE-KMS interruption queues (`interruption.kms_key_id`).
+    pub kms: aws_sdk_kms::Client,
 }
 
 /// Build every client from one shared config: pinned behaviour version, the region always set,
@@ -525,6 +527,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         eks: client!(aws_sdk_eks),
         ec2: client!(aws_sdk_ec2),
         sts: client!(aws_sdk_sts),
+        kms: client!(aws_sdk_kms),
     }
 }
 

@@ -2,56 +2,10 @@
 //! `iam:PassRole` and `sqs:ReceiveMessage` name, which of Karpenter's interruption events an
 //! event pattern matches, and which cluster a name or tags point at.
 
-use super::model::strings;
+pub use crate::policy_doc::{glob, has_condition, is_allow, is_deny, statement_takes, statements, strings};
 use crate::resources::event_rule::RULES;
 use serde_json::Value;
 use std::collections::BTreeSet;
-
-/// IAM's action (and resource) wildcard match: `*` any run of characters, `?` one; actions are
-/// case-insensitive.
-pub fn glob(pattern: &str, text: &str) -> bool {
-    fn go(p: &[char], t: &[char]) -> bool {
-        match (p.first(), t.first()) {
-            (None, None) => true,
-            (Some('*'), _) => go(&p[1..], t) || (!t.is_empty() && go(p, &t[1..])),
-            (Some('?'), Some(_)) => go(&p[1..], &t[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &t[1..]),
-            _ => false,
-        }
-    }
-    let p: Vec<char> = pattern.to_lowercase().chars().collect();
-    let t: Vec<char> = text.to_lowercase().chars().collect();
-    go(&p, &t)
-}
-
-/// The statements of a document (one statement or a list).
-pub fn statements(doc: &Value) -> Vec<&Value> {
-    match &doc["Statement"] {
-        Value::Array(a) => a.iter().collect(),
-        Value::Object(_) => vec![&doc["Statement"]],
-        _ => vec![],
-    }
-}
-
-fn is_allow(s: &Value) -> bool {
-    s["Effect"].as_str().is_some_and(|e| e.eq_ignore_ascii_case("allow"))
-}
-
-fn is_deny(s: &Value) -> bool {
-    s["Effect"].as_str().is_some_and(|e| e.eq_ignore_ascii_case("deny"))
-}
-
-/// Whether a statement's Action (or NotAction) takes in `action`.
-fn statement_takes(s: &Value, action: &str) -> bool {
-    if s.get("NotAction").is_some() {
-        return !strings(&s["NotAction"]).iter().any(|p| glob(p, action));
-    }
-    strings(&s["Action"]).iter().any(|p| glob(p, action))
-}
-
-fn has_condition(s: &Value) -> bool {
-    s.get("Condition").is_some_and(|c| c.as_object().is_some_and(|m| !m.is_empty()))
-}
 
 /// Whether the documents together allow `action` (on some resource): an Allow takes it in and no
 /// unconditional Deny on every resource takes it back. Resources and conditions of Allow

@@ -106,6 +106,7 @@ pub fn required_actions(s: &Setup) -> BTreeSet<String> {
         cluster: &s.cluster,
         node_role_arn: "arn:aws:iam::111122223333:role/node",
         queue_arn,
+        kms_key_arn: s.queue.as_ref().and_then(|q| q.kms_key_arn.as_deref()),
         zonal_shift: false,
         version: s.version,
     })
@@ -653,6 +654,7 @@ mod tests {
             cluster: C,
             node_role_arn: NODE,
             queue_arn: Some(Q),
+            kms_key_arn: None,
             zonal_shift: false,
             version: s.version,
         });
@@ -701,6 +703,8 @@ mod tests {
             how: "rules".into(),
             exists: true,
             kms_master_key_id: None,
+            kms_key_arn: None,
+            kms_key_policy: None,
             policy: Some(policy),
         });
         s.rules = RULES

@@ -85,6 +85,10 @@ pub struct Queue {
     /// false: named (by a flag or by rules targeting it) but GetQueueUrl found none.
     pub exists: bool,
     pub kms_master_key_id: Option<String>,
+    /// The ARN of its customer managed KMS key (kms:DescribeKey), when it has one.
+    pub kms_key_arn: Option<String>,
+    /// That key's policy (kms:GetKeyPolicy), when read.
+    pub kms_key_policy: Option<Value>,
     pub policy: Option<Value>,
 }
 
@@ -187,11 +191,4 @@ impl Setup {
     }
 }
 
-/// The set of strings a policy field holds (a string or an array of strings).
-pub fn strings(v: &Value) -> BTreeSet<String> {
-    match v {
-        Value::String(s) => [s.clone()].into(),
-        Value::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect(),
-        _ => BTreeSet::new(),
-    }
-}
+pub use crate::policy_doc::strings;

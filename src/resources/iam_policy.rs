@@ -112,6 +112,12 @@ pub fn controller_policies(spec: &Spec, facts: &Facts) -> Vec<ControllerPolicy> 
         cluster: &spec.cluster,
         node_role_arn: &node_role_arn,
         queue_arn: spec.interruption.enabled.then_some(qarn.as_str()),
+        kms_key_arn: spec
+            .interruption
+            .kms_key_id
+            .as_ref()
+            .filter(|_| spec.interruption.enabled)
+            .map(|_| facts.kms_key.as_ref().and_then(|k| k.arn.as_deref()).unwrap_or(super::kms_key::ARN_AFTER_APPLY)),
         zonal_shift: id.zonal_shift,
         version: id.karpenter_version,
     };
@@ -146,7 +152,9 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
                 ])
             });
             let note = p.shortened.then(|| format!("policy name shortened to fit IAM's 128 characters: {}", p.name));
-            Node::new(p.id, p.name, NodeSpec::IamPolicy { arn: p.arn }).with_fields(fields).with_notes(note)
+            // The key karpctl makes must exist (and have an ARN) before the policy naming it.
+            let key = (p.part == PolicyPart::Interruption && spec.interruption.create_key).then_some(super::kms_key::ID);
+            Node::new(p.id, p.name, NodeSpec::IamPolicy { arn: p.arn }).with_fields(fields).with_notes(note).with_deps(key)
         })
         .collect()
 }
@@ -202,14 +210,20 @@ pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result
     }
 }
 
-fn wanted_document(node: &Node) -> Result<String> {
+/// The document to write. A policy naming the KMS key karpctl made in this run gets the key's
+/// ARN in place of `kms_key::ARN_AFTER_APPLY` (the key is made before it: a dependency).
+async fn wanted_document(ctx: &Ctx, node: &Node) -> Result<String> {
     let doc = node
         .fields
         .as_ref()
         .and_then(|f| f.get("PolicyDocument"))
         .filter(|v| !v.is_null())
         .context("the plan has no document for this policy")?;
-    Ok(policy_doc::to_wire(doc))
+    let text = policy_doc::to_wire(doc);
+    if text.contains(super::kms_key::ARN_AFTER_APPLY) {
+        return Ok(text.replace(super::kms_key::ARN_AFTER_APPLY, &super::kms_key::arn_now(ctx).await?));
+    }
+    Ok(text)
 }
 
 type CreateError = aws_smithy_runtime_api::client::result::SdkError<
@@ -235,7 +249,7 @@ async fn send_create(ctx: &Ctx, node: &Node, document: &str, tags: &Tags) -> Res
 
 async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     let node = &step.node;
-    match send_create(ctx, node, &wanted_document(node)?, &wanted_tags(node)).await? {
+    match send_create(ctx, node, &wanted_document(ctx, node).await?, &wanted_tags(node)).await? {
         Ok(()) => Ok(()),
         Err(e) if e.is_already_exists() => {
             let arn = policy_arn(node)?;
@@ -275,7 +289,7 @@ async fn converge(ctx: &Ctx, step: &Step, arn: &str, live: &LivePolicy) -> Resul
         .zip(node.fields.as_ref().and_then(|f| f.get("PolicyDocument")))
         .is_some_and(|(a, b)| policy_doc::equivalent(&a, b));
     if !same {
-        new_version(ctx, arn, &wanted_document(node)?, None).await?;
+        new_version(ctx, arn, &wanted_document(ctx, node).await?, None).await?;
     }
     Ok(())
 }
@@ -303,7 +317,9 @@ async fn replace_elsewhere(ctx: &Ctx, step: &Step) -> Result<()> {
     }
     delete_arn(ctx, step, &other).await?;
     let node = &step.node;
-    send_create(ctx, node, &wanted_document(node)?, &wanted_tags(node)).await?.map_err(|e| aws_err("iam:CreatePolicy", e))
+    send_create(ctx, node, &wanted_document(ctx, node).await?, &wanted_tags(node))
+        .await?
+        .map_err(|e| aws_err("iam:CreatePolicy", e))
 }
 
 /// The ARN of the customer managed policy named `name` (case-insensitively), at any path.
@@ -435,7 +451,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     }
     if changed(step, "PolicyDocument") {
         let read_default = step.observed.as_ref().and_then(|o| o.ids.get("default_version")).map(String::as_str);
-        new_version(ctx, &arn, &wanted_document(node)?, read_default).await?;
+        new_version(ctx, &arn, &wanted_document(ctx, node).await?, read_default).await?;
     }
     Ok(())
 }

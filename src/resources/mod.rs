@@ -11,6 +11,7 @@ pub mod iam_orphans;
 pub mod iam_policy;
 pub mod iam_role;
 pub mod instance_profile;
+pub mod kms_key;
 pub mod pod_identity;
 pub mod queue;
 pub mod queue_policy;
@@ -34,6 +35,7 @@ pub fn read_rank(kind: Kind) -> u8 {
         Kind::QueuePolicy => queue_policy::READ_RANK,
         Kind::EventRule => event_rule::READ_RANK,
         Kind::DiscoveryTags => discovery_tags::READ_RANK,
+        Kind::KmsKey => kms_key::READ_RANK,
     }
 }
 
@@ -50,6 +52,7 @@ pub fn immutable(kind: Kind) -> &'static [&'static str] {
         Kind::QueuePolicy => queue_policy::IMMUTABLE,
         Kind::EventRule => event_rule::IMMUTABLE,
         Kind::DiscoveryTags => discovery_tags::IMMUTABLE,
+        Kind::KmsKey => kms_key::IMMUTABLE,
     }
 }
 
@@ -70,6 +73,7 @@ async fn read_kind(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
         Kind::AccessEntry => access_entry::read(ctx, node).await,
         Kind::PodIdentity => pod_identity::read(ctx, node).await,
         Kind::DiscoveryTags => discovery_tags::read(ctx, node).await,
+        Kind::KmsKey => kms_key::read(ctx, node).await,
     }
 }
 
@@ -87,6 +91,7 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
         Kind::AccessEntry => access_entry::current(ctx, step).await,
         Kind::PodIdentity => pod_identity::current(ctx, step).await,
         Kind::DiscoveryTags => discovery_tags::current(ctx, step).await,
+        Kind::KmsKey => kms_key::current(ctx, step).await,
     }
 }
 
@@ -98,7 +103,7 @@ pub fn forget(ctx: &Ctx, node: &Node) {
         Kind::RolePolicyAttachment => role_policy_attachment::forget(ctx, node),
         Kind::EventRule => event_rule::forget(ctx),
         Kind::IamPolicy | Kind::InstanceProfile | Kind::AccessEntry | Kind::PodIdentity => {}
-        Kind::DiscoveryTags => {}
+        Kind::DiscoveryTags | Kind::KmsKey => {}
     }
 }
 
@@ -133,6 +138,7 @@ async fn apply_step(ctx: &Ctx, step: &Step) -> Result<()> {
         Kind::AccessEntry => access_entry::apply(ctx, step, cur).await,
         Kind::PodIdentity => pod_identity::apply(ctx, step, cur).await,
         Kind::DiscoveryTags => discovery_tags::apply(ctx, step, cur).await,
+        Kind::KmsKey => kms_key::apply(ctx, step, cur).await,
     };
     forget(ctx, &step.node);
     if r.is_ok() {

@@ -67,6 +67,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     vec![
         Node::new("queue", &i.queue_name, NodeSpec::Queue { arn })
             .with_fields(i.enabled.then(|| desired_fields(i.kms_key_id.as_deref(), &arns::tags_for(spec, "queue"))))
+            .with_deps(i.create_key.then_some(super::kms_key::ID))
             .with_notes(i.queue_name_note.iter().cloned()),
     ]
 }

@@ -183,6 +183,7 @@ pub struct Sdk {
     pub iam: aws_sdk_iam::Client,
     pub eks: aws_sdk_eks::Client,
     pub ec2: aws_sdk_ec2::Client,
+    pub kms: aws_sdk_kms::Client,
 }
 
 pub fn rt() -> tokio::runtime::Runtime {
@@ -235,6 +236,7 @@ pub fn sdk_at(endpoint: &str) -> Sdk {
         iam: aws_sdk_iam::Client::new(&conf),
         eks: aws_sdk_eks::Client::new(&conf),
         ec2: aws_sdk_ec2::Client::new(&conf),
+        kms: aws_sdk_kms::Client::new(&conf),
     }
 }
 
@@ -366,7 +368,7 @@ pub fn moto_endpoint() -> String {
 }
 
 /// The services a strict run sends to moto, as they appear in `AWS_ENDPOINT_URL_<SERVICE>`.
-pub const STRICT_MOTO_SERVICES: [&str; 5] = ["IAM", "SQS", "EVENTBRIDGE", "EC2", "STS"];
+pub const STRICT_MOTO_SERVICES: [&str; 6] = ["IAM", "SQS", "EVENTBRIDGE", "EC2", "STS", "KMS"];
 
 /// Where a strict run sends each service's calls, keyed as in `AWS_ENDPOINT_URL_<SERVICE>`
 /// (IAM, SQS, EVENTBRIDGE, EC2, STS, EKS). `direct()` is moto for the first five and ministack for
@@ -447,6 +449,7 @@ pub fn sdk_strict_at(eps: &StrictEndpoints) -> Sdk {
         iam: sdk_at(eps.url("IAM")).iam,
         eks: sdk_at(eps.url("EKS")).eks,
         ec2: sdk_at(eps.url("EC2")).ec2,
+        kms: sdk_at(eps.url("KMS")).kms,
     }
 }
 

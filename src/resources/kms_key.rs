@@ -1,0 +1,315 @@
+//! The interruption queue's KMS key, when the plan asks karpctl to make it
+//! (`interruption.kms_key_id = "create"`). A key the plan names (`kms_key_id = "<id|arn|alias>"`)
+//! is the user's: preflight reads it, the readiness checks judge its key policy, and this kind
+//! never writes to it.
+//!
+//! The key is found by its alias `alias/karpenter-<cluster>` (AWS names keys by a random id).
+//! Fields: `Description`, `KeyPolicy` (canonical), `KeyState` (`Enabled`), `tags`.
+//!
+//! Read: DescribeKey by alias (NotFound: none), then GetKeyPolicy and ListResourceTags at once.
+//! Converged cost: 3 calls.
+//!
+//! Create: CreateKey (symmetric, ENCRYPT_DECRYPT; policy, description and tags in the one call),
+//! then CreateAlias. If CreateAlias fails, the new key is scheduled for deletion at once (it has
+//! no alias, so no later run could find it). The key policy lets the account's IAM policies grant
+//! use of the key (KMS's default statement: the controller's kms:Decrypt comes from its
+//! Interruption policy) and EventBridge use kms:GenerateDataKey and kms:Decrypt.
+//!
+//! Update / Adopt: PutKeyPolicy when the policy differs; CancelKeyDeletion and EnableKey when the
+//! key is pending deletion or disabled; UpdateKeyDescription; TagResource (Adopt always tags).
+//!
+//! Delete (only when ours): ScheduleKeyDeletion with KMS's shortest waiting period (7 days; KMS
+//! cannot delete a key at once), then DeleteAlias, so that a run stopped between the two still
+//! finds the key by its alias. Until the date, `aws kms cancel-key-deletion` brings it back.
+
+use super::ctx::{Ctx, Current, changed, wanted_tags};
+use super::iam::{not_managed, tags_satisfied};
+use crate::aws::{Classify, aws_err};
+use crate::facts::Facts;
+use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::plan_file::Spec;
+use crate::readiness;
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+/// Fields that cannot change in place.
+pub const IMMUTABLE: &[&str] = &[];
+/// Read order among kinds (0 first: the slowest reads start first): KMS, three calls.
+pub const READ_RANK: u8 = 4;
+/// KMS's shortest waiting period before a scheduled key deletion (7 to 30 days).
+pub const DELETION_WINDOW_DAYS: i32 = 7;
+/// The node id.
+pub const ID: &str = "kms-key";
+
+/// What the interruption policy's kms:Decrypt names until the key karpctl makes has an ARN:
+/// `iam_policy` puts the ARN in its place when it writes (the policy depends on the key).
+pub const ARN_AFTER_APPLY: &str = "(known after apply: the ARN of the KMS key karpctl makes)";
+
+/// The key policy of the key karpctl makes: IAM policies in the account may grant its use (so the
+/// controller's Interruption policy can give it kms:Decrypt, and administrators keep access),
+/// and EventBridge may encrypt what it sends to the queue.
+pub fn key_policy(partition: &str, account_id: &str) -> Value {
+    crate::policy_doc::canonical(&json!({
+        "Version": crate::policy_doc::POLICY_VERSION,
+        "Id": "karpctl-interruption-queue",
+        "Statement": [
+            readiness::iam_delegation_statement(partition, account_id),
+            readiness::events_key_statement(),
+        ],
+    }))
+}
+
+fn description(cluster: &str) -> String {
+    format!("Encrypts Karpenter's interruption queue for EKS cluster {cluster} (made by karpctl)")
+}
+
+/// Pure: the key node (fields only with `kms_key_id = "create"`; without, it is still listed so
+/// that a key karpctl made before is found and its deletion scheduled).
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let i = &spec.interruption;
+    let alias = crate::plan_file::created_key_alias(&spec.cluster);
+    let fields = (i.enabled && i.create_key).then(|| {
+        crate::model::fields_of(vec![
+            ("Description", json!(description(&spec.cluster))),
+            ("KeyPolicy", key_policy(&facts.partition, &facts.account_id)),
+            ("KeyState", json!("Enabled")),
+            ("tags", crate::arns::tags_value(spec, ID)),
+        ])
+    });
+    let arn = facts.kms_key.as_ref().and_then(|k| k.arn.clone()).filter(|_| i.create_key).unwrap_or_default();
+    vec![Node::new(ID, alias, NodeSpec::KmsKey { arn }).with_fields(fields).with_notes(
+        i.create_key.then(|| format!(
+            "`karpctl down` schedules this key's deletion: KMS waits {DELETION_WINDOW_DAYS} days (its shortest period) before deleting it, and `aws kms cancel-key-deletion` undoes it until then"
+        )),
+    )]
+}
+
+#[derive(Clone, Debug)]
+pub struct LiveKey {
+    pub arn: String,
+    pub key_id: String,
+    pub state: String,
+    pub description: String,
+    pub manager: String,
+}
+
+/// DescribeKey (by id, ARN, alias or alias ARN); None when there is no such key or alias.
+pub async fn describe(ctx: &Ctx, key: &str) -> Result<Option<LiveKey>> {
+    match ctx.aws.kms.describe_key().key_id(key).send().await {
+        Ok(o) => Ok(o.key_metadata().map(|m| LiveKey {
+            arn: m.arn().unwrap_or_default().to_string(),
+            key_id: m.key_id().to_string(),
+            state: m.key_state().map(|s| s.as_str().to_string()).unwrap_or_default(),
+            description: m.description().unwrap_or_default().to_string(),
+            manager: m.key_manager().map(|s| s.as_str().to_string()).unwrap_or_default(),
+        })),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(aws_err("kms:DescribeKey", e)),
+    }
+}
+
+/// GetKeyPolicy (the `default` policy, the only one a key has), canonical.
+pub async fn policy(ctx: &Ctx, key_id: &str) -> Result<Value> {
+    let o = ctx
+        .aws
+        .kms
+        .get_key_policy()
+        .key_id(key_id)
+        .policy_name("default")
+        .send()
+        .await
+        .map_err(|e| aws_err("kms:GetKeyPolicy", e))?;
+    crate::policy_doc::parse(o.policy().unwrap_or_default()).with_context(|| format!("reading the key policy of {key_id}"))
+}
+
+async fn tags(ctx: &Ctx, key_id: &str) -> Result<Tags> {
+    let o = ctx.aws.kms.list_resource_tags().key_id(key_id).send().await.map_err(|e| aws_err("kms:ListResourceTags", e))?;
+    Ok(o.tags().iter().map(|t| (t.tag_key().to_string(), t.tag_value().to_string())).collect())
+}
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let Some(live) = describe(ctx, &node.name).await? else { return Ok(None) };
+    let (policy, tags) = tokio::try_join!(policy(ctx, &live.key_id), tags(ctx, &live.key_id))?;
+    let mut fields = Fields::new();
+    fields.insert("Description".into(), json!(live.description));
+    fields.insert("KeyPolicy".into(), policy);
+    fields.insert("KeyState".into(), json!(live.state));
+    fields.insert("tags".into(), Ctx::tags_value(&tags));
+    let ids = BTreeMap::from([("arn".to_string(), live.arn.clone())]);
+    Ok(Some(Observed { fields, owner: Owner::from_tags(&tags, &ctx.cluster), ids }))
+}
+
+/// DescribeKey and ListResourceTags, fresh: who owns the key now.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let Some(live) = describe(ctx, &step.node.name).await? else { return Ok(None) };
+    let tags = tags(ctx, &live.key_id).await?;
+    Ok(Some(
+        Current::new(Owner::from_tags(&tags, &ctx.cluster), tags)
+            .id("arn", live.arn)
+            .id("key_id", live.key_id)
+            .id("state", live.state),
+    ))
+}
+
+/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
+pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
+    match (step.action, current) {
+        (Action::Create, _) => create(ctx, step).await,
+        (Action::Update | Action::Adopt, Some(c)) => update(ctx, step, c, step.action == Action::Adopt).await,
+        (Action::Delete, Some(c)) => delete(ctx, step, c).await,
+        (Action::Replace, _) => bail!("KMS key {} has no field that forces a replacement", step.node.name),
+        (_, None) => bail!("KMS key {} no longer exists; run `karpctl up` again to make it", step.node.name),
+    }
+}
+
+fn sdk_tags(tags: &Tags) -> Result<Vec<aws_sdk_kms::types::Tag>> {
+    tags.iter()
+        .map(|(k, v)| aws_sdk_kms::types::Tag::builder().tag_key(k).tag_value(v).build().context("building a KMS tag"))
+        .collect()
+}
+
+fn want_policy(node: &Node) -> String {
+    crate::policy_doc::to_wire(node.fields.as_ref().and_then(|f| f.get("KeyPolicy")).unwrap_or(&Value::Null))
+}
+
+async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
+    let node = &step.node;
+    let alias = &node.name;
+    if let Some(live) = describe(ctx, alias).await? {
+        // A run stopped after CreateAlias, or a plan made before someone else made the alias.
+        let tags = tags(ctx, &live.key_id).await?;
+        let owner = Owner::from_tags(&tags, &ctx.cluster);
+        if owner != Owner::Ours {
+            bail!(not_managed(Kind::KmsKey, alias, &ctx.cluster, &owner));
+        }
+        let c = Current::new(owner, tags).id("arn", live.arn).id("key_id", live.key_id).id("state", live.state);
+        return update(ctx, step, &c, true).await;
+    }
+    let o = ctx
+        .aws
+        .kms
+        .create_key()
+        .description(super::ctx::want_str(node, "Description"))
+        .policy(want_policy(node))
+        .key_usage(aws_sdk_kms::types::KeyUsageType::EncryptDecrypt)
+        .key_spec(aws_sdk_kms::types::KeySpec::SymmetricDefault)
+        .set_tags(Some(sdk_tags(&wanted_tags(node))?))
+        .send()
+        .await
+        .map_err(|e| aws_err("kms:CreateKey", e))
+        .with_context(|| format!("creating the KMS key for {alias}"))?;
+    let key_id = o.key_metadata().map(|m| m.key_id().to_string()).context("kms:CreateKey returned no key")?;
+    if let Err(e) = ctx.aws.kms.create_alias().alias_name(alias).target_key_id(&key_id).send().await {
+        let err = aws_err("kms:CreateAlias", e);
+        // Without its alias no run could find the new key again: do not leave it behind.
+        let _ = ctx.aws.kms.schedule_key_deletion().key_id(&key_id).pending_window_in_days(DELETION_WINDOW_DAYS).send().await;
+        return Err(err.context(format!("naming KMS key {key_id} {alias} (the key is scheduled for deletion again)")));
+    }
+    Ok(())
+}
+
+async fn update(ctx: &Ctx, step: &Step, current: &Current, adopt: bool) -> Result<()> {
+    let node = &step.node;
+    let key_id = current.get("key_id").unwrap_or_default().to_string();
+    let state = current.get("state").unwrap_or_default();
+    if state == "PendingDeletion" {
+        ctx.aws.kms.cancel_key_deletion().key_id(&key_id).send().await.map_err(|e| aws_err("kms:CancelKeyDeletion", e))?;
+    }
+    if state != "Enabled" {
+        // A cancelled deletion leaves the key disabled.
+        ctx.aws.kms.enable_key().key_id(&key_id).send().await.map_err(|e| aws_err("kms:EnableKey", e))?;
+    }
+    if adopt || changed(step, "KeyPolicy") {
+        ctx.aws
+            .kms
+            .put_key_policy()
+            .key_id(&key_id)
+            .policy_name("default")
+            .policy(want_policy(node))
+            .send()
+            .await
+            .map_err(|e| aws_err("kms:PutKeyPolicy", e))?;
+    }
+    if adopt || changed(step, "Description") {
+        ctx.aws
+            .kms
+            .update_key_description()
+            .key_id(&key_id)
+            .description(super::ctx::want_str(node, "Description"))
+            .send()
+            .await
+            .map_err(|e| aws_err("kms:UpdateKeyDescription", e))?;
+    }
+    let want = wanted_tags(node);
+    if adopt || !tags_satisfied(&current.tags, &want) {
+        ctx.aws
+            .kms
+            .tag_resource()
+            .key_id(&key_id)
+            .set_tags(Some(sdk_tags(&want)?))
+            .send()
+            .await
+            .map_err(|e| aws_err("kms:TagResource", e))?;
+    }
+    Ok(())
+}
+
+async fn delete(ctx: &Ctx, step: &Step, current: &Current) -> Result<()> {
+    let alias = &step.node.name;
+    let key_id = current.get("key_id").unwrap_or_default();
+    let when = if current.get("state") == Some("PendingDeletion") {
+        None
+    } else {
+        let o = ctx
+            .aws
+            .kms
+            .schedule_key_deletion()
+            .key_id(key_id)
+            .pending_window_in_days(DELETION_WINDOW_DAYS)
+            .send()
+            .await
+            .map_err(|e| aws_err("kms:ScheduleKeyDeletion", e))?;
+        o.deletion_date().map(|d| d.to_string())
+    };
+    match ctx.aws.kms.delete_alias().alias_name(alias).send().await {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => {}
+        Err(e) => return Err(aws_err("kms:DeleteAlias", e)),
+    }
+    ctx.reporter.event(crate::events::Event::Note {
+        level: crate::model::Level::Info,
+        text: &format!(
+            "KMS key {} ({alias}) is scheduled for deletion{}: KMS waits {DELETION_WINDOW_DAYS} days; `aws kms cancel-key-deletion --key-id {}` keeps it",
+            current.get("arn").unwrap_or(key_id),
+            when.map(|d| format!(" on {d}")).unwrap_or_default(),
+            current.get("arn").unwrap_or(key_id),
+        ),
+    });
+    Ok(())
+}
+
+/// The ARN of the key karpctl made for this cluster, read now (for a policy written after the
+/// key was made in the same run).
+pub async fn arn_now(ctx: &Ctx) -> Result<String> {
+    let alias = crate::plan_file::created_key_alias(&ctx.cluster);
+    match describe(ctx, &alias).await? {
+        Some(k) => Ok(k.arn),
+        None => bail!("KMS key {alias} does not exist yet; run `karpctl up` again"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_policy_passes_the_readiness_checks_it_is_made_for() {
+        let p = key_policy("aws", "111122223333");
+        assert_eq!(readiness::kms_key_lets_eventbridge_in("k", &p), None);
+        assert_eq!(
+            readiness::kms_key_lets_controller_decrypt("k", &p, "aws", "111122223333", "arn:aws:iam::111122223333:role/c"),
+            None
+        );
+    }
+}
