@@ -84,8 +84,8 @@ async fn describe_subnets(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Subnet>
 }
 
 /// The VPC's route tables, with only what the way-out check needs.
-async fn route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<egress::RouteTable>> {
-    let req = ctx.aws.ec2.describe_route_tables().filters(filter("vpc-id", vec![vpc.to_string()]));
+pub(crate) async fn route_tables(ec2: &aws_sdk_ec2::Client, vpc: &str) -> Result<Vec<egress::RouteTable>> {
+    let req = ec2.describe_route_tables().filters(filter("vpc-id", vec![vpc.to_string()]));
     let tables = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeRouteTables", e))?;
     Ok(tables
         .iter()
@@ -119,8 +119,8 @@ async fn route_tables(ctx: &Ctx, vpc: &str) -> Result<Vec<egress::RouteTable>> {
 }
 
 /// The VPC's endpoints that are (or are becoming) usable.
-async fn vpc_endpoints(ctx: &Ctx, vpc: &str) -> Result<Vec<egress::Endpoint>> {
-    let req = ctx.aws.ec2.describe_vpc_endpoints().filters(filter("vpc-id", vec![vpc.to_string()]));
+pub(crate) async fn vpc_endpoints(ec2: &aws_sdk_ec2::Client, vpc: &str) -> Result<Vec<egress::Endpoint>> {
+    let req = ec2.describe_vpc_endpoints().filters(filter("vpc-id", vec![vpc.to_string()]));
     let eps = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeVpcEndpoints", e))?;
     Ok(eps
         .iter()
@@ -152,7 +152,7 @@ async fn with_a_way_out(
         .map(|s| egress::Candidate { id: s.id.clone(), map_public_ip: s.map_public_ip, way: egress::way_out(&s.id, tables) })
         .collect();
     let missing = if egress::needs_endpoints(&cands, explicit.is_some()) {
-        let have = vpc_endpoints(ctx, vpc).await?;
+        let have = vpc_endpoints(&ctx.aws.ec2, vpc).await?;
         egress::missing_endpoints(&have, &ctx.region, spec.interruption.enabled)
     } else {
         vec![]
@@ -214,7 +214,7 @@ async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> 
 }
 
 /// A security group rule as the readiness checks see it.
-fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::readiness::SgRule {
+pub(crate) fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::readiness::SgRule {
     let cidrs = p
         .ip_ranges()
         .iter()
@@ -294,7 +294,7 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> 
         choose_group(ctx, spec, facts, &vpc),
         tagged_subnets(ctx, c),
         tagged_groups(ctx, c),
-        route_tables(ctx, &vpc),
+        route_tables(&ctx.aws.ec2, &vpc),
     );
     let mut errors = Vec::new();
     let chosen = match (chosen, tables) {

@@ -127,7 +127,7 @@ pub fn missing_endpoints(have: &[Endpoint], region: &str, interruption: bool) ->
         .collect()
 }
 
-fn why_unusable(c: &Candidate, missing: &[String]) -> Option<String> {
+pub fn why_unusable(c: &Candidate, missing: &[String]) -> Option<String> {
     match &c.way {
         Way::Private(_) => None,
         Way::Public(igw) if c.map_public_ip => {

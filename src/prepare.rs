@@ -253,7 +253,10 @@ pub struct Connected {
     pub account_id: String,
     pub partition: String,
     pub region: String,
+    /// The cluster as EKS describes it (None: no such cluster).
     pub cluster: Option<ClusterFacts>,
+    /// DescribeCluster was refused (AccessDenied): what AWS said. `cluster` is then None.
+    pub cluster_refused: Option<aws::AwsError>,
 }
 
 /// How to connect: the options' profile, endpoint and concurrency (the cluster's shared limiter in
@@ -271,16 +274,36 @@ fn connect_options(global: &Options, region: &str, assume_role: Option<aws::Assu
     })
 }
 
-/// Connect and identify without a plan: the region from --region or the AWS chain, then STS and
-/// DescribeCluster at once. Makes only read calls.
-pub async fn connect_and_identify(global: &Options, cluster: &str) -> Result<Connected> {
-    let no_plan = plan_file::defaults(cluster)?;
-    let region = resolve_region(global, &no_plan).await?;
+/// Connect and identify for a read-only command (`doctor`): the region and the role to assume
+/// from `spec` (the cluster's plan when there is one, else the defaults), then STS and
+/// DescribeCluster at once. A refused DescribeCluster is kept in `cluster_refused` (doctor
+/// reports it and goes on); it fails only when STS does not answer either. Read calls only.
+pub async fn connect_and_identify(global: &Options, spec: &Spec) -> Result<Connected> {
+    let region = resolve_region(global, spec).await?;
     let stats = aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone();
-    let clients = aws::connect(&connect_options(global, &region, None)?, stats.clone()).await;
-    let (identity, described) = tokio::join!(caller_identity(&clients, &region, &no_plan), describe_cluster(&clients, cluster));
+    let assume_role = spec.assume_role.as_ref().map(|r| aws::AssumeRoleOptions {
+        role_arn: r.role_arn.clone(),
+        external_id: r.external_id.clone(),
+        session_name: r.session_name.clone(),
+    });
+    let clients = aws::connect(&connect_options(global, &region, assume_role)?, stats.clone()).await;
+    let cluster = &spec.cluster;
+    let (identity, described) =
+        tokio::join!(caller_identity(&clients, &region, spec), clients.eks.describe_cluster().name(cluster).send());
     let (account_id, partition) = identity?;
-    Ok(Connected { clients, stats, account_id, partition, region, cluster: described? })
+    let (cluster, cluster_refused) = match described {
+        Err(e) if e.kind() == aws::ErrorKind::AccessDenied => (
+            None,
+            Some(aws::AwsError {
+                operation: "eks:DescribeCluster".into(),
+                code: e.code().unwrap_or_default().to_string(),
+                message: e.message().unwrap_or_default().to_string(),
+                kind: aws::ErrorKind::AccessDenied,
+            }),
+        ),
+        r => (cluster_facts(cluster, r)?, None),
+    };
+    Ok(Connected { clients, stats, account_id, partition, region, cluster, cluster_refused })
 }
 
 /// The nodes a command works on: the desired graph; for `down`, every node unwanted.
@@ -330,7 +353,20 @@ async fn caller_identity(clients: &Clients, region: &str, spec: &Spec) -> Result
 
 /// DescribeCluster; None when there is no such cluster.
 async fn describe_cluster(clients: &Clients, name: &str) -> Result<Option<ClusterFacts>> {
-    let o = match clients.eks.describe_cluster().name(name).send().await {
+    cluster_facts(name, clients.eks.describe_cluster().name(name).send().await)
+}
+
+type DescribeClusterResult = std::result::Result<
+    aws_sdk_eks::operation::describe_cluster::DescribeClusterOutput,
+    aws_smithy_runtime_api::client::result::SdkError<
+        aws_sdk_eks::operation::describe_cluster::DescribeClusterError,
+        aws_smithy_runtime_api::http::Response,
+    >,
+>;
+
+/// What DescribeCluster's answer says about the cluster (None: no such cluster).
+fn cluster_facts(name: &str, answer: DescribeClusterResult) -> Result<Option<ClusterFacts>> {
+    let o = match answer {
         Ok(o) => o,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => {

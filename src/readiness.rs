@@ -83,6 +83,28 @@ pub fn auto_mode(cluster: &str, enabled: bool) -> Option<Check> {
     })
 }
 
+/// The code of the check that every discovery-tagged subnet has a way out (doctor; `up` and
+/// `diff` refuse such subnets in preflight instead, `src/egress.rs`).
+pub const SUBNET_NO_WAY_OUT: &str = "subnet-no-way-out";
+
+/// Karpenter launches into any subnet carrying the discovery tag: one nodes cannot work from
+/// (no route out, a public one without public IPs, isolated without the endpoints) makes nodes
+/// that never join.
+pub fn tagged_subnets_have_a_way_out(cands: &[crate::egress::Candidate], missing: &[String]) -> Option<Check> {
+    let bad: Vec<String> =
+        cands.iter().filter_map(|c| Some(format!("{}: {}", c.id, crate::egress::why_unusable(c, missing)?))).collect();
+    (!bad.is_empty()).then(|| Check {
+        code: SUBNET_NO_WAY_OUT,
+        severity: Severity::Error,
+        resource: "subnets".into(),
+        message: format!(
+            "Karpenter may launch nodes into discovery-tagged subnets they cannot work from, and those nodes never join: {}",
+            bad.join("; ")
+        ),
+        fix: "remove the discovery tag from these subnets (`karpctl up` tags only subnets with a way out), or give them one: a default route to a NAT gateway (private), an internet gateway with MapPublicIpOnLaunch (public), or the VPC endpoints a private cluster needs".into(),
+    })
+}
+
 /// The code of the node security group check.
 pub const NODE_SG_BLOCKS_CONTROL_PLANE: &str = "node-sg-blocks-control-plane";
 

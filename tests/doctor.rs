@@ -747,21 +747,101 @@ fn bad_input_and_missing_clusters_exit_1_naming_the_cause() {
     }
 }
 
+fn deny(service: &str, operation: &str, code: &str) -> Value {
+    json!({"service": service, "operation": operation,
+           "error": {"code": code, "status": 403, "message": format!("User: arn:aws:sts::000000000000:assumed-role/ci/doctor is not authorized to perform: {service}:{operation}")}})
+}
+
+fn passed(r: &Run) -> BTreeSet<String> {
+    r.json()["passed"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+}
+
 #[test]
-fn a_refused_read_exits_1_naming_the_permission() {
+fn a_refused_read_becomes_an_unreadable_finding_and_every_other_check_still_runs() {
     let tf = Tf::new("dr-deny", &[], None);
-    let px = Proxy::start(
+    let px = Proxy::start(&tf.wd, &tf.c, &endpoint(), json!([deny("iam", "ListAttachedRolePolicies", "AccessDenied")]));
+    let r = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c, "--output", "json"], &[("AWS_ENDPOINT_URL", px.url())]);
+    // The controller role and the node roles both need the call; nothing else does.
+    assert_eq!(codes(&r), set(&["controller-unreadable", "node-roles-unreadable"]), "{r:?}");
+    let doc = r.json();
+    let f = doc["findings"].as_array().unwrap().iter().find(|f| f["code"] == "controller-unreadable").unwrap().clone();
+    assert_eq!(f["severity"], "error");
+    let msg = f["message"].as_str().unwrap();
+    assert!(msg.contains("iam:ListAttachedRolePolicies") && msg.contains("AccessDenied"), "{msg}");
+    assert!(msg.contains("controller-missing-permissions"), "names the checks it skipped: {msg}");
+    assert!(f["hint"].as_str().unwrap().contains("grant iam:ListAttachedRolePolicies"), "{f}");
+    // The checks that need other reads ran (and passed).
+    let ok = passed(&r);
+    for code in ["interruption-rule-missing", "queue-policy-blocks-eventbridge", "discovery-no-subnets", "subnet-no-way-out"] {
+        assert!(ok.contains(code), "{code} still runs: {ok:?}");
+    }
+    assert!(!ok.contains("controller-missing-permissions"), "a skipped check is not passed: {ok:?}");
+    let human = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c], &[("AWS_ENDPOINT_URL", px.url())]);
+    assert_eq!(human.code, 2, "{human:?}");
+    assert!(human.stdout.contains("controller-unreadable"), "{human:?}");
+}
+
+#[test]
+fn a_refused_describe_cluster_is_a_finding_while_sts_answers_and_exit_1_only_when_neither_does() {
+    let tf = Tf::new("dr-nocluster", &[], None);
+    let px = Proxy::start(&tf.wd, &tf.c, &endpoint(), json!([deny("eks", "DescribeCluster", "AccessDeniedException")]));
+    let r = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c, "--output", "json"], &[("AWS_ENDPOINT_URL", px.url())]);
+    assert_eq!(codes(&r), set(&["cluster-unreadable", BASELINE]), "{r:?}");
+    let ok = passed(&r);
+    assert!(ok.contains("interruption-rule-missing") && ok.contains("node-role-no-access-entry"), "{ok:?}");
+    assert!(!ok.contains("cluster-auth-config-map"), "{ok:?}");
+    drop(px);
+    let both = Proxy::start(
         &tf.wd,
-        &tf.c,
+        &format!("{}-both", tf.c),
         &endpoint(),
-        json!([{"service": "iam", "operation": "ListAttachedRolePolicies",
-                "error": {"code": "AccessDenied", "status": 403, "message": "User: arn:aws:sts::000000000000:assumed-role/ci/doctor is not authorized to perform: iam:ListAttachedRolePolicies"}}]),
+        json!([deny("eks", "DescribeCluster", "AccessDeniedException"), deny("sts", "GetCallerIdentity", "AccessDenied")]),
     );
-    let r = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c], &[("AWS_ENDPOINT_URL", px.url())]);
+    let r = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c], &[("AWS_ENDPOINT_URL", both.url())]);
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains("iam:ListAttachedRolePolicies") && r.stderr.contains("AccessDenied"), "{r:?}");
-    assert!(r.stderr.contains("grant these credentials the read permission iam:ListAttachedRolePolicies"), "{r:?}");
-    let j = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c, "--output", "json"], &[("AWS_ENDPOINT_URL", px.url())]);
-    assert_eq!(j.code, 1, "{j:?}");
-    assert_eq!(j.json()["stats"]["writes"], 0, "{j:?}");
+    assert!(r.stderr.contains("sts:GetCallerIdentity"), "{r:?}");
+}
+
+#[test]
+fn a_queue_key_without_eventbridge_in_its_policy_and_a_controller_without_decrypt_are_found() {
+    let tf = Tf::new("dr-cmk", &[], None);
+    let sdk = sdk();
+    let key_arn = rt().block_on(async {
+        let p = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": format!("arn:aws:iam::{}:root", tf.a)}, "Action": "kms:*", "Resource": "*"}]});
+        let k = sdk.kms.create_key().policy(p.to_string()).send().await.unwrap();
+        let arn = k.key_metadata().unwrap().arn().unwrap().to_string();
+        sdk.sqs
+            .set_queue_attributes()
+            .queue_url(&tf.queue_url)
+            .attributes(QueueAttributeName::SqsManagedSseEnabled, "false")
+            .attributes(QueueAttributeName::KmsMasterKeyId, &arn)
+            .send()
+            .await
+            .unwrap();
+        arn
+    });
+    let r = tf.doctor(&[]);
+    assert_eq!(codes(&r), set(&with_baseline(&["kms-key-policy-events", "controller-missing-permissions"])), "{r:?}");
+    let text = r.json()["findings"].to_string();
+    assert!(text.contains(&key_arn) && text.contains("kms:Decrypt"), "{text}");
+    assert!(passed(&r).contains("kms-key-policy-controller"), "the key delegates to IAM");
+}
+
+#[test]
+fn a_tagged_public_subnet_without_public_ips_has_no_way_out() {
+    let tf = Tf::new("dr-noway", &[], None);
+    let sdk = sdk();
+    let public: Vec<String> =
+        tf.seed["public_subnets"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+    rt().block_on(async {
+        for id in &public {
+            let off = aws_sdk_ec2::types::AttributeBooleanValue::builder().value(false).build();
+            sdk.ec2.modify_subnet_attribute().subnet_id(id).map_public_ip_on_launch(off).send().await.unwrap();
+        }
+        tag_ec2(&sdk, &public[..1], DISCOVERY, &tf.c).await;
+    });
+    let r = tf.doctor(&[]);
+    assert_eq!(codes(&r), set(&with_baseline(&["subnet-no-way-out"])), "{r:?}");
+    let text = r.json()["findings"].to_string();
+    assert!(text.contains(&public[0]) && text.contains("MapPublicIpOnLaunch"), "{text}");
 }

@@ -15,7 +15,7 @@ pub const MANAGED_POLICY_LIMIT: usize = 6144;
 pub const NEAR_LIMIT: usize = MANAGED_POLICY_LIMIT * 9 / 10;
 
 /// Every check's code with what it looks at, in checklist order.
-pub const CHECKS: [(&str, &str); 24] = [
+pub const CHECKS: [(&str, &str); 28] = [
     ("controller-role-not-found", "Karpenter's controller role is found"),
     ("controller-missing-permissions", "the controller role allows every action of Karpenter's permission set"),
     ("controller-passrole-unscoped", "the controller may pass only the node roles"),
@@ -38,8 +38,91 @@ pub const CHECKS: [(&str, &str); 24] = [
     ("discovery-no-security-groups", "a security group carries the discovery tag"),
     ("discovery-multiple-security-groups", "exactly one security group carries it"),
     ("discovery-outside-cluster-vpc", "tagged subnets and groups are in the cluster's VPC"),
+    (readiness::SUBNET_NO_WAY_OUT, "every discovery-tagged subnet has a way out"),
+    (readiness::NODE_SG_BLOCKS_CONTROL_PLANE, "the node security group lets the control plane in"),
+    (readiness::KMS_KEY_POLICY_EVENTS, "EventBridge may use the queue's KMS key"),
+    (readiness::KMS_KEY_POLICY_CONTROLLER, "the controller may decrypt with the queue's KMS key"),
     ("spot-service-linked-role-missing", "the Spot service-linked role exists"),
     ("controller-trust-mismatch", "the controller role trusts Karpenter's service account"),
+];
+
+/// Each read doctor makes that AWS may refuse: the finding it becomes, what it reads, and the
+/// checks it feeds (skipped when it is refused; every other check still runs).
+pub const UNREADABLE: [(&str, &str, &[&str]); 14] = [
+    (
+        "cluster-unreadable",
+        "the EKS cluster (eks:DescribeCluster)",
+        &[
+            "cluster-auth-config-map",
+            "controller-role-not-found",
+            "controller-trust-mismatch",
+            "pod-identity-agent-missing",
+            "discovery-az-without-subnet",
+            "discovery-outside-cluster-vpc",
+            readiness::SUBNET_NO_WAY_OUT,
+            readiness::NODE_SG_BLOCKS_CONTROL_PLANE,
+        ],
+    ),
+    (
+        "controller-unreadable",
+        "Karpenter's controller role and its policies",
+        &[
+            "controller-role-not-found",
+            "controller-missing-permissions",
+            "controller-passrole-unscoped",
+            "policy-near-size-limit",
+            "controller-trust-mismatch",
+            readiness::KMS_KEY_POLICY_CONTROLLER,
+        ],
+    ),
+    ("access-entries-unreadable", "the cluster's access entries", &["node-role-no-access-entry", "node-access-entry-stale"]),
+    ("pod-identity-agent-unreadable", "the eks-pod-identity-agent add-on", &["pod-identity-agent-missing"]),
+    ("spot-role-unreadable", "the account's Spot service-linked role (iam:ListRoles)", &["spot-service-linked-role-missing"]),
+    ("clusters-unreadable", "the region's EKS clusters", &["queue-shared"]),
+    (
+        "interruption-rules-unreadable",
+        "the EventBridge rules",
+        &["interruption-rule-missing", "interruption-rule-disabled", "queue-not-found", "queue-shared"],
+    ),
+    (
+        "subnets-unreadable",
+        "the cluster's and the discovery-tagged subnets",
+        &["discovery-no-subnets", "discovery-az-without-subnet", "discovery-outside-cluster-vpc", readiness::SUBNET_NO_WAY_OUT],
+    ),
+    (
+        "security-groups-unreadable",
+        "the discovery-tagged security groups",
+        &[
+            "discovery-no-security-groups",
+            "discovery-multiple-security-groups",
+            "discovery-outside-cluster-vpc",
+            readiness::NODE_SG_BLOCKS_CONTROL_PLANE,
+        ],
+    ),
+    ("route-tables-unreadable", "the VPC's route tables and endpoints", &[readiness::SUBNET_NO_WAY_OUT]),
+    (
+        "queue-unreadable",
+        "the interruption queue",
+        &[
+            "queue-not-found",
+            "queue-kms-aws-managed",
+            "queue-policy-blocks-eventbridge",
+            "queue-policy-unconditioned",
+            readiness::KMS_KEY_POLICY_EVENTS,
+            readiness::KMS_KEY_POLICY_CONTROLLER,
+        ],
+    ),
+    ("rule-tags-unreadable", "the interruption rules' tags", &["queue-shared"]),
+    (
+        "node-roles-unreadable",
+        "the node roles",
+        &["node-role-not-found", "node-role-missing-managed-policy", "node-access-entry-stale"],
+    ),
+    (
+        "kms-key-unreadable",
+        "the queue's KMS key and its key policy",
+        &[readiness::KMS_KEY_POLICY_EVENTS, readiness::KMS_KEY_POLICY_CONTROLLER, "controller-missing-permissions"],
+    ),
 ];
 
 /// The findings, worst first, and the codes that were checked and found nothing.
@@ -53,13 +136,20 @@ pub struct Outcome {
 struct Checker {
     findings: Vec<Finding>,
     ran: BTreeSet<&'static str>,
+    /// Checks whose input AWS refused to show: neither run nor reported.
+    skip: BTreeSet<&'static str>,
 }
 
 impl Checker {
     fn ran(&mut self, code: &'static str) {
-        self.ran.insert(code);
+        if !self.skip.contains(code) {
+            self.ran.insert(code);
+        }
     }
     fn add(&mut self, code: &'static str, severity: Severity, resource: impl Into<String>, message: String, hint: String) {
+        if self.skip.contains(code) {
+            return;
+        }
         self.ran.insert(code);
         self.findings.push(Finding { code, severity, resource: resource.into(), message, hint });
     }
@@ -78,17 +168,98 @@ impl Checker {
 
 pub fn check(s: &Setup) -> Outcome {
     let mut c = Checker::default();
+    for u in &s.unreadable {
+        if let Some((_, _, skipped)) = UNREADABLE.iter().find(|(code, _, _)| *code == u.code) {
+            c.skip.extend(skipped.iter().copied());
+        }
+    }
     controller(s, &mut c);
     cluster_access(s, &mut c);
     node_roles(s, &mut c);
     queue(s, &mut c);
     discovery(s, &mut c);
     c.readiness(readiness::SPOT_ROLE_MISSING, readiness::spot_role(s.spot_service_linked_role));
+    network(s, &mut c);
+    kms_key(s, &mut c);
+    unreadable(s, &mut c);
     let mut findings = c.findings;
     findings.sort_by(|a, b| (a.severity, order(a.code), &a.resource).cmp(&(b.severity, order(b.code), &b.resource)));
     let failed: BTreeSet<&str> = findings.iter().map(|f| f.code).collect();
     let passed = CHECKS.iter().map(|(code, _)| *code).filter(|code| c.ran.contains(code) && !failed.contains(code)).collect();
     Outcome { findings, passed }
+}
+
+/// The tagged subnets' way out and the node security group's control-plane rules (the checks
+/// `up` and `diff` make on what they tag).
+fn network(s: &Setup, c: &mut Checker) {
+    if !s.route_tables.is_empty() && !s.discovery.subnets.is_empty() {
+        let cands: Vec<crate::egress::Candidate> = s
+            .discovery
+            .subnets
+            .iter()
+            // A subnet in another VPC is `discovery-outside-cluster-vpc`; its routes are not read.
+            .filter(|t| t.vpc_id == s.cluster_vpc)
+            .map(|t| crate::egress::Candidate {
+                id: t.id.clone(),
+                map_public_ip: t.map_public_ip,
+                way: crate::egress::way_out(&t.id, &s.route_tables),
+            })
+            .collect();
+        let missing = if cands.iter().any(|x| x.way == crate::egress::Way::None) {
+            crate::egress::missing_endpoints(&s.endpoints, &s.region, s.queue.as_ref().is_some_and(|q| q.exists))
+        } else {
+            vec![]
+        };
+        c.readiness(readiness::SUBNET_NO_WAY_OUT, readiness::tagged_subnets_have_a_way_out(&cands, &missing));
+    }
+    if !s.control_plane_groups.is_empty() && !s.discovery.groups.is_empty() {
+        // Karpenter attaches every tagged group: a node gets the union of their rules.
+        let mut rules = readiness::GroupRules::default();
+        for g in &s.discovery.groups {
+            rules.ingress.extend(g.rules.ingress.iter().cloned());
+            rules.egress.extend(g.rules.egress.iter().cloned());
+        }
+        let ids: Vec<&str> = s.discovery.groups.iter().map(|g| g.id.as_str()).collect();
+        c.readiness(
+            readiness::NODE_SG_BLOCKS_CONTROL_PLANE,
+            readiness::node_group_lets_control_plane_in(&ids.join("+"), &rules, &s.control_plane_groups),
+        );
+    }
+}
+
+/// The queue's customer managed key: EventBridge and the controller may use it.
+fn kms_key(s: &Setup, c: &mut Checker) {
+    let Some(q) = &s.queue else { return };
+    let (Some(arn), Some(policy)) = (&q.kms_key_arn, &q.kms_key_policy) else { return };
+    c.readiness(readiness::KMS_KEY_POLICY_EVENTS, readiness::kms_key_lets_eventbridge_in(arn, policy));
+    if let Some(role) = s.controller.as_ref().filter(|r| r.exists) {
+        c.readiness(
+            readiness::KMS_KEY_POLICY_CONTROLLER,
+            readiness::kms_key_lets_controller_decrypt(arn, policy, &s.partition, &s.account_id, &role.arn),
+        );
+    }
+}
+
+/// Each refused read, as an error naming the permission and the checks it skipped.
+fn unreadable(s: &Setup, c: &mut Checker) {
+    for u in &s.unreadable {
+        let Some((code, what, skipped)) = UNREADABLE.iter().find(|(code, _, _)| *code == u.code) else { continue };
+        c.findings.push(Finding {
+            code,
+            severity: Severity::Error,
+            resource: u.operation.clone(),
+            message: format!(
+                "doctor could not read {what}: AWS refused {} ({}); skipped: {}",
+                u.operation,
+                u.aws_code,
+                skipped.join(", ")
+            ),
+            hint: format!(
+                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy)",
+                u.operation
+            ),
+        });
+    }
 }
 
 fn order(code: &str) -> usize {
@@ -654,7 +825,7 @@ mod tests {
             cluster: C,
             node_role_arn: NODE,
             queue_arn: Some(Q),
-            kms_key_arn: None,
+            kms_key_arn: Some(KEY),
             zonal_shift: false,
             version: s.version,
         });
@@ -702,9 +873,9 @@ mod tests {
             url: Some("https://q".into()),
             how: "rules".into(),
             exists: true,
-            kms_master_key_id: None,
-            kms_key_arn: None,
-            kms_key_policy: None,
+            kms_master_key_id: Some("alias/karpenter-demo".into()),
+            kms_key_arn: Some(KEY.into()),
+            kms_key_policy: Some(crate::resources::kms_key::key_policy("aws", "111122223333")),
             policy: Some(policy),
         });
         s.rules = RULES
@@ -721,12 +892,44 @@ mod tests {
         s.discovery.subnets = ["us-east-1a", "us-east-1b"]
             .iter()
             .enumerate()
-            .map(|(n, az)| TaggedSubnet { id: format!("subnet-{n}"), az: az.to_string(), vpc_id: "vpc-1".into() })
+            .map(|(n, az)| TaggedSubnet {
+                id: format!("subnet-{n}"),
+                az: az.to_string(),
+                vpc_id: "vpc-1".into(),
+                ..Default::default()
+            })
             .collect();
-        s.discovery.groups = vec![TaggedGroup { id: "sg-1".into(), name: "nodes".into(), vpc_id: "vpc-1".into() }];
+        let all = |groups: &[&str], cidrs: &[&str]| crate::readiness::SgRule {
+            protocol: "-1".into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
+            ..Default::default()
+        };
+        s.discovery.groups = vec![TaggedGroup {
+            id: "sg-1".into(),
+            name: "nodes".into(),
+            vpc_id: "vpc-1".into(),
+            rules: crate::readiness::GroupRules {
+                ingress: vec![all(&["sg-cluster"], &[])],
+                egress: vec![all(&[], &["0.0.0.0/0"])],
+            },
+        }];
+        s.control_plane_groups = vec!["sg-cluster".into()];
+        s.route_tables = vec![crate::egress::RouteTable {
+            id: "rtb-main".into(),
+            main: true,
+            subnets: vec![],
+            default_routes: vec![crate::egress::DefaultRoute {
+                gateway_id: None,
+                other_target: Some("nat-1".into()),
+                blackhole: false,
+            }],
+        }];
         s.spot_service_linked_role = true;
         s
     }
+
+    const KEY: &str = "arn:aws:kms:us-east-1:111122223333:key/k1";
 
     fn codes(s: &Setup) -> Vec<&'static str> {
         let mut c: Vec<&'static str> = check(s).findings.iter().map(|f| f.code).collect();
@@ -797,12 +1000,28 @@ mod tests {
             ("discovery-az-without-subnet", |s| s.discovery.subnets.truncate(1)),
             ("discovery-no-security-groups", |s| s.discovery.groups.clear()),
             ("discovery-multiple-security-groups", |s| {
-                s.discovery.groups.push(TaggedGroup { id: "sg-2".into(), name: "more".into(), vpc_id: "vpc-1".into() })
+                let rules = s.discovery.groups[0].rules.clone();
+                s.discovery.groups.push(TaggedGroup { id: "sg-2".into(), name: "more".into(), vpc_id: "vpc-1".into(), rules })
             }),
             ("discovery-outside-cluster-vpc", |s| {
-                s.discovery.subnets.push(TaggedSubnet { id: "subnet-x".into(), az: "us-east-1a".into(), vpc_id: "vpc-2".into() })
+                s.discovery.subnets.push(TaggedSubnet {
+                    id: "subnet-x".into(),
+                    az: "us-east-1a".into(),
+                    vpc_id: "vpc-2".into(),
+                    ..Default::default()
+                })
             }),
             ("spot-service-linked-role-missing", |s| s.spot_service_linked_role = false),
+            ("subnet-no-way-out", |s| s.route_tables[0].default_routes.clear()),
+            ("node-sg-blocks-control-plane", |s| s.discovery.groups[0].rules.ingress.clear()),
+            ("kms-key-policy-events", |s| {
+                let p = s.queue.as_mut().unwrap().kms_key_policy.as_mut().unwrap();
+                p["Statement"].as_array_mut().unwrap().retain(|st| st["Sid"] != "AllowEventBridgeToSendInterruptionEvents");
+            }),
+            ("kms-key-policy-controller", |s| {
+                let p = s.queue.as_mut().unwrap().kms_key_policy.as_mut().unwrap();
+                p["Statement"].as_array_mut().unwrap().retain(|st| st["Sid"] != "EnableIAMPolicies");
+            }),
         ];
         let mut covered: BTreeSet<&str> = BTreeSet::new();
         for (code, inject) in defects {
@@ -823,12 +1042,37 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_read_skips_the_checks_it_feeds_and_says_which() {
+        let mut s = clean();
+        s.controller = None;
+        s.unreadable.push(super::super::model::Unreadable {
+            code: "controller-unreadable",
+            operation: "iam:GetRole".into(),
+            aws_code: "AccessDenied".into(),
+        });
+        let o = check(&s);
+        let codes: Vec<&str> = o.findings.iter().map(|f| f.code).collect();
+        assert_eq!(codes, ["controller-unreadable"], "no false controller-role-not-found");
+        assert_eq!(o.findings[0].severity, Severity::Error);
+        assert!(
+            o.findings[0].message.contains("iam:GetRole") && o.findings[0].message.contains("controller-missing-permissions")
+        );
+        assert!(!o.passed.contains(&"controller-role-not-found") && o.passed.contains(&"queue-not-found"), "{:?}", o.passed);
+        for (code, _, skipped) in UNREADABLE {
+            assert!(code.ends_with("-unreadable"));
+            for k in skipped {
+                assert!(CHECKS.iter().any(|(c, _)| c == k), "{code} skips an unknown check {k}");
+            }
+        }
+    }
+
+    #[test]
     fn wildcards_cover_the_permission_set_and_missing_actions_are_listed() {
         let mut s = clean();
         controller_mut(&mut s).policies = vec![RolePolicy {
             name: "admin".into(),
             document: Some(
-                json!({"Statement": [{"Effect": "Allow", "Action": ["ec2:*", "iam:*", "eks:*", "sqs:*", "ssm:*", "pricing:*"], "Resource": "*"}]}),
+                json!({"Statement": [{"Effect": "Allow", "Action": ["ec2:*", "iam:*", "eks:*", "sqs:*", "ssm:*", "pricing:*", "kms:Decrypt"], "Resource": "*"}]}),
             ),
             ..Default::default()
         }];

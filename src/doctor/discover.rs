@@ -5,11 +5,13 @@
 use super::analysis::{self, queue_name, role_name};
 use super::model::{
     AccessEntry, ControllerRole, Discovery, IdentityMode, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet,
+    Unreadable,
 };
 use crate::aws::{Classify, Clients, aws_err};
 use crate::facts::ClusterFacts;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::policy_doc;
+use crate::readiness::GroupRules;
 use anyhow::Result;
 use aws_sdk_ec2::types::Filter;
 use futures::future::try_join_all;
@@ -29,6 +31,8 @@ pub struct Inputs {
     pub node_roles: Vec<String>,
     pub queue: Option<String>,
     pub discovery_tag: (String, String),
+    /// Reads refused before `gather` (DescribeCluster).
+    pub refused: Vec<Unreadable>,
 }
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
@@ -46,8 +50,18 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     s.authentication_mode = i.cluster.authentication_mode.clone();
     s.ip_family = i.cluster.ip_family.clone();
 
+    s.control_plane_groups = std::iter::once(&i.cluster.cluster_security_group_id)
+        .chain(&i.cluster.security_group_ids)
+        .filter(|g| !g.is_empty())
+        .cloned()
+        .collect();
+    for code in &i.refused {
+        s.unreadable.push(code.clone());
+    }
+
     // Everything that needs only the cluster's name, at once; the controller role's chain
-    // (association -> role -> policies) alongside.
+    // (association -> role -> policies) alongside. Each read stands alone: one AWS refuses
+    // becomes a `<piece>-unreadable` finding and the checks it feeds are skipped.
     let (controller, entries, rules, agent, cluster_subnets, tagged_subnets, tagged_groups, spot, clusters) = tokio::join!(
         controller(aws, i),
         access_entries(aws, c),
@@ -59,36 +73,42 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
         crate::preflight::has_spot_role(&aws.iam),
         list_clusters(aws),
     );
-    let (controller, searched, mode) = controller?;
+    let (controller, searched, mode) = stand_alone(&mut s, "controller-unreadable", controller)?;
     s.controller = controller;
     s.controller_searched = searched;
     s.mode = mode;
-    s.access_entries = entries?;
+    s.access_entries = stand_alone(&mut s, "access-entries-unreadable", entries)?;
     // EKS Auto Mode has the Pod Identity agent built in (no add-on).
-    s.pod_identity_agent = agent? || i.cluster.auto_mode;
-    s.spot_service_linked_role = spot?;
-    let clusters = clusters?;
-    let mut rules = rules?;
+    s.pod_identity_agent = stand_alone(&mut s, "pod-identity-agent-unreadable", agent)? || i.cluster.auto_mode;
+    s.spot_service_linked_role = stand_alone(&mut s, "spot-role-unreadable", spot)?;
+    let clusters = stand_alone(&mut s, "clusters-unreadable", clusters)?;
+    let mut rules = stand_alone(&mut s, "interruption-rules-unreadable", rules)?;
+    let cluster_subnets = stand_alone(&mut s, "subnets-unreadable", cluster_subnets)?;
+    let tagged_subnets = match tagged_subnets {
+        Ok(t) => t,
+        Err(e) if s.unreadable.iter().any(|u| u.code == "subnets-unreadable") && denied(&e).is_some() => vec![],
+        Err(e) => stand_alone(&mut s, "subnets-unreadable", Err(e))?,
+    };
+    let tagged_groups = stand_alone(&mut s, "security-groups-unreadable", tagged_groups)?;
 
     // The cluster's VPC and AZs, from its own subnets (an emulator reports a VPC EC2 does not know).
-    let cluster_subnets: Vec<(String, String, String, BTreeMap<String, String>)> =
-        cluster_subnets?.into_iter().filter(|x| i.cluster.subnet_ids.contains(&x.0)).collect();
-    s.cluster_azs = cluster_subnets.iter().map(|x| x.1.clone()).collect();
-    s.cluster_vpc = cluster_subnets.first().map(|x| x.2.clone()).unwrap_or_else(|| i.cluster.vpc_id.clone());
+    let cluster_subnets: Vec<SubnetRead> = cluster_subnets.into_iter().filter(|x| i.cluster.subnet_ids.contains(&x.id)).collect();
+    s.cluster_azs = cluster_subnets.iter().map(|x| x.az.clone()).collect();
+    s.cluster_vpc = cluster_subnets.first().map(|x| x.vpc_id.clone()).unwrap_or_else(|| i.cluster.vpc_id.clone());
     let (key, value) = &i.discovery_tag;
     let has_tag = |tags: &BTreeMap<String, String>| tags.get(key) == Some(value);
     s.discovery = Discovery {
         tag_key: key.clone(),
         tag_value: value.clone(),
-        subnets: tagged_subnets?
+        subnets: tagged_subnets
             .into_iter()
-            .filter(|x| has_tag(&x.3))
-            .map(|(id, az, vpc_id, _)| TaggedSubnet { id, az, vpc_id })
+            .filter(|x| has_tag(&x.tags))
+            .map(|x| TaggedSubnet { id: x.id, az: x.az, vpc_id: x.vpc_id, map_public_ip: x.map_public_ip })
             .collect(),
-        groups: tagged_groups?
+        groups: tagged_groups
             .into_iter()
             .filter(|g| has_tag(&g.3))
-            .map(|(id, name, vpc_id, _)| TaggedGroup { id, name, vpc_id })
+            .map(|(id, name, vpc_id, _, rules)| TaggedGroup { id, name, vpc_id, rules })
             .collect(),
     };
 
@@ -139,18 +159,93 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
             .await
             .map(|t| of_queue.iter().map(|r| r.arn.clone()).zip(t).collect::<BTreeMap<String, Vec<(String, String)>>>())
     };
-    let (q, tags, nodes) =
-        tokio::join!(queue_read, tags_read, try_join_all(node.into_iter().map(|(arn, how)| node_role(aws, arn, how))));
-    s.queue = q?;
-    let tags = tags?;
+    // The tagged subnets' way out: the VPC's route tables (alongside the queue and the roles).
+    let vpc = s.cluster_vpc.clone();
+    let tables_read = async {
+        if vpc.is_empty() || s.discovery.subnets.is_empty() {
+            return Ok(vec![]);
+        }
+        crate::discovery::route_tables(&aws.ec2, &vpc).await
+    };
+    let (q, tags, nodes, tables) = tokio::join!(
+        queue_read,
+        tags_read,
+        try_join_all(node.into_iter().map(|(arn, how)| node_role(aws, arn, how))),
+        tables_read
+    );
+    s.queue = stand_alone(&mut s, "queue-unreadable", q)?;
+    let tags = stand_alone(&mut s, "rule-tags-unreadable", tags)?;
     for r in &mut rules {
         if let Some(t) = tags.get(&r.arn) {
             r.other_cluster = analysis::other_cluster(&r.name, t, c, &clusters);
         }
     }
     s.rules = rules;
-    s.node_roles = nodes?;
+    s.node_roles = stand_alone(&mut s, "node-roles-unreadable", nodes)?;
+    s.route_tables = stand_alone(&mut s, "route-tables-unreadable", tables)?;
+    let no_route = s.discovery.subnets.iter().any(|t| crate::egress::way_out(&t.id, &s.route_tables) == crate::egress::Way::None);
+    if no_route && !s.route_tables.is_empty() {
+        let endpoints = crate::discovery::vpc_endpoints(&aws.ec2, &vpc).await;
+        s.endpoints = stand_alone(&mut s, "route-tables-unreadable", endpoints)?;
+    }
+    // The queue's customer managed KMS key: its ARN and key policy.
+    let key = s.queue.as_ref().and_then(|q| q.kms_master_key_id.clone()).filter(|k| !crate::plan_file::is_aws_managed_sqs_key(k));
+    if let Some(key) = key {
+        let read = read_key(aws, &key, &s.region, &s.account_id, &s.partition).await;
+        if let Some((arn, policy)) = stand_alone(&mut s, "kms-key-unreadable", read.map(Some))?.flatten()
+            && let Some(q) = s.queue.as_mut()
+        {
+            q.kms_key_arn = Some(arn);
+            q.kms_key_policy = policy;
+        }
+    }
     Ok(s)
+}
+
+/// The AWS error in an anyhow chain if it is a refusal.
+fn denied(e: &anyhow::Error) -> Option<&crate::aws::AwsError> {
+    e.chain().find_map(|c| c.downcast_ref::<crate::aws::AwsError>()).filter(|a| a.kind == crate::aws::ErrorKind::AccessDenied)
+}
+
+/// A read's answer, or, when AWS refused it, nothing (the default) and a `code` finding-to-be;
+/// every other error stops doctor.
+fn stand_alone<T: Default>(s: &mut Setup, code: &'static str, r: Result<T>) -> Result<T> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) => match denied(&e) {
+            Some(a) => {
+                if !s.unreadable.iter().any(|u| u.code == code) {
+                    s.unreadable.push(Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() });
+                }
+                Ok(T::default())
+            }
+            None => Err(e),
+        },
+    }
+}
+
+/// A key id, ARN or alias -> (its ARN, its key policy; None when GetKeyPolicy is refused: the
+/// KMS checks are then skipped through `kms-key-unreadable`). None when there is no such key.
+async fn read_key(
+    aws: &Clients,
+    key: &str,
+    region: &str,
+    account: &str,
+    partition: &str,
+) -> Result<Option<(String, Option<Value>)>> {
+    let described = match aws.kms.describe_key().key_id(key).send().await {
+        Ok(o) => o.key_metadata().cloned(),
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(aws_err("kms:DescribeKey", e)),
+    };
+    let Some(m) = described else { return Ok(None) };
+    if m.key_manager().is_some_and(|k| k.as_str() == "AWS") {
+        return Ok(None);
+    }
+    let arn = m.arn().map(str::to_string).unwrap_or_else(|| format!("arn:{partition}:kms:{region}:{account}:key/{}", m.key_id()));
+    let policy =
+        aws.kms.get_key_policy().key_id(&arn).policy_name("default").send().await.map_err(|e| aws_err("kms:GetKeyPolicy", e))?;
+    Ok(Some((arn, doc(policy.policy()))))
 }
 
 fn filter(name: &str, values: Vec<String>) -> Filter {
@@ -183,8 +278,20 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
         }
         return Ok((Some(role), String::new(), mode));
     }
-    if let Some((assoc, arn)) = association(aws, &i.cluster.name, &i.namespace, &i.service_account).await? {
-        let role = read_controller(aws, &arn, &format!("Pod Identity association {sa} ({assoc})")).await?;
+    if let Some((assoc, arn, target)) = association(aws, &i.cluster.name, &i.namespace, &i.service_account).await? {
+        // With a target role (cross-account Pod Identity), EKS hands the pods the target role's
+        // credentials, assumed through the association's role: Karpenter's rights are the target's.
+        let role = match target {
+            Some(t) => {
+                read_controller(
+                    aws,
+                    &t,
+                    &format!("target role of Pod Identity association {sa} ({assoc}), assumed through {arn}"),
+                )
+                .await?
+            }
+            None => read_controller(aws, &arn, &format!("Pod Identity association {sa} ({assoc})")).await?,
+        };
         return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity)));
     }
     let issuer =
@@ -216,8 +323,9 @@ fn mode_of_trust(trust: &Value) -> Option<IdentityMode> {
     }
 }
 
-/// (association id, role ARN) of the Pod Identity association of the service account.
-async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result<Option<(String, String)>> {
+/// (association id, role ARN, target role ARN) of the Pod Identity association of the service
+/// account.
+async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result<Option<(String, String, Option<String>)>> {
     let l = aws
         .eks
         .list_pod_identity_associations()
@@ -237,7 +345,10 @@ async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result
         .send()
         .await
         .map_err(|e| aws_err("eks:DescribePodIdentityAssociation", e))?;
-    Ok(d.association().and_then(|a| a.role_arn()).map(|r| (id, r.to_string())))
+    Ok(d.association().and_then(|a| {
+        let target = a.target_role_arn().filter(|t| !t.is_empty()).map(str::to_string);
+        a.role_arn().map(|r| (id, r.to_string(), target))
+    }))
 }
 
 /// A role whose trust lets the cluster's OIDC provider's web identity for the service account
@@ -559,14 +670,22 @@ async fn read_queue(aws: &Clients, arn: &str, how: &str) -> Result<Queue> {
 
 // ---------------------------------------------------------------------------------------- EC2
 
-type Tagged = (String, String, String, BTreeMap<String, String>);
-
 fn ec2_tags(t: &[aws_sdk_ec2::types::Tag]) -> BTreeMap<String, String> {
     t.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
 }
 
-/// (id, AZ, VPC, tags) of the subnets matching the filters.
-async fn subnets(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<Tagged>> {
+/// A subnet as doctor reads it.
+#[derive(Clone, Debug, Default)]
+struct SubnetRead {
+    id: String,
+    az: String,
+    vpc_id: String,
+    tags: BTreeMap<String, String>,
+    map_public_ip: bool,
+}
+
+/// The subnets matching the filters.
+async fn subnets(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<SubnetRead>> {
     if filters.iter().any(|f| f.values().is_empty()) {
         return Ok(vec![]);
     }
@@ -574,18 +693,22 @@ async fn subnets(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<Tagged>> {
     let mut out = Vec::new();
     for s in items {
         let s = s.map_err(|e| aws_err("ec2:DescribeSubnets", e))?;
-        out.push((
-            s.subnet_id().unwrap_or_default().to_string(),
-            s.availability_zone().unwrap_or_default().to_string(),
-            s.vpc_id().unwrap_or_default().to_string(),
-            ec2_tags(s.tags()),
-        ));
+        out.push(SubnetRead {
+            id: s.subnet_id().unwrap_or_default().to_string(),
+            az: s.availability_zone().unwrap_or_default().to_string(),
+            vpc_id: s.vpc_id().unwrap_or_default().to_string(),
+            tags: ec2_tags(s.tags()),
+            map_public_ip: s.map_public_ip_on_launch().unwrap_or(false),
+        });
     }
     Ok(out)
 }
 
-/// (id, name, VPC, tags) of the security groups matching the filters.
-async fn groups(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<Tagged>> {
+/// (id, name, VPC, tags, rules) of the security groups matching the filters.
+async fn groups(
+    aws: &Clients,
+    filters: Vec<Filter>,
+) -> Result<Vec<(String, String, String, BTreeMap<String, String>, GroupRules)>> {
     let items =
         aws.ec2.describe_security_groups().set_filters(Some(filters)).into_paginator().items().send().collect::<Vec<_>>().await;
     let mut out = Vec::new();
@@ -596,6 +719,10 @@ async fn groups(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<Tagged>> {
             g.group_name().unwrap_or_default().to_string(),
             g.vpc_id().unwrap_or_default().to_string(),
             ec2_tags(g.tags()),
+            GroupRules {
+                ingress: g.ip_permissions().iter().map(crate::discovery::sg_rule).collect(),
+                egress: g.ip_permissions_egress().iter().map(crate::discovery::sg_rule).collect(),
+            },
         ));
     }
     Ok(out)

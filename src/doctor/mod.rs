@@ -61,11 +61,27 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         None => KarpenterVersion::LATEST,
     };
     let tag = discovery_tag(args.discovery_tag.as_deref(), &cluster)?;
-    let connected = crate::prepare::connect_and_identify(global, &cluster).await?;
-    let Some(facts) = connected.cluster.clone() else {
-        return Err(UserError::new(format!("EKS cluster {cluster} does not exist in region {}", connected.region))
-            .hint("check --cluster and --region")
-            .into());
+    // The cluster's plan, when there is one: its region and `assume_role_arn` (doctor reads as
+    // that role, as `up` writes as it); without one, the defaults.
+    let spec = crate::plan_file::load(global.config.as_deref(), Some(&cluster), std::path::Path::new("plans"))?;
+    let connected = crate::prepare::connect_and_identify(global, &spec).await?;
+    let mut refused = Vec::new();
+    let facts = match (&connected.cluster, &connected.cluster_refused) {
+        (Some(f), _) => f.clone(),
+        (None, Some(a)) => {
+            // STS answered: every read that needs only the cluster's name still runs.
+            refused.push(model::Unreadable {
+                code: "cluster-unreadable",
+                operation: a.operation.clone(),
+                aws_code: a.code.clone(),
+            });
+            crate::facts::ClusterFacts { name: cluster.clone(), ..Default::default() }
+        }
+        (None, None) => {
+            return Err(UserError::new(format!("EKS cluster {cluster} does not exist in region {}", connected.region))
+                .hint("check --cluster and --region")
+                .into());
+        }
     };
     let inputs = discover::Inputs {
         cluster: facts,
@@ -79,6 +95,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         node_roles: args.node_role.clone(),
         queue: args.queue.clone(),
         discovery_tag: tag,
+        refused,
     };
     let setup = discover::gather(&connected.clients, &inputs).await.map_err(explain)?;
     let outcome = checks::check(&setup);

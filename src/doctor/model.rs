@@ -112,6 +112,9 @@ pub struct TaggedSubnet {
     pub id: String,
     pub az: String,
     pub vpc_id: String,
+    /// `MapPublicIpOnLaunch` (a public subnet works only with it).
+    #[serde(skip)]
+    pub map_public_ip: bool,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -119,6 +122,18 @@ pub struct TaggedGroup {
     pub id: String,
     pub name: String,
     pub vpc_id: String,
+    #[serde(skip)]
+    pub rules: crate::readiness::GroupRules,
+}
+
+/// A read AWS refused (AccessDenied, AccessDeniedException, UnauthorizedOperation): the finding
+/// code it becomes (`<piece>-unreadable`), the call and what AWS said. The checks that needed it
+/// are skipped; every other check still runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Unreadable {
+    pub code: &'static str,
+    pub operation: String,
+    pub aws_code: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -159,6 +174,15 @@ pub struct Setup {
     pub rules: Vec<Rule>,
     pub discovery: Discovery,
     pub spot_service_linked_role: bool,
+    /// The groups the control plane's network interfaces carry: EKS's cluster security group and
+    /// the cluster's `securityGroupIds`.
+    pub control_plane_groups: Vec<String>,
+    /// The cluster VPC's route tables (for the tagged subnets' way out).
+    pub route_tables: Vec<crate::egress::RouteTable>,
+    /// Its VPC endpoints, read only when a tagged subnet has no default route.
+    pub endpoints: Vec<crate::egress::Endpoint>,
+    /// Reads AWS refused.
+    pub unreadable: Vec<Unreadable>,
 }
 
 impl Setup {
@@ -187,6 +211,10 @@ impl Setup {
             rules: vec![],
             discovery: Discovery { tag_key: crate::tags::DISCOVERY_TAG.into(), tag_value: cluster.into(), ..Default::default() },
             spot_service_linked_role: false,
+            control_plane_groups: vec![],
+            route_tables: vec![],
+            endpoints: vec![],
+            unreadable: vec![],
         }
     }
 }
