@@ -845,3 +845,54 @@ fn a_tagged_public_subnet_without_public_ips_has_no_way_out() {
     let text = r.json()["findings"].to_string();
     assert!(text.contains(&public[0]) && text.contains("MapPublicIpOnLaunch"), "{text}");
 }
+
+#[test]
+fn a_cross_account_association_is_judged_by_its_target_role() {
+    let tf = Tf::new("dr-target", &[], None);
+    let sdk = sdk();
+    let hop = format!("{}-hop", tf.c);
+    rt().block_on(async {
+        // The association's own role only hops to the target (it holds no Karpenter rights).
+        sdk.iam.create_role().role_name(&hop).assume_role_policy_document(trust_pod_identity()).send().await.unwrap();
+        let l = sdk.eks.list_pod_identity_associations().cluster_name(&tf.c).send().await.unwrap();
+        for a in l.associations() {
+            let id = a.association_id().unwrap();
+            sdk.eks.delete_pod_identity_association().cluster_name(&tf.c).association_id(id).send().await.unwrap();
+        }
+        sdk.eks
+            .create_pod_identity_association()
+            .cluster_name(&tf.c)
+            .namespace(NS)
+            .service_account(SA)
+            .role_arn(format!("arn:aws:iam::{}:role/{hop}", tf.a))
+            .target_role_arn(&tf.controller_arn)
+            .send()
+            .await
+            .unwrap();
+    });
+    // Until the target trusts the hop, Karpenter gets no credentials.
+    let r = tf.doctor(&[]);
+    assert_eq!(codes(&r), set(&with_baseline(&["controller-trust-mismatch"])), "{r:?}");
+    assert!(r.stdout.contains("target role of Pod Identity association"), "{}", r.stdout);
+    let hop_arn = format!("arn:aws:iam::{}:role/{hop}", tf.a);
+    let trust = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": hop_arn}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]});
+    rt().block_on(sdk.iam.update_assume_role_policy().role_name(&tf.controller_role).policy_document(trust.to_string()).send())
+        .unwrap();
+    let r = tf.doctor(&[]);
+    assert_eq!(codes(&r), set(&[BASELINE]), "the target role has the rights: {r:?}");
+}
+
+#[test]
+fn doctor_reads_as_the_plans_assume_role_arn() {
+    let tf = Tf::new("dr-assume", &[], None);
+    let role = format!("arn:aws:iam::{}:role/doctor-reader", tf.a);
+    tf.wd.plan(&tf.c, &format!("cluster = \"{}\"\nregion = \"us-east-1\"\nassume_role_arn = \"{role}\"\n", tf.c));
+    // The role's trust refuses these credentials: doctor must have tried to assume it.
+    let px = Proxy::start(&tf.wd, &tf.c, &endpoint(), json!([deny("sts", "AssumeRole", "AccessDenied")]));
+    let r = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c], &[("AWS_ENDPOINT_URL", px.url())]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&role), "names the plan's role: {r:?}");
+    drop(px);
+    let r = tf.doctor(&[]);
+    assert_eq!(codes(&r), set(&[BASELINE]), "as the role (which the emulator lets anyone assume): {r:?}");
+}

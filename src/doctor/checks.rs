@@ -364,7 +364,25 @@ fn controller(s: &Setup, c: &mut Checker) {
         }
     }
     c.ran("controller-trust-mismatch");
-    if let (Some(trust), Some(mode)) = (&role.trust, s.mode)
+    if let (Some(trust), Some(hop)) = (&role.trust, &role.assumed_through) {
+        // A target role: the association's role assumes it (sts:AssumeRole, from its ARN or its
+        // account's root).
+        let root = format!("arn:{}:iam::{}:root", s.partition, hop.split(':').nth(4).unwrap_or_default());
+        let lets_in = statements(trust).iter().any(|st| {
+            crate::policy_doc::is_allow(st)
+                && crate::policy_doc::statement_takes(st, "sts:AssumeRole")
+                && strings(&st["Principal"]["AWS"]).iter().any(|p| p == hop || *p == root || p == "*")
+        });
+        if !lets_in {
+            c.add(
+                "controller-trust-mismatch",
+                Severity::Error,
+                role_res(&role.name),
+                format!("the target role {}'s trust policy does not let the association's role {hop} use sts:AssumeRole: Karpenter gets no credentials", role.name),
+                format!("let {hop} assume the target role (sts:AssumeRole and sts:TagSession) in its trust policy"),
+            );
+        }
+    } else if let (Some(trust), Some(mode)) = (&role.trust, s.mode)
         && !trusts(trust, mode, &s.namespace, &s.service_account)
     {
         let want = match mode {
@@ -848,6 +866,7 @@ mod tests {
                     document: Some(d),
                 })
                 .collect(),
+            assumed_through: None,
         });
         s.mode = Some(IdentityMode::PodIdentity);
         s.pod_identity_agent = true;

@@ -283,12 +283,10 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
         // credentials, assumed through the association's role: Karpenter's rights are the target's.
         let role = match target {
             Some(t) => {
-                read_controller(
-                    aws,
-                    &t,
-                    &format!("target role of Pod Identity association {sa} ({assoc}), assumed through {arn}"),
-                )
-                .await?
+                let how = format!("target role of Pod Identity association {sa} ({assoc}), assumed through {arn}");
+                let mut role = read_controller(aws, &t, &how).await?;
+                role.assumed_through = Some(arn);
+                role
             }
             None => read_controller(aws, &arn, &format!("Pod Identity association {sa} ({assoc})")).await?,
         };
@@ -455,6 +453,7 @@ async fn read_controller(aws: &Clients, role: &str, how: &str) -> Result<Control
         exists: true,
         trust: doc(r.assume_role_policy_document()),
         policies,
+        assumed_through: None,
     })
 }
 

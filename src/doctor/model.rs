@@ -54,6 +54,9 @@ pub struct ControllerRole {
     pub exists: bool,
     pub trust: Option<Value>,
     pub policies: Vec<RolePolicy>,
+    /// The association's own role, when this is its target role (cross-account Pod Identity):
+    /// EKS assumes this role through that one, so the trust must let that role in.
+    pub assumed_through: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
