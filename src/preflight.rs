@@ -246,7 +246,7 @@ async fn oidc_provider(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<()> {
     let arn = oidc_provider_arn(&facts.partition, &facts.account_id, issuer);
     match ctx.aws.iam.get_open_id_connect_provider().open_id_connect_provider_arn(&arn).send().await {
         Ok(_) => Ok(()),
-        Err(e) if aws::code(&e) == "NoSuchEntity" => Err(UserError::new(format!(
+        Err(e) if e.is_not_found() => Err(UserError::new(format!(
             "`identity.mode = \"irsa\"` needs the cluster's IAM OIDC provider, and {arn} does not exist"
         ))
         .hint(format!(

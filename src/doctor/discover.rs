@@ -379,7 +379,7 @@ async fn access_entries(aws: &Clients, cluster: &str) -> Result<Vec<AccessEntry>
                 }
             }
             // A CONFIG_MAP cluster has no access entries.
-            Err(e) if crate::aws::code(&e) == "InvalidRequestException" => return Ok(vec![]),
+            Err(e) if e.is_invalid_for_cluster_state() => return Ok(vec![]),
             Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
         }
     }

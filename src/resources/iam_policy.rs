@@ -27,7 +27,7 @@ use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use super::iam_role::detach;
 use crate::arns;
-use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::karpenter_iam::{self, PolicyPart};
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, RESOURCE_TAG, Step, Tags};
@@ -405,7 +405,7 @@ async fn new_version(ctx: &Ctx, step_id: &str, arn: &str, document: &str, read_d
         ctx.reporter.as_ref(),
         step_id,
         "iam:CreatePolicyVersion",
-        &[Retryable { code: "LimitExceeded", message: "" }],
+        &[Condition::PolicyVersionLimit],
         // Ok(Err): a failure before the create, never retried; Err: CreatePolicyVersion's own.
         || async {
             match prune(ctx, arn, &wanted, read_default).await {
@@ -523,7 +523,7 @@ async fn delete_arn(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
         ctx.reporter.as_ref(),
         &step.id,
         "iam:DeletePolicy",
-        &[Retryable { code: "DeleteConflict", message: "" }],
+        &[Condition::DeleteConflict],
         // Ok(Err): a failure before the delete, never retried; Err: DeletePolicy's own.
         || async {
             if let Err(e) = detach_and_prune_all(ctx, step, arn).await {
