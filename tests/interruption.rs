@@ -5,7 +5,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
-const PARTS: [(&str, &str, &str); 5] = RULE_EVENTS;
+const PARTS: [(&str, &str, &str); RULE_EVENTS.len()] = RULE_EVENTS;
 
 fn plan_body(cluster: &str, extra: &str) -> String {
     format!(
