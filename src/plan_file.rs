@@ -208,7 +208,7 @@ pub struct Identity {
     pub service_account: String,
     pub create_pod_identity_agent: bool,
     pub zonal_shift: bool,
-    /// The node role's trust requires `aws:SourceAccount` = the account (README "Security").
+    /// The node role's trust requires `aws:SourceAccount` = the account (docs/security.md).
     pub node_trust_source_account: bool,
     /// The permissions boundary of every role karpctl creates (None: karpctl does not manage one).
     pub permissions_boundary: Option<String>,

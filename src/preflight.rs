@@ -77,7 +77,7 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
     };
     let spot = match spot {
         Ok(exists) => Some(exists),
-        Err(e) if aws::kind_of(&e) == aws::ErrorKind::AccessDenied => {
+        Err(e) if aws::is_refused(&e) => {
             ctx.reporter.event(Event::Note { level: Level::Warning, text: &format!(
                 "could not tell whether the account has the Spot service-linked role {SPOT_ROLE} (iam:ListRoles was refused); the readiness check is skipped"
             ) });
@@ -141,7 +141,7 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
     let i = &spec.interruption;
     let Some(key) = i.kms_key_id.as_deref().filter(|_| i.enabled) else { return Ok(None) };
     let field = "interruption.kms_key_id";
-    let denied = |e: &anyhow::Error| aws::kind_of(e) == aws::ErrorKind::AccessDenied;
+    let denied = aws::is_refused;
     if i.create_key {
         return match kms_key::describe(ctx, key).await {
             Ok(live) => Ok(Some(KmsKeyFacts { arn: live.map(|k| k.arn), ..Default::default() })),
@@ -334,7 +334,7 @@ async fn oidc_provider(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<()> {
     let arn = oidc_provider_arn(&facts.partition, &facts.account_id, issuer);
     match ctx.aws.iam.get_open_id_connect_provider().open_id_connect_provider_arn(&arn).send().await {
         Ok(_) => Ok(()),
-        Err(e) if aws::code(&e) == "NoSuchEntity" => Err(UserError::new(format!(
+        Err(e) if e.is_not_found() => Err(UserError::new(format!(
             "`identity.mode = \"irsa\"` needs the cluster's IAM OIDC provider, and {arn} does not exist"
         ))
         .hint(format!(

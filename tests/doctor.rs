@@ -32,13 +32,17 @@ struct Tf {
     _spot: std::sync::RwLockReadGuard<'static, ()>,
 }
 
-const KINDS: [(&str, &str, &str, &str); 5] = [
-    ("HealthEvent", "HealthEvent", "aws.health", "AWS Health Event"),
-    ("SpotInterrupt", "SpotInterrupt", "aws.ec2", "EC2 Spot Instance Interruption Warning"),
-    ("Rebalance", "InstanceRebalance", "aws.ec2", "EC2 Instance Rebalance Recommendation"),
-    ("StateChange", "InstanceStateChange", "aws.ec2", "EC2 Instance State-change Notification"),
-    ("CapacityReservation", "CapacityReservationInterrupt", "aws.ec2", "EC2 Capacity Reservation Instance Interruption Warning"),
-];
+/// The `<Kind>` of the Terraform module's rule `Karpenter<Kind>-<suffix>` for a rule part of
+/// `catalog::RULES` (the rules themselves come from there): the module's own key where it names
+/// the event differently, else the part.
+fn tf_kind(part: &str) -> &str {
+    match part {
+        "Rebalance" => "InstanceRebalance",
+        "StateChange" => "InstanceStateChange",
+        "CapacityReservation" => "CapacityReservationInterrupt",
+        other => other,
+    }
+}
 
 fn trust_pod_identity() -> String {
     json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]}).to_string()
@@ -131,8 +135,8 @@ impl Tf {
                 .await
                 .unwrap();
             let mut rules = Vec::new();
-            for (part, tf_name, source, detail) in KINDS {
-                let name = format!("Karpenter{tf_name}-{tail}");
+            for (part, source, detail) in RULE_EVENTS {
+                let name = format!("Karpenter{}-{tail}", tf_kind(part));
                 let pattern = json!({"source": [source], "detail-type": [detail]});
                 sdk.events
                     .put_rule()
@@ -253,7 +257,10 @@ fn a_terraform_v21_setup_is_found_by_pod_identity_and_diagnoses_clean() {
     assert_eq!(d["node_roles"][0]["name"], tf.node_role.as_str());
     assert_eq!(d["node_roles"][0]["arn"], tf.node_arn.as_str());
     assert_eq!(d["queue"]["name"], "my-interruptions", "a custom queue name is found through the controller's permission: {r:?}");
-    assert_eq!(d["rules"].as_array().unwrap().iter().filter(|x| x["queues"][0] == tf.queue_arn.as_str()).count(), 5);
+    assert_eq!(
+        d["rules"].as_array().unwrap().iter().filter(|x| x["queues"][0] == tf.queue_arn.as_str()).count(),
+        RULE_EVENTS.len()
+    );
     assert_eq!(d["discovery"]["subnets"].as_array().unwrap().len(), 3);
     let ops = r.json()["stats"]["operations"].clone();
     // One ListRoles: the Spot role's path only (the account-wide scan is IRSA's fallback).

@@ -728,7 +728,7 @@ fn an_existing_node_role_is_used_never_modified_and_survives_down() {
 
 #[test]
 fn an_existing_node_role_named_without_its_path_gets_the_access_entry_for_its_real_arn() {
-    // `existing_node_role` may be a name (README); a role with a path then has an ARN that
+    // `existing_node_role` may be a name (README "Plan files"); a role with a path then has an ARN that
     // includes the path, and that ARN is what the access entry and PassRole must name.
     existing_role_end_to_end("iexpath", "/platform/nodes/", false);
 }

@@ -5,7 +5,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
-const PARTS: [(&str, &str, &str); 5] = RULE_EVENTS;
+const PARTS: [(&str, &str, &str); RULE_EVENTS.len()] = RULE_EVENTS;
 
 fn plan_body(cluster: &str, extra: &str) -> String {
     format!(
@@ -56,7 +56,7 @@ fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     let allow = st.iter().find(|s| s["Effect"] == "Allow").expect("allow statement");
     assert_eq!(strings(&allow["Action"]), ["sqs:SendMessage"]);
     assert_eq!(strings(&allow["Resource"]), [qarn.clone()]);
-    // Only EventBridge, and only for this plan's five rules (issue 13; README "Security").
+    // Only EventBridge, and only for this plan's five rules (issue 13; docs/security.md).
     assert_eq!(strings(&allow["Principal"]["Service"]), ["events.amazonaws.com"]);
     let account = qarn.rsplit(':').nth(1).unwrap().to_string();
     let mut rule_arns: Vec<String> =

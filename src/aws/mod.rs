@@ -22,7 +22,7 @@ use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::{RuntimeComponents, RuntimeComponentsBuilder};
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
-pub use error::{AwsError, Classify, ErrorKind, kind_of};
+pub use error::{AwsError, Classify, Condition, ErrorKind, aws_error_in, is_refused, refusal_in};
 pub mod prio;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -531,15 +531,6 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     }
 }
 
-/// The AWS error code of any SDK error, if the service sent one.
-pub fn code<E: ProvideErrorMetadata>(e: &E) -> &str {
-    e.code().unwrap_or("")
-}
-
-pub fn message<E: ProvideErrorMetadata>(e: &E) -> &str {
-    e.message().unwrap_or("")
-}
-
 /// An AWS error turned into an [`AwsError`] (operation, code, message, class) inside anyhow.
 pub fn aws_err<E>(
     op: &str,
@@ -555,19 +546,6 @@ where
         }
         None => anyhow::Error::new(e).context(format!("{op} failed")),
     }
-}
-
-/// Which errors are the eventual-consistency kind that deserves a retry with a deadline
-/// (docs/aws-behaviour.md section 5), by code and message.
-#[derive(Clone, Copy, Debug)]
-pub struct Retryable {
-    pub code: &'static str,
-    /// A fragment of the message, or "" for any message with this code.
-    pub message: &'static str,
-}
-
-pub fn matches_any(code: &str, msg: &str, list: &[Retryable]) -> bool {
-    list.iter().any(|r| r.code == code && (r.message.is_empty() || msg.contains(r.message)))
 }
 
 /// Settings for the consistency retry loop. The schedule polls often while AWS is most likely to
@@ -649,18 +627,19 @@ where
     }
 }
 
-/// Run `f` again while it fails with one of the `retryable` errors, with exponential backoff,
-/// until the deadline. Each retry is reported (operation, code, attempt, elapsed).
+/// Run `f` again while it fails with one of the `retryable` conditions (the eventual-consistency
+/// kind that deserves a retry with a deadline, docs/aws-behaviour.md section 5), with exponential
+/// backoff, until the deadline. Each retry is reported (operation, code, attempt, elapsed).
 pub async fn with_consistency<T, E, F, Fut>(
     policy: &ConsistencyPolicy,
     reporter: &dyn Reporter,
     step_id: &str,
     operation: &str,
-    retryable: &[Retryable],
+    retryable: &[Condition],
     mut f: F,
 ) -> Result<T, E>
 where
-    E: ProvideErrorMetadata,
+    E: Classify,
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
@@ -672,13 +651,13 @@ where
         match f().await {
             Ok(v) => return Ok(v),
             Err(e) => {
-                let (c, m) = (code(&e).to_string(), message(&e).to_string());
                 let delay = policy.next_delay(start.elapsed(), &mut slow);
-                if !matches_any(&c, &m, retryable) || start.elapsed() + delay > policy.deadline {
+                if !e.is_any(retryable) || start.elapsed() + delay > policy.deadline {
                     return Err(e);
                 }
                 if attempt <= SHOW_FIRST || shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
-                    reporter.event(Event::Retrying { id: step_id, operation, code: &c, attempt, elapsed: start.elapsed() });
+                    let code = e.raw_code();
+                    reporter.event(Event::Retrying { id: step_id, operation, code, attempt, elapsed: start.elapsed() });
                     shown = Some(Instant::now());
                 }
                 tokio::time::sleep(delay).await;
@@ -901,14 +880,6 @@ mod tests {
         assert_eq!(partition("us-east-1"), "aws");
         assert_eq!(partition("cn-north-1"), "aws-cn");
         assert_eq!(partition("us-gov-west-1"), "aws-us-gov");
-    }
-
-    #[test]
-    fn retryable_matching_uses_code_and_message() {
-        let l = [Retryable { code: "InvalidParameterException", message: "invalid principal" }];
-        assert!(matches_any("InvalidParameterException", "The specified principalArn is invalid: invalid principal", &l));
-        assert!(!matches_any("InvalidParameterException", "something else", &l));
-        assert!(!matches_any("AccessDenied", "invalid principal", &l));
     }
 
     #[test]

@@ -204,7 +204,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
 
 /// The AWS error in an anyhow chain if it is a refusal.
 fn denied(e: &anyhow::Error) -> Option<&crate::aws::AwsError> {
-    e.chain().find_map(|c| c.downcast_ref::<crate::aws::AwsError>()).filter(|a| a.kind == crate::aws::ErrorKind::AccessDenied)
+    crate::aws::refusal_in(e)
 }
 
 /// A read's answer, or, when AWS refused it, nothing (the default) and a `code` finding-to-be;
@@ -489,7 +489,7 @@ async fn access_entries(aws: &Clients, cluster: &str) -> Result<Vec<AccessEntry>
                 }
             }
             // A CONFIG_MAP cluster has no access entries.
-            Err(e) if crate::aws::code(&e) == "InvalidRequestException" => return Ok(vec![]),
+            Err(e) if e.is_invalid_for_cluster_state() => return Ok(vec![]),
             Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
         }
     }

@@ -8,7 +8,6 @@ pub(crate) mod checks;
 mod discover;
 pub(crate) mod model;
 
-use crate::aws::{AwsError, ErrorKind};
 use crate::cli::DoctorArgs;
 use crate::error::UserError;
 use crate::karpenter_iam::KarpenterVersion;
@@ -36,7 +35,7 @@ fn discovery_tag(arg: Option<&str>, cluster: &str) -> Result<(String, String), U
 
 /// A read AWS refused: say which permission doctor needs.
 fn explain(e: anyhow::Error) -> anyhow::Error {
-    let denied = e.chain().find_map(|c| c.downcast_ref::<AwsError>()).filter(|a| a.kind == ErrorKind::AccessDenied).cloned();
+    let denied = crate::aws::refusal_in(&e).cloned();
     match denied {
         Some(a) => UserError::new(format!(
             "doctor cannot read the setup: {} was refused ({}{})",

@@ -7,7 +7,7 @@ use crate::error::UserError;
 pub fn hint_of(err: &anyhow::Error) -> Option<String> {
     let user = err.chain().find_map(|e| e.downcast_ref::<UserError>());
     user.and_then(|u| u.hint.clone()).or_else(|| {
-        (aws::kind_of(err) == aws::ErrorKind::AccessDenied).then(|| {
+        aws::is_refused(err).then(|| {
             "the credentials lack a permission: the message above names the action; grant it, or run with credentials that have it".to_string()
         })
     })

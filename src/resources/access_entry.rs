@@ -16,7 +16,7 @@
 use super::ctx::eks_cluster_of as cluster_of;
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
-use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::events::Event;
 use crate::facts::Facts;
 use crate::model::{Action, EksSpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
@@ -31,18 +31,11 @@ pub const IMMUTABLE: &[&str] = &["type", "username", "groups"];
 pub const READ_RANK: u8 = 1;
 
 /// CreateAccessEntry right after CreateRole: EKS does not see the role yet (docs/aws-behaviour.md section 5).
-const PRINCIPAL_NOT_PROPAGATED: [Retryable; 1] =
-    [Retryable { code: "InvalidParameterException", message: "The specified principalArn is invalid: invalid principal" }];
+const PRINCIPAL_NOT_PROPAGATED: [Condition; 1] = [Condition::PrincipalNotYetVisible];
 
 /// CreateAccessEntry right after DeleteAccessEntry of the same principal (a type change): EKS may
 /// still hold the old entry for a moment (docs/aws-behaviour.md section 9).
-const RECREATE_NOT_READY: [Retryable; 2] =
-    [PRINCIPAL_NOT_PROPAGATED[0], Retryable { code: "ResourceInUseException", message: "" }];
-
-/// A CONFIG_MAP cluster has no access entries at all (and cannot get any until its mode changes).
-fn config_map_mode(code: &str, msg: &str) -> bool {
-    code == "InvalidRequestException" && msg.contains("authentication mode")
-}
+const RECREATE_NOT_READY: [Condition; 2] = [Condition::PrincipalNotYetVisible, Condition::ResourceInUse];
 
 fn principal_of(node: &Node) -> &str {
     match &node.spec {
@@ -88,7 +81,8 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let o = match ctx.aws.eks.describe_access_entry().cluster_name(cluster).principal_arn(principal).send().await {
         Ok(o) => o,
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) if config_map_mode(aws::code(&e), aws::message(&e)) => return Ok(None),
+        // A CONFIG_MAP cluster has no access entries at all (and cannot get any until its mode changes).
+        Err(e) if e.is_config_map_only() => return Ok(None),
         Err(e) => return Err(aws_err("eks:DescribeAccessEntry", e)),
     };
     let Some(entry) = o.access_entry() else { return Ok(None) };
@@ -184,7 +178,7 @@ async fn create(ctx: &Ctx, step: &Step, recreate: bool) -> Result<()> {
     .await;
     match r {
         Ok(_) => Ok(()),
-        Err(e) if aws::code(&e) == "ResourceInUseException" => {
+        Err(e) if e.is_resource_in_use() => {
             // Someone (EKS for a managed node group, a concurrent karpctl) made it meanwhile.
             match read(ctx, node).await?.map(|o| o.owner) {
                 Some(Owner::Ours) => {
@@ -206,7 +200,7 @@ async fn create(ctx: &Ctx, step: &Step, recreate: bool) -> Result<()> {
                 ),
             }
         }
-        Err(e) if config_map_mode(aws::code(&e), aws::message(&e)) => Err(crate::plan_file::UserError::new(format!(
+        Err(e) if e.is_config_map_only() => Err(crate::plan_file::UserError::new(format!(
             "EKS cluster {cluster} is in CONFIG_MAP authentication mode, so it cannot hold access entries"
         ))
         .hint(format!(
@@ -264,7 +258,7 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let entries = match req.into_paginator().items().send().try_collect().await {
         Ok(e) => e,
         Err(e) if e.is_not_found() => return Ok(vec![]),
-        Err(e) if config_map_mode(aws::code(&e), aws::message(&e)) => return Ok(vec![]),
+        Err(e) if e.is_config_map_only() => return Ok(vec![]),
         Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
     };
     let marker = path.map(|p| format!(":role{p}"));
@@ -322,14 +316,5 @@ mod tests {
         assert_eq!(role_name("arn:aws:iam::1:role/karpctl/c/KarpenterNodeRole-c"), Some("KarpenterNodeRole-c"));
         assert_eq!(role_name("arn:aws:iam::1:role/KarpenterNodeRole-c"), Some("KarpenterNodeRole-c"));
         assert_eq!(role_name("arn:aws:iam::1:user/u"), None);
-    }
-
-    #[test]
-    fn config_map_errors_are_recognised() {
-        assert!(config_map_mode(
-            "InvalidRequestException",
-            "The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP]"
-        ));
-        assert!(!config_map_mode("InvalidRequestException", "something else"));
     }
 }

@@ -15,7 +15,7 @@
 //! tags that carry this cluster's value - never a key alone, never all tags.
 
 use super::ctx::{Ctx, Current};
-use crate::aws::{self, Classify, aws_err};
+use crate::aws::{Classify, aws_err};
 use crate::events::Event;
 use crate::facts::Facts;
 use crate::model::{Action, DiscoverySpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
@@ -270,7 +270,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
                 .await
             {
                 Ok(_) => Ok(()),
-                Err(e) if e.is_not_found() || aws::code(&e) == "InvalidID" => Ok(()),
+                Err(e) if e.is_not_found() || e.is_invalid_resource_id() => Ok(()),
                 Err(e) => Err(aws_err("ec2:DeleteTags", e)),
             }
         }

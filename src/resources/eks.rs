@@ -130,7 +130,7 @@ pub async fn install_agent(ctx: &Ctx, cluster: &str, tags: &Tags) -> Result<()> 
         .await;
     match r {
         Ok(_) => {}
-        Err(e) if aws::code(&e) == "ResourceInUseException" => {}
+        Err(e) if e.is_resource_in_use() => {}
         Err(e) => return Err(aws_err("eks:CreateAddon", e).context(format!("installing the {POD_IDENTITY_AGENT} add-on"))),
     }
     ctx.reporter.event(Event::Info(&format!(

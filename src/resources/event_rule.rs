@@ -11,7 +11,7 @@
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
-use crate::aws::{self, AwsError, Classify, Retryable, aws_err};
+use crate::aws::{self, AwsError, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
@@ -32,7 +32,8 @@ pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 /// Karpenter's interruption rules, defined once in `catalog`.
 pub use crate::catalog::RULES;
 
-const HAS_TARGETS: [Retryable; 1] = [Retryable { code: "ValidationException", message: "has targets" }];
+/// DeleteRule right after RemoveTargets.
+const HAS_TARGETS: [Condition; 1] = [Condition::RuleHasTargets];
 
 pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster: &str, tags: &Tags) -> Fields {
     let mut f = Fields::new();

@@ -1,15 +1,12 @@
-//! What every IAM kind shares: error codes, tag conversions, the ownership message, and ARN paths.
+//! What every IAM kind shares: the retried conditions, tag conversions, the ownership message, and ARN paths.
 
-use crate::aws::Retryable;
+use crate::aws::Condition;
 use crate::model::{Kind, Node, Owner, Tags};
 use anyhow::{Context, Result};
 use aws_sdk_iam::types::Tag;
 
-/// IAM's not-found error code.
-pub const NO_SUCH_ENTITY: &str = "NoSuchEntity";
-
 /// Attach/DetachRolePolicy while another change to the role is in flight.
-pub const CONCURRENT: [Retryable; 1] = [Retryable { code: "ConcurrentModification", message: "" }];
+pub const CONCURRENT: [Condition; 1] = [Condition::ConcurrentModification];
 
 /// IAM tags as a map.
 pub fn tags_from(tags: &[Tag]) -> Tags {

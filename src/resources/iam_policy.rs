@@ -13,20 +13,21 @@
 //!
 //! Update / Adopt: for a new document, ListPolicyVersions; at IAM's limit of 5 versions,
 //! DeletePolicyVersion for the oldest non-default one; then CreatePolicyVersion with
-//! SetAsDefault (a LimitExceeded from a concurrent run prunes again and retries). TagPolicy when
-//! tags differ (Adopt always tags). Replace (path changed): delete, then create.
+//! SetAsDefault (a LimitExceeded from a concurrent run prunes again and retries, on the
+//! consistency schedule). TagPolicy when tags differ (Adopt always tags). Replace (path changed):
+//! delete, then create.
 //!
 //! Delete (only when ours): GetPolicy again (ownership re-checked right before deleting; missing
 //! is success), ListEntitiesForPolicy + DetachRolePolicy / DetachUserPolicy / DetachGroupPolicy,
 //! ListPolicyVersions + DeletePolicyVersion for every non-default version, then DeletePolicy, in
 //! that order: AWS refuses DeletePolicy while the policy is attached or has other versions
-//! (DeleteConflict; a concurrent change is cleaned up again, a few times).
+//! (DeleteConflict; a concurrent change is cleaned up again, on the consistency schedule).
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use super::iam_role::detach;
 use crate::arns;
-use crate::aws::{self, Classify, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::karpenter_iam::{self, PolicyPart};
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, RESOURCE_TAG, Step, Tags};
@@ -289,7 +290,7 @@ async fn converge(ctx: &Ctx, step: &Step, arn: &str, live: &LivePolicy) -> Resul
         .zip(node.fields.as_ref().and_then(|f| f.get("PolicyDocument")))
         .is_some_and(|(a, b)| policy_doc::equivalent(&a, b));
     if !same {
-        new_version(ctx, arn, &wanted_document(ctx, node).await?, None).await?;
+        new_version(ctx, &step.id, arn, &wanted_document(ctx, node).await?, None).await?;
     }
     Ok(())
 }
@@ -410,37 +411,59 @@ pub fn newer_than_read(versions: &[Version], read_default: &str) -> Option<Strin
 /// Make `document` the policy's default version. If a version newer than the one the plan read
 /// already holds this document (a write of this or a concurrent run that the read did not show
 /// yet), make that one the default instead of adding a duplicate; otherwise create a new
-/// version, pruning the oldest non-default one at IAM's limit of five.
-async fn new_version(ctx: &Ctx, arn: &str, document: &str, read_default: Option<&str>) -> Result<()> {
-    for attempt in 1..=3 {
-        let all = versions(ctx, arn).await?;
-        let wanted = policy_doc::parse(document)?;
-        if let Some(newer) = read_default.and_then(|d| newer_than_read(&all, d))
-            && version_document(ctx, arn, &newer).await?.is_some_and(|d| policy_doc::equivalent(&d, &wanted))
-        {
-            if !all.iter().any(|v| v.id == newer && v.is_default) {
-                ctx.aws
-                    .iam
-                    .set_default_policy_version()
-                    .policy_arn(arn)
-                    .version_id(&newer)
-                    .send()
-                    .await
-                    .map_err(|e| aws_err("iam:SetDefaultPolicyVersion", e))?;
+/// version, pruning the oldest non-default one at IAM's limit of five. Another run may add a
+/// version between the prune and the create (LimitExceeded): then all of it again, on the
+/// consistency schedule.
+async fn new_version(ctx: &Ctx, step_id: &str, arn: &str, document: &str, read_default: Option<&str>) -> Result<()> {
+    let wanted = policy_doc::parse(document)?;
+    let r = aws::with_consistency(
+        &ctx.consistency,
+        ctx.reporter.as_ref(),
+        step_id,
+        "iam:CreatePolicyVersion",
+        &[Condition::PolicyVersionLimit],
+        // Ok(Err): a failure before the create, never retried; Err: CreatePolicyVersion's own.
+        || async {
+            match prune(ctx, arn, &wanted, read_default).await {
+                Ok(true) => Ok(Ok(())),
+                Ok(false) => {
+                    let req = ctx.aws.iam.create_policy_version().policy_arn(arn).policy_document(document).set_as_default(true);
+                    req.send().await.map(|_| Ok(()))
+                }
+                Err(e) => Ok(Err(e)),
             }
-            return Ok(());
-        }
-        if let Some(old) = version_to_prune(&all) {
-            delete_version(ctx, arn, &old).await?;
-        }
-        match ctx.aws.iam.create_policy_version().policy_arn(arn).policy_document(document).set_as_default(true).send().await {
-            Ok(_) => return Ok(()),
-            // Another run added a version between our prune and our create: prune again.
-            Err(e) if aws::code(&e) == "LimitExceeded" && attempt < 3 => continue,
-            Err(e) => return Err(aws_err("iam:CreatePolicyVersion", e)),
-        }
+        },
+    )
+    .await;
+    match r {
+        Ok(done) => done,
+        Err(e) => Err(aws_err("iam:CreatePolicyVersion", e)),
     }
-    unreachable!("the last attempt returns")
+}
+
+/// Before CreatePolicyVersion: true when a version the read missed holds `wanted` (it is made
+/// the default: nothing to create); else the oldest non-default version is deleted at the limit.
+async fn prune(ctx: &Ctx, arn: &str, wanted: &Value, read_default: Option<&str>) -> Result<bool> {
+    let all = versions(ctx, arn).await?;
+    if let Some(newer) = read_default.and_then(|d| newer_than_read(&all, d))
+        && version_document(ctx, arn, &newer).await?.is_some_and(|d| policy_doc::equivalent(&d, wanted))
+    {
+        if !all.iter().any(|v| v.id == newer && v.is_default) {
+            ctx.aws
+                .iam
+                .set_default_policy_version()
+                .policy_arn(arn)
+                .version_id(&newer)
+                .send()
+                .await
+                .map_err(|e| aws_err("iam:SetDefaultPolicyVersion", e))?;
+        }
+        return Ok(true);
+    }
+    if let Some(old) = version_to_prune(&all) {
+        delete_version(ctx, arn, &old).await?;
+    }
+    Ok(false)
 }
 
 async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
@@ -451,7 +474,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     }
     if changed(step, "PolicyDocument") {
         let read_default = step.observed.as_ref().and_then(|o| o.ids.get("default_version")).map(String::as_str);
-        new_version(ctx, &arn, &wanted_document(ctx, node).await?, read_default).await?;
+        new_version(ctx, &step.id, &arn, &wanted_document(ctx, node).await?, read_default).await?;
     }
     Ok(())
 }
@@ -507,34 +530,41 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     delete_arn(ctx, step, policy_arn(&step.node)?).await
 }
 
+/// In AWS's order: detach everywhere, delete non-default versions, then the policy. Attached or
+/// versioned again meanwhile (a concurrent run), or not yet consistent (DeleteConflict): all of
+/// it again, on the consistency schedule.
 async fn delete_arn(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        // AWS order: detach everywhere, delete non-default versions, then the policy.
-        detach_everywhere(ctx, step, arn).await?;
-        for v in versions(ctx, arn).await? {
-            if !v.is_default {
-                delete_version(ctx, arn, &v.id).await?;
+    let r = aws::with_consistency(
+        &ctx.consistency,
+        ctx.reporter.as_ref(),
+        &step.id,
+        "iam:DeletePolicy",
+        &[Condition::DeleteConflict],
+        // Ok(Err): a failure before the delete, never retried; Err: DeletePolicy's own.
+        || async {
+            if let Err(e) = detach_and_prune_all(ctx, step, arn).await {
+                return Ok(Err(e));
             }
-        }
-        match ctx.aws.iam.delete_policy().policy_arn(arn).send().await {
-            Ok(_) => return Ok(()),
-            Err(e) if e.is_not_found() => return Ok(()),
-            // Attached or versioned again meanwhile (a concurrent run), or not yet consistent.
-            Err(e) if aws::code(&e) == "DeleteConflict" && attempt < 4 => {
-                ctx.reporter.event(crate::events::Event::Retrying {
-                    id: &step.id,
-                    operation: "iam:DeletePolicy",
-                    code: "DeleteConflict",
-                    attempt,
-                    elapsed: std::time::Duration::ZERO,
-                });
-                tokio::time::sleep(std::time::Duration::from_secs(2 * attempt as u64)).await;
-            }
-            Err(e) => return Err(aws_err("iam:DeletePolicy", e)),
+            ctx.aws.iam.delete_policy().policy_arn(arn).send().await.map(|_| Ok(()))
+        },
+    )
+    .await;
+    match r {
+        Ok(done) => done,
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(aws_err("iam:DeletePolicy", e)),
+    }
+}
+
+/// Before DeletePolicy: detached everywhere, every non-default version deleted.
+async fn detach_and_prune_all(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
+    detach_everywhere(ctx, step, arn).await?;
+    for v in versions(ctx, arn).await? {
+        if !v.is_default {
+            delete_version(ctx, arn, &v.id).await?;
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -30,9 +30,9 @@
 //! does not name become nodes with no desired fields; their normal read decides ownership.
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
-use super::iam::{CONCURRENT, NO_SUCH_ENTITY, not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::iam::{CONCURRENT, not_managed, sdk_tags, tags_from, tags_satisfied};
 use crate::arns;
-use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::karpenter_iam;
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
@@ -109,8 +109,7 @@ fn node_trust(spec: &Spec, facts: &Facts) -> Value {
 }
 
 /// DeleteRole while IAM still sees something attached (eventual consistency).
-const DELETE_CONFLICT: [Retryable; 2] =
-    [Retryable { code: "DeleteConflict", message: "" }, Retryable { code: "ConcurrentModification", message: "" }];
+const DELETE_CONFLICT: [Condition; 2] = [Condition::DeleteConflict, Condition::ConcurrentModification];
 
 /// What GetRole says about a role.
 #[derive(Clone, Debug)]
@@ -382,10 +381,7 @@ async fn replace(ctx: &Ctx, step: &Step) -> Result<()> {
 }
 
 /// AttachRolePolicy right after CreateRole: a role IAM does not see yet, or a concurrent change.
-pub const ATTACH_FRESH_ROLE: [Retryable; 2] = [
-    Retryable { code: "ConcurrentModification", message: "" },
-    Retryable { code: NO_SUCH_ENTITY, message: "The role with name" },
-];
+pub const ATTACH_FRESH_ROLE: [Condition; 2] = [Condition::ConcurrentModification, Condition::MissingRole];
 
 async fn inline_policies(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
     let mut out = Vec::new();

@@ -21,7 +21,7 @@
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use crate::arns;
-use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
@@ -35,11 +35,8 @@ pub const IMMUTABLE: &[&str] = &["path"];
 pub const READ_RANK: u8 = 3;
 
 /// AddRoleToInstanceProfile just after either was created (docs/aws-behaviour.md section 5).
-const ADD_ROLE_RETRY: [Retryable; 3] = [
-    Retryable { code: "InvalidParameterValue", message: "Invalid IAM Instance Profile name" },
-    Retryable { code: "NoSuchEntity", message: "The role with name" },
-    Retryable { code: "NoSuchEntity", message: "Instance Profile" },
-];
+const ADD_ROLE_RETRY: [Condition; 3] =
+    [Condition::InstanceProfileNotYetValid, Condition::MissingRole, Condition::MissingInstanceProfile];
 
 /// What GetInstanceProfile says about a profile.
 /// Pure: the instance profile (opt-in), holding the node role. Fields: `path`, `Role` (the role's

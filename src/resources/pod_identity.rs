@@ -12,7 +12,7 @@
 use super::ctx::eks_cluster_of as cluster_of;
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
-use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, PodIdentitySpec, Step, Tags};
 use crate::plan_file::{IdentityMode, Spec};
@@ -26,23 +26,19 @@ pub const IMMUTABLE: &[&str] = &[];
 pub const READ_RANK: u8 = 0;
 
 /// Create/UpdatePodIdentityAssociation right after CreateRole (docs/aws-behaviour.md section 5).
-const ROLE_NOT_PROPAGATED: [Retryable; 1] =
-    [Retryable { code: "InvalidParameterException", message: "Role provided in the request does not exist" }];
+const ROLE_NOT_PROPAGATED: [Condition; 1] = [Condition::RoleNotYetVisible];
 
-/// EKS checks the role's trust policy (pods.eks.amazonaws.com, sts:AssumeRole + sts:TagSession).
-const TRUST_INVALID: &str = "Trust policy of the role provided is invalid";
-
-/// ... and right after CreateRole or UpdateAssumeRolePolicy (an irsa -> pod_identity switch), it
+/// EKS checks the role's trust policy (pods.eks.amazonaws.com, sts:AssumeRole + sts:TagSession),
+/// and right after CreateRole or UpdateAssumeRolePolicy (an irsa -> pod_identity switch), it
 /// still sees the old trust policy for a few seconds: the same answer, but propagation.
-const ROLE_OR_TRUST_NOT_PROPAGATED: [Retryable; 2] =
-    [ROLE_NOT_PROPAGATED[0], Retryable { code: "InvalidParameterException", message: TRUST_INVALID }];
+const ROLE_OR_TRUST_NOT_PROPAGATED: [Condition; 2] = [Condition::RoleNotYetVisible, Condition::TrustPolicyRefused];
 
 /// The controller role's node id (this association's role).
 const CONTROLLER_ROLE: &str = "controller-role";
 
 /// What to retry: a refused trust policy only when this run created the controller role or set
 /// its trust policy just now; otherwise the trust policy really is wrong.
-fn retryable(ctx: &Ctx) -> &'static [Retryable] {
+fn retryable(ctx: &Ctx) -> &'static [Condition] {
     if ctx.wrote(CONTROLLER_ROLE, None) || ctx.wrote(CONTROLLER_ROLE, Some("AssumeRolePolicyDocument")) {
         &ROLE_OR_TRUST_NOT_PROPAGATED
     } else {
@@ -61,7 +57,7 @@ fn assoc_err<E>(
 where
     E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    let trust = aws::code(&e) == "InvalidParameterException" && aws::message(&e).contains(TRUST_INVALID);
+    let trust = e.is_trust_policy_refused();
     let err = aws_err(op, e);
     if !trust {
         return err;
@@ -296,7 +292,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     .await;
     match r {
         Ok(_) => Ok(()),
-        Err(e) if aws::code(&e) == "ResourceInUseException" => {
+        Err(e) if e.is_resource_in_use() => {
             // Made meanwhile (a concurrent run, or someone else): converge only if ours.
             let Some(live) = read(ctx, node).await? else {
                 bail!("eks:CreatePodIdentityAssociation said {ns}/{sa} exists, but it cannot be read; run karpctl up again")
@@ -388,7 +384,7 @@ async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, fix: Fix
     match r {
         Ok(_) => {}
         // EKS may refuse an empty value; re-creating gives the association without either.
-        Err(e) if clearing && aws::error::classify(aws::code(&e), aws::message(&e)) == aws::ErrorKind::Validation => {
+        Err(e) if clearing && e.is_invalid_input() => {
             return recreate(ctx, step, ids, "EKS refused to clear the target role or session policy in place").await;
         }
         Err(e) => return Err(assoc_err(ctx, "eks:UpdatePodIdentityAssociation", role_arn, e)),

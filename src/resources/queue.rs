@@ -11,14 +11,13 @@
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
-use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::events::Event;
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use anyhow::{Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
-use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
 
@@ -30,22 +29,15 @@ pub const READ_RANK: u8 = 4;
 /// The attributes karpctl manages, as SQS names them.
 pub const ATTRS: [&str; 3] = ["MessageRetentionPeriod", "SqsManagedSseEnabled", "KmsMasterKeyId"];
 
-const DELETED_RECENTLY: [Retryable; 2] = [
-    Retryable { code: "AWS.SimpleQueueService.QueueDeletedRecently", message: "" },
-    Retryable { code: "QueueDeletedRecently", message: "" },
-];
+const DELETED_RECENTLY: [Condition; 1] = [Condition::QueueDeletedRecently];
 
 /// What a queue made a moment ago answers to reads, writes and tagging until SQS has it
 /// everywhere (docs/aws-behaviour.md section 9.1), in both spellings. Retried only for a queue
 /// this run created: anywhere else it means the queue is gone.
-pub const NOT_YET: [Retryable; 3] = [
-    Retryable { code: "AWS.SimpleQueueService.NonExistentQueue", message: "" },
-    Retryable { code: "NonExistentQueue", message: "" },
-    Retryable { code: "QueueDoesNotExist", message: "" },
-];
+pub const NOT_YET: [Condition; 1] = [Condition::MissingQueue];
 
 /// The retries a call on the queue gets: NonExistentQueue only when this run created it.
-pub fn not_yet(created_now: bool) -> &'static [Retryable] {
+pub fn not_yet(created_now: bool) -> &'static [Condition] {
     if created_now { &NOT_YET } else { &[] }
 }
 
@@ -118,7 +110,7 @@ pub async fn tags(ctx: &Ctx, url: &str) -> Result<Option<Tags>> {
 fn missing_is_none<T>(r: Result<T>) -> Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(e) if e.to_string().contains("NonExistentQueue") || e.to_string().contains("QueueDoesNotExist") => Ok(None),
+        Err(e) if aws::aws_error_in(&e).is_some_and(|a| a.is_missing_queue()) => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -296,7 +288,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         .await;
     let (url, existed) = match r {
         Ok(o) => (o.queue_url().unwrap_or_default().to_string(), false),
-        Err(e) if matches!(e.code(), Some("QueueAlreadyExists" | "QueueNameExists")) => {
+        Err(e) if e.is_queue_name_taken() => {
             // Someone made it since we read: converge it only if it is ours.
             ctx.queue_urls.forget(name);
             (url(ctx, name).await?.unwrap_or_default(), true)

@@ -10,7 +10,7 @@
 use super::ctx::{Ctx, Current};
 use super::queue;
 use crate::arns;
-use crate::aws::{self, Classify, Retryable, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step};
 use crate::plan_file::Spec;
@@ -24,11 +24,8 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): SQS, shared with the queue.
 pub const READ_RANK: u8 = 4;
 
-/// SQS codes come in two spellings (docs/aws-behaviour.md section 5): accept both.
-const PROPAGATING: [Retryable; 2] = [
-    Retryable { code: "InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
-    Retryable { code: "AWS.SimpleQueueService.InvalidAttributeValue", message: "Invalid value for the parameter Policy" },
-];
+/// A policy naming what SQS cannot resolve yet (either spelling of the code).
+const PROPAGATING: [Condition; 1] = [Condition::QueuePolicyNotYetValid];
 
 /// Pure: the queue policy node; it goes with the queue when the queue is deleted. EventBridge
 /// may send only for the interruption rules this plan wants (`aws:SourceArn`).

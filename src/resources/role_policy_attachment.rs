@@ -17,7 +17,7 @@
 
 use super::ctx::{Ctx, Current};
 use super::iam_role::{self, ATTACH_FRESH_ROLE, detach, get_role, get_role_fresh};
-use crate::aws::{self, Retryable, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::karpenter_iam;
 use crate::model::{Action, AttachmentSpec, Fields, Node, NodeSpec, Observed, Owner, Step};
@@ -32,11 +32,7 @@ pub const IMMUTABLE: &[&str] = &[];
 pub const READ_RANK: u8 = 3;
 
 /// AttachRolePolicy for a policy this plan has just created.
-const ATTACH_FRESH_POLICY: [Retryable; 3] = [
-    Retryable { code: "ConcurrentModification", message: "" },
-    Retryable { code: "NoSuchEntity", message: "The role with name" },
-    Retryable { code: "NoSuchEntity", message: "does not exist" },
-];
+const ATTACH_FRESH_POLICY: [Condition; 3] = [Condition::ConcurrentModification, Condition::MissingRole, Condition::MissingPolicy];
 
 fn attached_key(role: &str) -> String {
     format!("iam:ListAttachedRolePolicies:{role}")
@@ -196,17 +192,17 @@ async fn attach(ctx: &Ctx, step: &Step, role: &str, arn: &str) -> Result<()> {
     // A dependency other than the role is a policy this plan creates: IAM may not see it yet.
     let owner_from = spec_of(&step.node).map(|a| a.owner_from.as_str()).unwrap_or_default();
     let fresh_policy = step.deps.iter().any(|d| d != owner_from);
-    let retry: &[Retryable] = if fresh_policy { &ATTACH_FRESH_POLICY } else { &ATTACH_FRESH_ROLE };
+    let retry: &[Condition] = if fresh_policy { &ATTACH_FRESH_POLICY } else { &ATTACH_FRESH_ROLE };
     let r = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "iam:AttachRolePolicy", retry, || {
         ctx.aws.iam.attach_role_policy().role_name(role).policy_arn(arn).send()
     })
     .await;
     match r {
         Ok(_) => Ok(()),
-        Err(e) if aws::code(&e) == "NoSuchEntity" && !aws::message(&e).contains("The role with name") => bail!(
-            "managed policy {arn} does not exist or cannot be attached (iam:AttachRolePolicy: NoSuchEntity: {}); \
+        Err(e) if e.is_missing_policy() => bail!(
+            "managed policy {arn} does not exist or cannot be attached ({}); \
              check the ARN (extra_node_policy_arns, or for IPv6 clusters create AmazonEKS_CNI_IPv6_Policy first)",
-            aws::message(&e)
+            aws_err("iam:AttachRolePolicy", e)
         ),
         Err(e) => Err(aws_err("iam:AttachRolePolicy", e)),
     }
