@@ -355,8 +355,9 @@ fn per_service(fail: u32, pass: u32, errors: &[(&str, Value)]) -> Vec<Value> {
     errors.iter().map(|(svc, err)| json!({"service": svc, "sequence": {"fail": fail, "pass": pass}, "error": err})).collect()
 }
 
-/// Services every `up` on a fresh cluster calls (EC2 for the discovery tags).
-const CALLED: [&str; 6] = ["iam", "sts", "sqs", "events", "eks", "ec2"];
+/// Services every `up` on a fresh cluster calls (EC2 for the discovery tags, KMS for the key
+/// karpctl would have made for the queue).
+const CALLED: [&str; 7] = ["iam", "sts", "sqs", "events", "eks", "ec2", "kms"];
 
 fn assert_every_service_faulted(px: &Proxy) {
     let by = px.by_service();
@@ -387,6 +388,7 @@ fn thirty_percent_throttling_on_every_service_converges_without_duplicates() {
                 ("events", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
                 ("eks", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
                 ("ec2", json!({"code": "RequestLimitExceeded", "message": "Request limit exceeded."})),
+                ("kms", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
             ]
         )),
     );
@@ -416,6 +418,7 @@ fn five_xx_bursts_on_every_service_converge_without_duplicates() {
                 ("events", json!({"code": "InternalException", "status": 500, "message": "Internal error"})),
                 ("eks", json!({"code": "ServerException", "status": 500, "message": "Internal server error"})),
                 ("ec2", json!({"code": "Unavailable", "status": 503, "message": "The server is overloaded"})),
+                ("kms", json!({"code": "KMSInternalException", "status": 500, "message": "Internal failure"})),
             ]
         )),
     );
@@ -445,7 +448,7 @@ fn connection_resets_and_lost_responses_converge_without_duplicates() {
     .map(|(s, op)| json!({"service": s, "operation": op, "times": 1, "response": {"abort_frac": 0.5}}))
     .collect();
     // Then: every fourth request on every service has its connection reset before forwarding.
-    for svc in ["iam", "sts", "sqs", "events", "eks", "ec2"] {
+    for svc in CALLED {
         rules.push(json!({"service": svc, "sequence": {"fail": 1, "pass": 3}, "reset": true}));
     }
     let px = Proxy::start(&wd, &c, &endpoint(), json!(rules));
@@ -467,7 +470,7 @@ fn latency_spikes_and_gateway_timeouts_converge_without_duplicates() {
         json!({"service": "events", "operation": "PutRule", "times": 1, "timeout_ms": 1500}),
     ];
     // One request in five on every service waits 1.5 s before it is forwarded.
-    for svc in ["iam", "sts", "sqs", "events", "eks", "ec2"] {
+    for svc in CALLED {
         rules.push(json!({"service": svc, "sequence": {"fail": 1, "pass": 4}, "latency": 1500}));
     }
     let px = Proxy::start(&wd, &c, &endpoint(), json!(rules));
