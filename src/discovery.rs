@@ -22,7 +22,7 @@
 
 use crate::aws::aws_err;
 use crate::egress;
-use crate::facts::{Command, DiscoveryFacts, Facts, SecurityGroupFact, SubnetFact};
+use crate::facts::{DiscoveryFacts, Facts, Intent, SecurityGroupFact, SubnetFact};
 use crate::model::{Finding, Level, Tags};
 use crate::plan_file::{Spec, UserError};
 use crate::resources::Ctx;
@@ -269,14 +269,14 @@ fn marked(tags: &Tags, cluster: &str) -> bool {
 
 /// Choose subnets and the security group (read-only). Memoised: preflight runs it so that its
 /// errors come with the other preflight errors, and the engine's own call reuses the result.
-pub async fn select(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<DiscoveryFacts> {
+pub async fn select(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result<DiscoveryFacts> {
     // The findings reach the user with the plan (the engine adds them to it).
     ctx.cached("discovery:select", || select_for(ctx, spec, facts, cmd)).await
 }
 
-pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<DiscoveryFacts> {
+pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result<DiscoveryFacts> {
     let c = spec.cluster.as_str();
-    if cmd == Command::Down {
+    if cmd == Intent::Down {
         let (subnets, groups) = tokio::try_join!(tagged_subnets(ctx, c), tagged_groups(ctx, c))?;
         let none = BTreeSet::new();
         return Ok(DiscoveryFacts {

@@ -4,7 +4,7 @@
 //! they apply.
 
 use crate::executor;
-use crate::facts::Command;
+use crate::facts::Intent;
 use crate::model::Outcome;
 use crate::model::{Node, Observed, Plan};
 use crate::observe::observe_nodes;
@@ -58,7 +58,7 @@ pub struct SavedPlan {
 const SAVED_PLAN_VERSION: u32 = 2;
 
 pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<PlanReport> {
-    let p = prepare(global, Command::Diff, true).await?;
+    let p = prepare(global, Intent::Diff, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.findings.extend(p.findings());
@@ -83,7 +83,7 @@ pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<P
 }
 
 pub async fn up(global: &Options, adopt: bool) -> Result<PlanReport> {
-    let p = prepare(global, Command::Up, true).await?;
+    let p = prepare(global, Intent::Up, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.findings.extend(p.findings());
@@ -117,7 +117,7 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
     }
     let mut g = global.clone();
     g.cluster = Some(saved.cluster.clone());
-    let p = prepare(&g, Command::Up, false).await?;
+    let p = prepare(&g, Intent::Up, false).await?;
     if p.facts.account_id != saved.account_id || p.facts.region != saved.region {
         return Err(UserError::new(format!(
             "the saved plan is for account {} in {}, but these credentials are for account {} in {}",
@@ -156,7 +156,7 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
             .hint("pass --yes to confirm")
             .into());
     }
-    let p = prepare(global, Command::Down, true).await?;
+    let p = prepare(global, Intent::Down, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let plan = planner::plan(observed, PlanOptions::default());
     if !yes && !plan.steps.is_empty() {

@@ -4,7 +4,7 @@
 /// What the run will do, as far as preflight cares: `diff` (and `output`) never write, `down`
 /// skips the checks that only matter for creating things.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Command {
+pub enum Intent {
     Up,
     Diff,
     Down,

@@ -113,7 +113,7 @@ async fn produce(g: &Options, command: &Command) -> Produced {
         Command::Diff(a) => plan(crate::engine::diff(g, a.adopt, None).await),
         Command::Up(a) => plan(crate::engine::up(g, a.adopt).await),
         Command::Down(_) => plan(crate::engine::down(g, true).await),
-        Command::Output(a) => match crate::outputs::run(g, a.format).await {
+        Command::Output(a) => match crate::karpenter_values::run(g, a.format).await {
             Ok(v) => Produced { plan: None, text: Some(v.text), doc: Some(v.doc), code: EXIT_OK, error: None },
             Err(e) => Produced { plan: None, text: None, doc: None, code: EXIT_ERROR, error: Some(e) },
         },

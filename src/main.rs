@@ -19,11 +19,11 @@ mod facts;
 mod fleet;
 mod interrupt;
 mod karpenter_iam;
+mod karpenter_values;
 mod model;
 mod names;
 mod observe;
 mod options;
-mod outputs;
 mod plan_file;
 mod planner;
 mod policy_doc;
@@ -130,7 +130,7 @@ fn main() {
             Command::Diff(a) => ("diff", plan(engine::diff(&opts, a.adopt, a.out.as_deref()).await)),
             Command::Output(a) => (
                 "output",
-                crate::outputs::run(&opts, a.format).await.map(|v| {
+                crate::karpenter_values::run(&opts, a.format).await.map(|v| {
                     printer.values(&v);
                     exit::EXIT_OK
                 }),

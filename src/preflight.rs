@@ -17,8 +17,8 @@
 use crate::aws::{self, Classify, aws_err};
 use crate::error::combine_errors;
 use crate::events::Event;
-use crate::facts::Command;
 use crate::facts::Facts;
+use crate::facts::Intent;
 use crate::model::Level;
 use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::resources::{Background, Ctx};
@@ -51,8 +51,8 @@ pub struct Preflight {
 use crate::readiness::{SPOT_ROLE, SPOT_ROLE_PATH};
 
 /// Read-only checks before any write.
-pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Result<Preflight> {
-    if cmd == Command::Down {
+pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result<Preflight> {
+    if cmd == Intent::Down {
         return Ok(Preflight::default());
     }
     // Discovery's choice of subnets and security group is checked here too (memoised: the
@@ -124,9 +124,9 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Command) -> Resul
         ) });
     }
     Ok(Preflight {
-        install_agent: agent_missing && cmd == Command::Up,
+        install_agent: agent_missing && cmd == Intent::Up,
         spot_role: spot,
-        create_spot_role: create_spot_role && cmd == Command::Up,
+        create_spot_role: create_spot_role && cmd == Intent::Up,
         kms_key,
     })
 }
@@ -255,8 +255,8 @@ fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
 /// they run while EKS still describes the cluster: the add-on's DescribeAddon (memoised; `check`
 /// takes its answer, or makes the call again if this one failed). Dropping the returned task
 /// cancels it.
-pub fn start_early_checks(ctx: &Arc<Ctx>, spec: &Spec, cmd: Command) -> Option<Background<()>> {
-    if cmd == Command::Down || spec.identity.mode != IdentityMode::PodIdentity {
+pub fn start_early_checks(ctx: &Arc<Ctx>, spec: &Spec, cmd: Intent) -> Option<Background<()>> {
+    if cmd == Intent::Down || spec.identity.mode != IdentityMode::PodIdentity {
         return None;
     }
     let (ctx, cluster) = (ctx.clone(), spec.cluster.clone());

@@ -3,7 +3,7 @@
 
 use crate::aws::{self, CallStats, Classify, Clients, ConnectOptions, ConsistencyPolicy, in_unit};
 use crate::desired;
-use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Command, Facts};
+use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
 use crate::model::Level;
 use crate::model::{Node, Observed};
 use crate::observe::{ReadAhead, observe, observe_after};
@@ -26,7 +26,7 @@ pub struct Prepared {
     pub global: Options,
     /// What preflight found that `up` acts on first: the add-on to install, the Spot role.
     pub preflight: crate::preflight::Preflight,
-    pub cmd: Command,
+    pub cmd: Intent,
     pub(crate) ahead: std::sync::Mutex<Option<ReadAhead>>,
 }
 
@@ -43,7 +43,7 @@ impl Prepared {
     /// The readiness checks on what this command makes (`up`, `diff`; none for `down`): can
     /// Karpenter work here? Pure, over the facts read in preparation.
     pub fn readiness(&self) -> Option<Readiness> {
-        (self.cmd != Command::Down).then(|| readiness_of(&self.facts, &self.spec, &self.preflight))
+        (self.cmd != Intent::Down).then(|| readiness_of(&self.facts, &self.spec, &self.preflight))
     }
 
     /// The nodes this command works on (see `nodes_for`).
@@ -144,7 +144,7 @@ async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserErr
 /// `read_ahead`: the command goes on to observe the plan's nodes (`diff`, `up`, `down`), so their
 /// reads start as soon as the account is known, while EKS still describes the cluster (see
 /// `ReadAhead`); `Prepared::observe` then uses them.
-pub async fn prepare(global: &Options, cmd: Command, read_ahead: bool) -> Result<Prepared> {
+pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<Prepared> {
     aws::epoch();
     if global.plan_flag {
         reporter_for(global).event(Event::Note {
@@ -307,9 +307,9 @@ pub async fn connect_and_identify(global: &Options, spec: &Spec) -> Result<Conne
 }
 
 /// The nodes a command works on: the desired graph; for `down`, every node unwanted.
-pub fn nodes_for(spec: &Spec, facts: &Facts, cmd: Command) -> Vec<Node> {
+pub fn nodes_for(spec: &Spec, facts: &Facts, cmd: Intent) -> Vec<Node> {
     let mut nodes = desired::build(spec, facts);
-    if cmd == Command::Down {
+    if cmd == Intent::Down {
         for n in &mut nodes {
             n.fields = None;
         }
@@ -416,11 +416,11 @@ fn cluster_status_check(
     cluster: Option<ClusterFacts>,
     name: &str,
     region: &str,
-    cmd: Command,
+    cmd: Intent,
     reporter: &dyn Reporter,
 ) -> Result<ClusterFacts> {
     let Some(cluster) = cluster else {
-        if cmd != Command::Down {
+        if cmd != Intent::Down {
             return Err(UserError::new(format!("EKS cluster {name} does not exist in region {region}"))
                 .hint("check --cluster and --region (or the plan's `cluster` and `region`); `karpctl down` still removes what karpctl made around a deleted cluster")
                 .into());
@@ -439,7 +439,7 @@ fn cluster_status_check(
     let status = cluster.status.as_str();
     match (ClusterState::of(status), cmd) {
         (ClusterState::Active, _) => {}
-        (ClusterState::Going, Command::Up) => {
+        (ClusterState::Going, Intent::Up) => {
             let hint = if status == "FAILED" {
                 format!(
                     "a FAILED cluster cannot be repaired: delete it (aws eks delete-cluster --name {name} --region {region}), run `karpctl down` to remove what karpctl made around it, then create the cluster again"
@@ -454,7 +454,7 @@ fn cluster_status_check(
         (ClusterState::Going, _) => reporter.event(Event::Note { level: Level::Info, text: &format!(
             "EKS cluster {name} is {status}; its access entries and Pod Identity associations go with the cluster, so karpctl leaves them alone and removes the rest"
         ) }),
-        (ClusterState::Busy, Command::Diff) => reporter.event(Event::Note { level: Level::Info, text: &format!(
+        (ClusterState::Busy, Intent::Diff) => reporter.event(Event::Note { level: Level::Info, text: &format!(
             "EKS cluster {name} is {status}; `karpctl up` can run now: the steps that need the cluster (access entry, Pod Identity) wait until it is ACTIVE"
         ) }),
         (ClusterState::Busy, _) => reporter.event(Event::Note { level: Level::Info, text: &format!(

@@ -10,7 +10,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 pub async fn run(global: &Options, format: OutputFormat) -> Result<ValuesReport> {
-    let p = crate::prepare::prepare(global, crate::facts::Command::Diff, false).await?;
+    let p = crate::prepare::prepare(global, crate::facts::Intent::Diff, false).await?;
     let spec = &p.spec;
     let nodes = desired::build(spec, &p.facts);
     // Read only what the outputs name.
