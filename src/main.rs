@@ -33,6 +33,7 @@ mod readiness;
 mod report;
 mod resources;
 mod scope;
+mod spec;
 mod tags;
 
 use clap::{CommandFactory, Parser};

@@ -3,6 +3,7 @@
 pub use crate::error::UserError;
 use crate::model::Tags;
 use crate::names;
+pub use crate::spec::*;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -80,36 +81,6 @@ pub struct RawInterruption {
     pub sqs_managed_sse: Option<bool>,
 }
 
-/// A validated plan.
-#[derive(Debug, Clone)]
-pub struct Spec {
-    pub cluster: String,
-    /// The region the plan pins, if any.
-    pub region: Option<String>,
-    pub account_id: Option<String>,
-    /// The role to assume for every call of this cluster (`assume_role_arn`).
-    pub assume_role: Option<AssumeRole>,
-    /// The user's tags for every object karpctl creates.
-    pub tags: Tags,
-    pub interruption: Interruption,
-    pub identity: Identity,
-    pub discovery: Discovery,
-    /// `account.create_spot_service_linked_role`.
-    pub create_spot_role: bool,
-    /// Where the plan came from (None: defaults).
-    pub source: Option<PathBuf>,
-}
-
-/// `assume_role_arn` with its optional `external_id` and `session_name`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AssumeRole {
-    pub role_arn: String,
-    /// The account in the role's ARN.
-    pub account_id: String,
-    pub external_id: Option<String>,
-    pub session_name: String,
-}
-
 /// An IAM role ARN: `arn:<partition>:iam::<12 digits>:role/<path/>name`. Returns the account.
 pub fn validate_role_arn(arn: &str) -> Result<String, String> {
     let bad = || format!("{arn:?} is not an IAM role ARN (arn:aws:iam::123456789012:role/NAME)");
@@ -142,41 +113,6 @@ fn validate_session_name(s: &str) -> Result<(), String> {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct Interruption {
-    pub enabled: bool,
-    pub queue_name: String,
-    /// Notes about the name (shortened to fit).
-    pub queue_name_note: Option<String>,
-    /// SSE-KMS key as the queue's `KmsMasterKeyId` (an id, ARN, alias or alias ARN); None means
-    /// SSE-SQS. With `kms_key_id = "create"` it is karpctl's own key's alias
-    /// (`alias/karpenter-<cluster>`).
-    pub kms_key_id: Option<String>,
-    /// `kms_key_id = "create"`: karpctl makes the key (and `down` schedules its deletion).
-    pub create_key: bool,
-}
-
-/// The value of `interruption.kms_key_id` that asks karpctl to make the key.
-pub const CREATE_KEY: &str = "create";
-
-/// The alias of the key karpctl makes for a cluster's queue (`kms_key_id = "create"`).
-pub fn created_key_alias(cluster: &str) -> String {
-    format!("alias/karpenter-{cluster}")
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdentityMode {
-    PodIdentity,
-    Irsa,
-}
-
-/// A name karpctl derived, and a note when it had to be shortened to fit an AWS limit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Named {
-    pub name: String,
-    pub note: Option<String>,
-}
-
 fn named(wanted: Option<&str>, default: String, limit: usize, what: &str) -> Named {
     match wanted {
         Some(n) => Named { name: n.to_string(), note: None },
@@ -186,51 +122,6 @@ fn named(wanted: Option<&str>, default: String, limit: usize, what: &str) -> Nam
             Named { name, note }
         }
     }
-}
-
-#[derive(Debug, Clone)]
-pub struct Identity {
-    pub mode: IdentityMode,
-    pub karpenter_version: crate::karpenter_iam::KarpenterVersion,
-    /// IAM path for every IAM object karpctl creates; names the cluster so one scoped list finds them.
-    pub path: String,
-    /// The node role karpctl creates (None when `existing_node_role` is used).
-    pub node_role: Option<Named>,
-    /// An existing node role (name or ARN) karpctl uses but never creates or deletes.
-    pub existing_node_role: Option<String>,
-    pub controller_role: Named,
-    pub extra_node_policy_arns: Vec<String>,
-    pub instance_profile: Option<Named>,
-    /// The name the instance profile would have (also when switched off, to find and remove it).
-    pub instance_profile_name: Named,
-    pub access_entry_type: String,
-    pub namespace: String,
-    pub service_account: String,
-    pub create_pod_identity_agent: bool,
-    pub zonal_shift: bool,
-    /// The node role's trust requires `aws:SourceAccount` = the account (docs/security.md).
-    pub node_trust_source_account: bool,
-    /// The permissions boundary of every role karpctl creates (None: karpctl does not manage one).
-    pub permissions_boundary: Option<String>,
-}
-
-impl Identity {
-    /// The node role's name, whether karpctl creates it or it exists already.
-    pub fn node_role_name(&self) -> String {
-        match (&self.node_role, &self.existing_node_role) {
-            (Some(n), _) => n.name.clone(),
-            (None, Some(e)) => e.rsplit('/').next().unwrap_or(e).to_string(),
-            (None, None) => String::new(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Discovery {
-    pub subnet_ids: Option<Vec<String>>,
-    pub subnet_tags: Option<Tags>,
-    pub security_group_id: Option<String>,
-    pub security_group_name: Option<String>,
 }
 
 /// The line where `key` is set in `table` ("" for the top level), for error messages.
