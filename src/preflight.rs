@@ -143,7 +143,7 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
     let field = "interruption.kms_key_id";
     let denied = aws::is_refused;
     if i.create_key {
-        return match kms_key::describe(ctx, key).await {
+        return match kms_key::described(ctx, key).await {
             Ok(live) => Ok(Some(KmsKeyFacts { arn: live.map(|k| k.arn), ..Default::default() })),
             Err(e) if denied(&e) => Err(UserError::new(format!(
                 "{field} = \"create\": cannot tell whether karpctl's key {key} exists (kms:DescribeKey was refused)"

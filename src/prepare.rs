@@ -292,15 +292,9 @@ pub async fn connect_and_identify(global: &Options, spec: &Spec) -> Result<Conne
         tokio::join!(caller_identity(&clients, &region, spec), clients.eks.describe_cluster().name(cluster).send());
     let (account_id, partition) = identity?;
     let (cluster, cluster_refused) = match described {
-        Err(e) if e.kind() == aws::ErrorKind::AccessDenied => (
-            None,
-            Some(aws::AwsError {
-                operation: "eks:DescribeCluster".into(),
-                code: e.code().unwrap_or_default().to_string(),
-                message: e.message().unwrap_or_default().to_string(),
-                kind: aws::ErrorKind::AccessDenied,
-            }),
-        ),
+        Err(e) if e.kind() == aws::ErrorKind::AccessDenied => {
+            (None, aws::refusal_in(&aws::aws_err("eks:DescribeCluster", e)).cloned())
+        }
         r => (cluster_facts(cluster, r)?, None),
     };
     Ok(Connected { clients, stats, account_id, partition, region, cluster, cluster_refused })

@@ -84,11 +84,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     let clusters = stand_alone(&mut s, "clusters-unreadable", clusters)?;
     let mut rules = stand_alone(&mut s, "interruption-rules-unreadable", rules)?;
     let cluster_subnets = stand_alone(&mut s, "subnets-unreadable", cluster_subnets)?;
-    let tagged_subnets = match tagged_subnets {
-        Ok(t) => t,
-        Err(e) if s.unreadable.iter().any(|u| u.code == "subnets-unreadable") && denied(&e).is_some() => vec![],
-        Err(e) => stand_alone(&mut s, "subnets-unreadable", Err(e))?,
-    };
+    let tagged_subnets = stand_alone(&mut s, "subnets-unreadable", tagged_subnets)?;
     let tagged_groups = stand_alone(&mut s, "security-groups-unreadable", tagged_groups)?;
 
     // The cluster's VPC and AZs, from its own subnets (an emulator reports a VPC EC2 does not know).

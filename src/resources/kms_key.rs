@@ -123,13 +123,28 @@ pub async fn policy(ctx: &Ctx, key_id: &str) -> Result<Value> {
     crate::policy_doc::parse(o.policy().unwrap_or_default()).with_context(|| format!("reading the key policy of {key_id}"))
 }
 
+/// DescribeKey memoised for this observation: preflight's lookup of karpctl's key (`"create"`)
+/// and the node's read share one call. Writes read fresh (`describe`); `forget` drops it.
+pub async fn described(ctx: &Ctx, key: &str) -> Result<Option<LiveKey>> {
+    ctx.cached(&memo_key(key), || describe(ctx, key)).await
+}
+
+fn memo_key(key: &str) -> String {
+    format!("kms:DescribeKey:{key}")
+}
+
+/// Drop the memoised DescribeKey of the node's alias (its object was just written).
+pub fn forget(ctx: &Ctx, alias: &str) {
+    ctx.forget_cached(&memo_key(alias));
+}
+
 async fn tags(ctx: &Ctx, key_id: &str) -> Result<Tags> {
     let o = ctx.aws.kms.list_resource_tags().key_id(key_id).send().await.map_err(|e| aws_err("kms:ListResourceTags", e))?;
     Ok(o.tags().iter().map(|t| (t.tag_key().to_string(), t.tag_value().to_string())).collect())
 }
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
-    let Some(live) = describe(ctx, &node.name).await? else { return Ok(None) };
+    let Some(live) = described(ctx, &node.name).await? else { return Ok(None) };
     let (policy, tags) = tokio::try_join!(policy(ctx, &live.key_id), tags(ctx, &live.key_id))?;
     let mut fields = Fields::new();
     fields.insert("Description".into(), json!(live.description));
@@ -142,7 +157,11 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
 
 /// DescribeKey and ListResourceTags, fresh: who owns the key now.
 pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
-    let Some(live) = describe(ctx, &step.node.name).await? else { return Ok(None) };
+    current_of(ctx, &step.node.name).await
+}
+
+async fn current_of(ctx: &Ctx, alias: &str) -> Result<Option<Current>> {
+    let Some(live) = describe(ctx, alias).await? else { return Ok(None) };
     let tags = tags(ctx, &live.key_id).await?;
     Ok(Some(
         Current::new(Owner::from_tags(&tags, &ctx.cluster), tags)
@@ -176,14 +195,11 @@ fn want_policy(node: &Node) -> String {
 async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     let node = &step.node;
     let alias = &node.name;
-    if let Some(live) = describe(ctx, alias).await? {
+    if let Some(c) = current_of(ctx, alias).await? {
         // A run stopped after CreateAlias, or a plan made before someone else made the alias.
-        let tags = tags(ctx, &live.key_id).await?;
-        let owner = Owner::from_tags(&tags, &ctx.cluster);
-        if owner != Owner::Ours {
-            bail!(not_managed(Kind::KmsKey, alias, &ctx.cluster, &owner));
+        if c.owner != Owner::Ours {
+            bail!(not_managed(Kind::KmsKey, alias, &ctx.cluster, &c.owner));
         }
-        let c = Current::new(owner, tags).id("arn", live.arn).id("key_id", live.key_id).id("state", live.state);
         return update(ctx, step, &c, true).await;
     }
     let o = ctx

@@ -103,7 +103,8 @@ pub fn forget(ctx: &Ctx, node: &Node) {
         Kind::RolePolicyAttachment => role_policy_attachment::forget(ctx, node),
         Kind::EventRule => event_rule::forget(ctx),
         Kind::IamPolicy | Kind::InstanceProfile | Kind::AccessEntry | Kind::PodIdentity => {}
-        Kind::DiscoveryTags | Kind::KmsKey => {}
+        Kind::KmsKey => kms_key::forget(ctx, &node.name),
+        Kind::DiscoveryTags => {}
     }
 }
 
