@@ -176,6 +176,19 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
     apply_plan("down", &p, plan).await
 }
 
+/// Wait for the agreement waits the steps left running (`Ctx::settle_later`); a step whose wait
+/// failed is failed.
+async fn settle(p: &Prepared, plan: &Plan, mut results: BTreeMap<String, Outcome>, started: Instant) -> BTreeMap<String, Outcome> {
+    for (id, e) in p.ctx.settled().await {
+        let msg = format!("{e:#}");
+        if let Some(step) = plan.steps.iter().find(|s| s.id == id) {
+            p.ctx.reporter.event(crate::events::Event::Failed { step, error: &msg, elapsed: started.elapsed() });
+        }
+        results.insert(id, Outcome::Failed(msg));
+    }
+    results
+}
+
 async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan) -> Result<PlanReport> {
     if !plan.conflicts.is_empty() {
         return Ok(report(command, p, plan, None, None, None));
@@ -206,6 +219,7 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan) -> Result<P
         async move { resources::apply(&ctx, &step).await }
     })
     .await?;
+    let results = settle(p, &plan, results, started).await;
     let mut applied = Applied {
         failed: results.values().filter(|o| matches!(o, Outcome::Failed(_))).count(),
         skipped: results.values().filter(|o| matches!(o, Outcome::Skipped(_))).count(),

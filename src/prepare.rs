@@ -203,6 +203,7 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
             queue_tags: Default::default(),
             any: Default::default(),
             written: Default::default(),
+            settling: Default::default(),
         });
         stats.set_phase("preflight");
         let early_checks = crate::preflight::start_early_checks(&ctx, &spec, cmd);

@@ -52,11 +52,52 @@ const SHOW_EVERY: Duration = Duration::from_secs(3);
 /// Every one of the first retries of a call is shown.
 const SHOW_FIRST: u32 = 5;
 
+/// How many reads in a row must agree, and how far apart, before karpctl takes a change as one
+/// AWS shows everywhere. AWS answers SQS, IAM and EKS reads from replicas: for a while after a
+/// write or a delete, one read shows the change and the next does not. The first read that agrees
+/// proves nothing; several in a row, spread over time, do (docs/aws-behaviour.md section 9.13,
+/// where the counts are explained).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Agreement {
+    pub reads: u32,
+    pub apart: Duration,
+}
+
+impl Agreement {
+    /// One read: the first answer that agrees is taken (for waits where AWS is consistent).
+    pub const FIRST: Agreement = Agreement { reads: 1, apart: Duration::ZERO };
+    /// SQS attributes after SetQueueAttributes or CreateQueue: 3 reads, 1 s apart.
+    pub const SQS_ATTRIBUTES: Agreement = Agreement { reads: 3, apart: Duration::from_secs(1) };
+    /// A queue after DeleteQueue: 5 not-found reads, 2 s apart.
+    pub const SQS_QUEUE_GONE: Agreement = Agreement { reads: 5, apart: Duration::from_secs(2) };
+    /// An access entry or Pod Identity association after its delete: 3 not-found reads, 1 s apart.
+    pub const EKS_GONE: Agreement = Agreement { reads: 3, apart: Duration::from_secs(1) };
+}
+
 /// Poll `check` on the consistency schedule until it answers true (Ok(true)) or the deadline
-/// passes (Ok(false)): for AWS changes that succeed at once but show late (SQS attributes, a
-/// deleted queue). Progress is reported as `waiting for <what>`.
+/// passes (Ok(false)): for AWS changes that succeed at once but show late. Progress is reported
+/// as `waiting for <what>`.
 pub async fn wait_until<F, Fut>(
     policy: &ConsistencyPolicy,
+    reporter: &dyn Reporter,
+    step_id: &str,
+    what: &str,
+    check: F,
+) -> anyhow::Result<bool>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<bool>>,
+{
+    wait_agreed(policy, Agreement::FIRST, reporter, step_id, what, check).await
+}
+
+/// Poll `check` until `agreement.reads` answers in a row are true, `agreement.apart` apart (a
+/// false answer starts the count again, and the polls go back to the consistency schedule), or
+/// the deadline passes (Ok(false)). One read when AWS is consistent and the agreement is
+/// `FIRST`. Progress is reported as `waiting for <what>` while the reads disagree.
+pub async fn wait_agreed<F, Fut>(
+    policy: &ConsistencyPolicy,
+    agreement: Agreement,
     reporter: &dyn Reporter,
     step_id: &str,
     what: &str,
@@ -68,20 +109,63 @@ where
 {
     let start = Instant::now();
     let mut slow = 0;
+    let mut agreed = 0u32;
     let mut shown: Option<Instant> = None;
     loop {
         if check().await? {
-            return Ok(true);
+            agreed += 1;
+            if agreed >= agreement.reads.max(1) {
+                return Ok(true);
+            }
+        } else {
+            agreed = 0;
         }
-        let delay = policy.next_delay(start.elapsed(), &mut slow);
+        let delay = if agreed > 0 { agreement.apart } else { policy.next_delay(start.elapsed(), &mut slow) };
         if start.elapsed() + delay > policy.deadline {
             return Ok(false);
         }
-        if shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
+        if agreed == 0 && shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
             reporter.event(Event::Waiting { id: step_id, what, elapsed: start.elapsed() });
             shown = Some(Instant::now());
         }
         tokio::time::sleep(delay).await;
+    }
+}
+
+/// The retry of one write on the consistency schedule, for loops that decide themselves what is
+/// worth another attempt (a create answered "already exists" while the read says there is
+/// nothing: a replica race). `again` pauses and reports the retry, or answers false when the
+/// deadline would pass.
+pub struct Retry<'a> {
+    policy: &'a ConsistencyPolicy,
+    reporter: &'a dyn Reporter,
+    step_id: &'a str,
+    operation: &'a str,
+    start: Instant,
+    slow: u32,
+    attempt: u32,
+    shown: Option<Instant>,
+}
+
+impl<'a> Retry<'a> {
+    pub fn new(policy: &'a ConsistencyPolicy, reporter: &'a dyn Reporter, step_id: &'a str, operation: &'a str) -> Self {
+        Retry { policy, reporter, step_id, operation, start: Instant::now(), slow: 0, attempt: 1, shown: None }
+    }
+
+    /// Pause before the next attempt (reported with `code`), or false when the deadline would pass.
+    pub async fn again(&mut self, code: &str) -> bool {
+        let delay = self.policy.next_delay(self.start.elapsed(), &mut self.slow);
+        if self.start.elapsed() + delay > self.policy.deadline {
+            return false;
+        }
+        if self.attempt <= SHOW_FIRST || self.shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
+            let (id, operation, attempt, elapsed) = (self.step_id, self.operation, self.attempt, self.start.elapsed());
+            self.reporter.event(Event::Retrying { id, operation, code, attempt, elapsed });
+            self.shown = Some(Instant::now());
+        }
+        tokio::time::sleep(delay).await;
+        self.attempt += 1;
+        true
     }
 }
 
@@ -101,26 +185,64 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, E>>,
 {
-    let start = Instant::now();
-    let mut slow = 0;
-    let mut attempt = 1u32;
-    let mut shown: Option<Instant> = None;
+    let mut retry = Retry::new(policy, reporter, step_id, operation);
     loop {
         match f().await {
             Ok(v) => return Ok(v),
             Err(e) => {
-                let delay = policy.next_delay(start.elapsed(), &mut slow);
-                if !e.is_any(retryable) || start.elapsed() + delay > policy.deadline {
+                if !e.is_any(retryable) || !retry.again(e.raw_code()).await {
                     return Err(e);
                 }
-                if attempt <= SHOW_FIRST || shown.is_none_or(|t| t.elapsed() >= SHOW_EVERY) {
-                    let code = e.raw_code();
-                    reporter.event(Event::Retrying { id: step_id, operation, code, attempt, elapsed: start.elapsed() });
-                    shown = Some(Instant::now());
-                }
-                tokio::time::sleep(delay).await;
-                attempt += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Silent as Quiet;
+    use std::sync::Mutex;
+
+    fn quick() -> ConsistencyPolicy {
+        ConsistencyPolicy {
+            deadline: Duration::from_secs(2),
+            fast: Duration::from_millis(5),
+            fast_for: Duration::from_secs(10),
+            initial: Duration::from_millis(5),
+            max: Duration::from_millis(5),
+        }
+    }
+
+    /// `wait_agreed` over a scripted series of answers: its result and how many reads it made.
+    fn agreed(answers: &[bool], reads: u32) -> (bool, usize) {
+        let script = Mutex::new(answers.iter().copied().collect::<std::collections::VecDeque<_>>());
+        let made = Mutex::new(0usize);
+        let agreement = Agreement { reads, apart: Duration::from_millis(5) };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let ok = rt
+            .block_on(wait_agreed(&quick(), agreement, &Quiet, "s", "x", || async {
+                *made.lock().unwrap() += 1;
+                Ok(script.lock().unwrap().pop_front().unwrap_or(false))
+            }))
+            .unwrap();
+        (ok, made.into_inner().unwrap())
+    }
+
+    #[test]
+    fn agreement_wants_that_many_reads_in_a_row() {
+        assert_eq!(agreed(&[true, true, true], 3), (true, 3), "three agreeing reads end the wait");
+        assert_eq!(agreed(&[true], 1), (true, 1), "FIRST: one read when AWS already agrees");
+        // Reads that flip start the count again.
+        assert_eq!(agreed(&[true, false, true, true, false, true, true, true], 3), (true, 8));
+        assert_eq!(agreed(&[false, false, true, true, true], 3), (true, 5));
+    }
+
+    #[test]
+    fn reads_that_never_agree_long_enough_end_at_the_deadline() {
+        let flipping: Vec<bool> = (0..2000).map(|i| i % 2 == 0).collect();
+        let (ok, made) = agreed(&flipping, 2);
+        assert!(!ok, "no two reads in a row agreed");
+        assert!(made > 10, "it kept reading until the deadline: {made}");
     }
 }

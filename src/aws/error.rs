@@ -123,6 +123,12 @@ pub enum Condition {
     QueueNameTaken,
     /// EC2 DeleteTags: `InvalidID`, the resource ID is not valid (the resource is gone).
     InvalidResourceId,
+    /// A create that carries tags, refused because the partition cannot tag on create (the ISO
+    /// partitions): `UnsupportedOperation`, `InvalidAction`, `UnknownOperationException`,
+    /// `OperationNotPermitted`, or `InvalidParameterValue` naming tags. Terraform's AWS provider
+    /// creates without tags and tags afterwards on the same answers (outside the `aws` partition
+    /// only, as karpctl does: in `aws` they mean what they say).
+    TagOnCreateUnsupported,
 }
 
 impl Condition {
@@ -149,6 +155,10 @@ impl Condition {
             Condition::QueuePolicyNotYetValid => code == "InvalidAttributeValue" && has(QUEUE_POLICY_INVALID),
             Condition::QueueNameTaken => matches!(code, "QueueAlreadyExists" | "QueueNameExists"),
             Condition::InvalidResourceId => code == "InvalidID",
+            Condition::TagOnCreateUnsupported => {
+                matches!(code, "UnsupportedOperation" | "InvalidAction" | "UnknownOperationException" | "OperationNotPermitted")
+                    || (code == "InvalidParameterValue" && (has("tag") || has("Tag")))
+            }
         }
     }
 }
@@ -382,7 +392,7 @@ mod tests {
     #[test]
     fn each_condition_is_its_code_and_message() {
         use Condition::*;
-        let cases: [(Condition, &str, &str); 19] = [
+        let cases: [(Condition, &str, &str); 21] = [
             (ConcurrentModification, "ConcurrentModification", "Rate exceeded for this role"),
             (DeleteConflict, "DeleteConflict", "Cannot delete entity, must detach all policies first."),
             (PolicyVersionLimit, "LimitExceeded", "A managed policy can have up to 5 versions."),
@@ -406,6 +416,8 @@ mod tests {
             (QueuePolicyNotYetValid, "InvalidAttributeValue", "Invalid value for the parameter Policy."),
             (QueueNameTaken, "QueueAlreadyExists", "A queue already exists with the same name"),
             (InvalidResourceId, "InvalidID", "The ID 'subnet-x' is not valid"),
+            (TagOnCreateUnsupported, "AWS.SimpleQueueService.UnsupportedOperation", "Tagging on create is not supported"),
+            (TagOnCreateUnsupported, "InvalidParameterValue", "Tags are not supported in this partition"),
         ];
         for (c, code, message) in cases {
             assert!(err(code, message).is(c), "{c:?}: {code}: {message}");
@@ -422,6 +434,7 @@ mod tests {
             (ConfigMapOnly, "InvalidRequestException"),
             (RuleHasTargets, "ValidationException"),
             (QueuePolicyNotYetValid, "InvalidAttributeValue"),
+            (TagOnCreateUnsupported, "InvalidParameterValue"),
         ] {
             assert!(!err(code, "something else").is(c), "{c:?}");
         }

@@ -118,24 +118,9 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
     match step.action {
         Action::Create => create(ctx, step, false).await,
         Action::Replace => {
-            // The type cannot change in place: delete, wait until EKS no longer shows the old
-            // entry, then create (EKS answers 409 to a create while it still holds the old one).
+            // The type cannot change in place: delete (which waits until EKS no longer shows the
+            // old entry), then create (EKS answers 409 to a create while it still holds the old one).
             delete(ctx, step).await?;
-            let principal = principal_of(&step.node).to_string();
-            let gone = aws::wait_until(
-                &ctx.consistency,
-                ctx.reporter.as_ref(),
-                &step.id,
-                &format!("EKS to drop the old access entry for {principal}"),
-                || async { Ok(read(ctx, &step.node).await?.is_none()) },
-            )
-            .await?;
-            if !gone {
-                bail!(
-                    "EKS still shows the access entry for {principal} {} s after DeleteAccessEntry; run karpctl up again",
-                    ctx.consistency.deadline.as_secs()
-                );
-            }
             create(ctx, step, true).await
         }
         Action::Update | Action::Adopt => {
@@ -158,48 +143,58 @@ async fn create(ctx: &Ctx, step: &Step, recreate: bool) -> Result<()> {
         bail!("no principal ARN for the access entry (no node role in the plan)");
     }
     let tags = wanted_tags(node);
-    let r = aws::with_consistency(
-        &ctx.consistency,
-        ctx.reporter.as_ref(),
-        &step.id,
-        "eks:CreateAccessEntry",
-        if recreate { &RECREATE_NOT_READY[..] } else { &PRINCIPAL_NOT_PROPAGATED[..] },
-        || {
-            ctx.aws
-                .eks
-                .create_access_entry()
-                .cluster_name(cluster)
-                .principal_arn(principal)
-                .r#type(want_str(node, "type"))
-                .set_tags(Some(tags.clone().into_iter().collect()))
-                .send()
-        },
-    )
-    .await;
+    let mut race = aws::Retry::new(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "eks:CreateAccessEntry");
+    let r = loop {
+        let r = aws::with_consistency(
+            &ctx.consistency,
+            ctx.reporter.as_ref(),
+            &step.id,
+            "eks:CreateAccessEntry",
+            if recreate { &RECREATE_NOT_READY[..] } else { &PRINCIPAL_NOT_PROPAGATED[..] },
+            || {
+                ctx.aws
+                    .eks
+                    .create_access_entry()
+                    .cluster_name(cluster)
+                    .principal_arn(principal)
+                    .r#type(want_str(node, "type"))
+                    .set_tags(Some(tags.clone().into_iter().collect()))
+                    .send()
+            },
+        )
+        .await;
+        match r {
+            Err(e) if e.is_resource_in_use() => {}
+            r => break r,
+        }
+        // Someone (EKS for a managed node group, a concurrent karpctl) made it meanwhile, or EKS
+        // still holds an entry deleted a moment ago that its reads no longer show.
+        match read(ctx, node).await?.map(|o| o.owner) {
+            Some(Owner::Ours) => {
+                // A concurrent run of ours: make sure the tags are complete.
+                return tag(ctx, step, None).await;
+            }
+            Some(Owner::External) | Some(Owner::Unowned) => {
+                ctx.reporter.event(Event::Info(&format!(
+                    "{}: an access entry for {principal} already exists and is not karpctl's; it satisfies the plan and is left alone",
+                    step.id
+                )));
+                return Ok(());
+            }
+            Some(Owner::OtherCluster(c)) => {
+                bail!("EKS access entry {principal} exists but is managed by karpctl for cluster {c}; it was left untouched")
+            }
+            // The create says it exists, the read says it does not: EKS's replicas disagree
+            // (docs/aws-behaviour.md section 9.13). A consistency race, retried.
+            None if race.again("ResourceInUseException (no entry reads back)").await => continue,
+            None => bail!(
+                "eks:CreateAccessEntry kept answering that the entry for {principal} exists while reads find none, for {} s; run karpctl up again",
+                ctx.consistency.deadline.as_secs()
+            ),
+        }
+    };
     match r {
         Ok(_) => Ok(()),
-        Err(e) if e.is_resource_in_use() => {
-            // Someone (EKS for a managed node group, a concurrent karpctl) made it meanwhile.
-            match read(ctx, node).await?.map(|o| o.owner) {
-                Some(Owner::Ours) => {
-                    // A concurrent run of ours: make sure the tags are complete.
-                    tag(ctx, step, None).await
-                }
-                Some(Owner::External) => {
-                    ctx.reporter.event(Event::Info(&format!(
-                        "{}: an access entry for {principal} already exists and is not karpctl's; it satisfies the plan and is left alone",
-                        step.id
-                    )));
-                    Ok(())
-                }
-                Some(Owner::OtherCluster(c)) => bail!(
-                    "EKS access entry {principal} exists but is managed by karpctl for cluster {c}; it was left untouched"
-                ),
-                Some(Owner::Unowned) | None => bail!(
-                    "eks:CreateAccessEntry said the entry for {principal} exists, but it cannot be read; run karpctl up again"
-                ),
-            }
-        }
         Err(e) if e.is_config_map_only() => Err(crate::plan_file::UserError::new(format!(
             "EKS cluster {cluster} is in CONFIG_MAP authentication mode, so it cannot hold access entries"
         ))
@@ -229,14 +224,30 @@ async fn tag(ctx: &Ctx, step: &Step, arn: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// DeleteAccessEntry, then a wait until `Agreement::EKS_GONE` reads in a row find no entry: EKS
+/// deletes eventually, and an `up` right after a `down` must not find the dying entry in sync
+/// (docs/aws-behaviour.md section 9.13).
 async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     let node = &step.node;
     let principal = principal_of(node);
     match ctx.aws.eks.delete_access_entry().cluster_name(cluster_of(ctx, node)).principal_arn(principal).send().await {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(aws_err("eks:DeleteAccessEntry", e)),
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(aws_err("eks:DeleteAccessEntry", e)),
     }
+    let what = format!("EKS to drop the access entry for {principal}");
+    let gone = aws::wait_agreed(&ctx.consistency, aws::Agreement::EKS_GONE, ctx.reporter.as_ref(), &step.id, &what, || async {
+        Ok(read(ctx, node).await?.is_none())
+    })
+    .await?;
+    if !gone {
+        bail!(
+            "EKS still shows the access entry for {principal} {} s after DeleteAccessEntry; run karpctl {} again",
+            ctx.consistency.deadline.as_secs(),
+            if step.action == Action::Delete { "down" } else { "up" }
+        );
+    }
+    Ok(())
 }
 
 /// Access entries the plan no longer names that may be karpctl's: for roles under the plan's IAM

@@ -83,6 +83,8 @@ pub struct Ctx {
     pub any: Memo<Arc<dyn std::any::Any + Send + Sync>>,
     /// What this run has written so far (see `Ctx::wrote`).
     pub written: Mutex<BTreeMap<String, Written>>,
+    /// Agreement waits still running after their step finished (see `Ctx::settle_later`).
+    pub settling: Mutex<Vec<(String, Background<Result<()>>)>>,
 }
 
 /// One step this run applied: its action and the fields it set.
@@ -129,6 +131,31 @@ impl Ctx {
             (Some(w), None) => matches!(w.action, Action::Create | Action::Replace),
             (Some(w), Some(f)) => w.action != Action::Delete && w.fields.iter().any(|x| x == f),
         }
+    }
+
+    /// Run `wait` (a wait for AWS's replicas to agree on a write step `step_id` made) alongside
+    /// the rest of the run: the step counts as done for its dependents, which need only the write
+    /// AWS accepted, and the command ends only when every such wait has (`Ctx::settled`). So the
+    /// agreement costs no time on the run's critical path, and `diff` right after `up` still
+    /// reads what `up` wrote. Its calls count as the step's.
+    pub fn settle_later(&self, step_id: &str, wait: impl Future<Output = Result<()>> + Send + 'static) {
+        let unit = format!("step:{step_id}");
+        let task = Background::spawn(crate::aws::in_unit(unit, wait));
+        self.settling.lock().unwrap().push((step_id.to_string(), task));
+    }
+
+    /// Wait for every `settle_later` wait; the ones that failed, by step id.
+    pub async fn settled(&self) -> Vec<(String, anyhow::Error)> {
+        let waits = std::mem::take(&mut *self.settling.lock().unwrap());
+        let mut failed = Vec::new();
+        for (id, task) in waits {
+            match task.join().await {
+                Some(Ok(())) => {}
+                Some(Err(e)) => failed.push((id, e)),
+                None => failed.push((id, anyhow::anyhow!("the wait for AWS to show the write panicked"))),
+            }
+        }
+        failed
     }
 
     pub fn tags_value(tags: &Tags) -> Value {

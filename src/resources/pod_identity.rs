@@ -271,32 +271,47 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     let (cluster, ns, sa) = (cluster_of(ctx, node), namespace_of(node), service_account_of(node));
     let role = want_str(node, "role_arn");
     let tags = wanted_tags(node);
-    let r = aws::with_consistency(
-        &ctx.consistency,
-        ctx.reporter.as_ref(),
-        &step.id,
-        "eks:CreatePodIdentityAssociation",
-        retryable(ctx),
-        || {
-            ctx.aws
-                .eks
-                .create_pod_identity_association()
-                .cluster_name(cluster)
-                .namespace(ns)
-                .service_account(sa)
-                .role_arn(role)
-                .set_tags(Some(tags.clone().into_iter().collect()))
-                .send()
-        },
-    )
-    .await;
+    let mut race = aws::Retry::new(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "eks:CreatePodIdentityAssociation");
+    let (r, live) = loop {
+        let r = aws::with_consistency(
+            &ctx.consistency,
+            ctx.reporter.as_ref(),
+            &step.id,
+            "eks:CreatePodIdentityAssociation",
+            retryable(ctx),
+            || {
+                ctx.aws
+                    .eks
+                    .create_pod_identity_association()
+                    .cluster_name(cluster)
+                    .namespace(ns)
+                    .service_account(sa)
+                    .role_arn(role)
+                    .set_tags(Some(tags.clone().into_iter().collect()))
+                    .send()
+            },
+        )
+        .await;
+        match r {
+            Err(e) if e.is_resource_in_use() => match read(ctx, node).await? {
+                Some(live) => break (Err(e), Some(live)),
+                // The create says it exists, the read says it does not: EKS's replicas disagree
+                // (an association deleted a moment ago; docs/aws-behaviour.md section 9.13). A
+                // consistency race, retried.
+                None if race.again("ResourceInUseException (no association reads back)").await => continue,
+                None => bail!(
+                    "eks:CreatePodIdentityAssociation kept answering that {ns}/{sa} exists while reads find none, for {} s; run karpctl up again",
+                    ctx.consistency.deadline.as_secs()
+                ),
+            },
+            r => break (r, None),
+        }
+    };
     match r {
         Ok(_) => Ok(()),
         Err(e) if e.is_resource_in_use() => {
             // Made meanwhile (a concurrent run, or someone else): converge only if ours.
-            let Some(live) = read(ctx, node).await? else {
-                bail!("eks:CreatePodIdentityAssociation said {ns}/{sa} exists, but it cannot be read; run karpctl up again")
-            };
+            let Some(live) = live else { return Err(assoc_err(ctx, "eks:CreatePodIdentityAssociation", role, e)) };
             if live.owner != Owner::Ours {
                 bail!(
                     "EKS Pod Identity association {ns}/{sa} exists but is not managed by karpctl for cluster {}; it was left untouched",
@@ -414,29 +429,35 @@ async fn recreate(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, why: &
     )));
     let current = Current { owner: Owner::Ours, tags: Tags::new(), ids: ids.clone() };
     delete(ctx, step, Some(&current)).await?;
-    let gone = aws::wait_until(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "EKS to drop the old association", || async {
+    // create -> (409, ours) update -> recreate -> create: boxed, as async recursion must be.
+    Box::pin(create(ctx, step)).await
+}
+
+/// Delete the association the dispatcher has just read and found ours, then wait until
+/// `Agreement::EKS_GONE` reads in a row no longer list it: EKS deletes eventually, and an `up`
+/// right after a `down` must not find the dying association in sync (docs/aws-behaviour.md
+/// section 9.13).
+async fn delete(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
+    let node = &step.node;
+    let Some(id) = current.and_then(|c| c.get("association_id")) else { return Ok(()) };
+    match ctx.aws.eks.delete_pod_identity_association().cluster_name(cluster_of(ctx, node)).association_id(id).send().await {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(aws_err("eks:DeletePodIdentityAssociation", e)),
+    }
+    let what = "EKS to drop the association";
+    let gone = aws::wait_agreed(&ctx.consistency, aws::Agreement::EKS_GONE, ctx.reporter.as_ref(), &step.id, what, || async {
         Ok(find(ctx, node).await?.is_none())
     })
     .await?;
     if !gone {
         bail!(
-            "EKS still lists the deleted Pod Identity association {}; run karpctl up again",
-            ids.get("association_id").map(String::as_str).unwrap_or("")
+            "EKS still lists the deleted Pod Identity association {id} {} s after its delete; run karpctl {} again",
+            ctx.consistency.deadline.as_secs(),
+            if step.action == Action::Delete { "down" } else { "up" }
         );
     }
-    // create -> (409, ours) update -> recreate -> create: boxed, as async recursion must be.
-    Box::pin(create(ctx, step)).await
-}
-
-/// Delete the association the dispatcher has just read and found ours.
-async fn delete(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
-    let node = &step.node;
-    let Some(id) = current.and_then(|c| c.get("association_id")) else { return Ok(()) };
-    match ctx.aws.eks.delete_pod_identity_association().cluster_name(cluster_of(ctx, node)).association_id(id).send().await {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(aws_err("eks:DeletePodIdentityAssociation", e)),
-    }
+    Ok(())
 }
 
 #[cfg(test)]

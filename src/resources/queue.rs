@@ -144,8 +144,8 @@ fn shown<'a>(attrs: &'a HashMap<String, String>, name: &str) -> Option<&'a str> 
 
 /// All attributes of the queue, read now (never memoised); None when SQS says there is no such
 /// queue.
-pub async fn attributes_now(ctx: &Ctx, url: &str) -> Result<Option<HashMap<String, String>>> {
-    match ctx.aws.sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::All).send().await {
+pub async fn attributes_now(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Option<HashMap<String, String>>> {
+    match sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::All).send().await {
         Ok(o) => Ok(Some(
             o.attributes().map(|m| m.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect()).unwrap_or_default(),
         )),
@@ -154,30 +154,38 @@ pub async fn attributes_now(ctx: &Ctx, url: &str) -> Result<Option<HashMap<Strin
     }
 }
 
-/// After an attribute write SQS accepted: wait (bounded by the consistency deadline, with
-/// progress) until GetQueueAttributes, read fresh, shows it, so that `diff` right after `up`
-/// finds nothing (docs/aws-behaviour.md section 9.2). One read when SQS already shows it. A
-/// queue this run created may still answer NonExistentQueue (not yet); any other queue that
-/// does is gone. At the deadline the run goes on, saying so: the write was accepted.
-pub async fn wait_shown<F>(ctx: &Ctx, step_id: &str, url: &str, what: &str, created_now: bool, shows: F) -> Result<()>
+/// After an attribute write SQS accepted: until GetQueueAttributes, read fresh, shows it in
+/// `Agreement::SQS_ATTRIBUTES` reads in a row (SQS answers from replicas that disagree for a
+/// while: docs/aws-behaviour.md sections 9.2 and 9.13), so that `diff` right after `up` finds
+/// nothing. The wait runs alongside the rest of the run (`Ctx::settle_later`): what depends on
+/// the queue needs only the write SQS accepted. A queue this run created may still answer
+/// NonExistentQueue (not yet); any other queue that does is gone. At the deadline the run goes
+/// on, saying so: the write was accepted.
+pub fn wait_shown<F>(ctx: &Ctx, step_id: &str, url: &str, what: &str, created_now: bool, shows: F)
 where
-    F: Fn(&HashMap<String, String>) -> bool,
+    F: Fn(&HashMap<String, String>) -> bool + Send + Sync + 'static,
 {
-    let shows = &shows;
-    let seen = aws::wait_until(&ctx.consistency, ctx.reporter.as_ref(), step_id, &format!("SQS to show {what}"), || async move {
-        match attributes_now(ctx, url).await? {
-            Some(a) => Ok(shows(&a)),
-            None if created_now => Ok(false),
-            None => bail!("SQS queue {url} no longer exists (it was deleted while karpctl wrote to it)"),
+    let (sqs, reporter, policy) = (ctx.aws.sqs.clone(), ctx.reporter.clone(), ctx.consistency.clone());
+    let (id, url, what) = (step_id.to_string(), url.to_string(), what.to_string());
+    ctx.settle_later(step_id, async move {
+        let (sqs, url, shows) = (&sqs, &url, &shows);
+        let agree = aws::Agreement::SQS_ATTRIBUTES;
+        let seen = aws::wait_agreed(&policy, agree, reporter.as_ref(), &id, &format!("SQS to show {what}"), || async move {
+            match attributes_now(sqs, url).await? {
+                Some(a) => Ok(shows(&a)),
+                None if created_now => Ok(false),
+                None => bail!("SQS queue {url} no longer exists (it was deleted while karpctl wrote to it)"),
+            }
+        })
+        .await?;
+        if !seen {
+            reporter.event(Event::Info(&format!(
+                "{id}: SQS accepted {what} but does not show it yet ({} reads in a row must agree; SQS takes up to 60 s); `karpctl diff` may show it as a change for up to a minute",
+                agree.reads
+            )));
         }
-    })
-    .await?;
-    if !seen {
-        ctx.reporter.event(Event::Info(&format!(
-            "{step_id}: SQS accepted {what} but does not show it yet (SQS takes up to 60 s); `karpctl diff` may show it as a change for up to a minute"
-        )));
-    }
-    Ok(())
+        Ok(())
+    });
 }
 
 /// Whether the attributes read show every attribute in `written`, compared as `diff` does.
@@ -234,23 +242,32 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 }
 
 /// ListQueueTags now (never memoised), retried while a queue this run created answers
-/// NonExistentQueue.
+/// NonExistentQueue. A queue this run created that answers with no tags at all is asked again
+/// (bounded by the consistency deadline) before anything calls it unowned: karpctl tags every
+/// queue it makes, and a replica that has not seen the tags yet answers with none
+/// (docs/aws-behaviour.md section 9.13).
 async fn live_tags(
     ctx: &Ctx,
     step_id: &str,
     url: &str,
     created_now: bool,
 ) -> std::result::Result<Tags, aws_sdk_sqs::error::SdkError<aws_sdk_sqs::operation::list_queue_tags::ListQueueTagsError>> {
-    let o = aws::with_consistency(
-        &ctx.consistency,
-        ctx.reporter.as_ref(),
-        step_id,
-        "sqs:ListQueueTags",
-        not_yet(created_now),
-        || ctx.aws.sqs.list_queue_tags().queue_url(url).send(),
-    )
-    .await?;
-    Ok(o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default())
+    let mut untagged = aws::Retry::new(&ctx.consistency, ctx.reporter.as_ref(), step_id, "sqs:ListQueueTags");
+    loop {
+        let o = aws::with_consistency(
+            &ctx.consistency,
+            ctx.reporter.as_ref(),
+            step_id,
+            "sqs:ListQueueTags",
+            not_yet(created_now),
+            || ctx.aws.sqs.list_queue_tags().queue_url(url).send(),
+        )
+        .await?;
+        let tags: Tags = o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+        if !tags.is_empty() || !created_now || !untagged.again("no tags yet").await {
+            return Ok(tags);
+        }
+    }
 }
 
 /// Everything memoised about the queue (its URL by name; attributes and tags by URL).
@@ -271,23 +288,63 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
     }
 }
 
+/// CreateQueue (retried while the name was deleted in the last 60 s), with the tags in the call
+/// unless `tags` is None (a partition that cannot tag on create, section 9.13).
+async fn create_queue(
+    ctx: &Ctx,
+    step: &Step,
+    attrs: &HashMap<QueueAttributeName, String>,
+    tags: Option<&Tags>,
+) -> std::result::Result<
+    aws_sdk_sqs::operation::create_queue::CreateQueueOutput,
+    aws_sdk_sqs::error::SdkError<aws_sdk_sqs::operation::create_queue::CreateQueueError>,
+> {
+    let tags: Option<HashMap<String, String>> = tags.map(|t| t.clone().into_iter().collect());
+    aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:CreateQueue", &DELETED_RECENTLY, || {
+        ctx.aws.sqs.create_queue().queue_name(&step.node.name).set_attributes(Some(attrs.clone())).set_tags(tags.clone()).send()
+    })
+    .await
+}
+
+/// A partition that cannot tag on create (the ISO partitions): make the queue without tags, then
+/// tag it, as Terraform's AWS provider does. The queue was not there when read a moment ago;
+/// GetQueueUrl is asked once more so that a queue someone made since is never tagged as ours.
+/// Killed between the two calls, the run leaves an untagged queue that the next `up` reports as
+/// not karpctl's (`up --adopt` takes it).
+async fn create_then_tag(ctx: &Ctx, step: &Step, attrs: &HashMap<QueueAttributeName, String>, tags: &Tags) -> Result<String> {
+    let name = &step.node.name;
+    ctx.reporter.event(Event::Info(&format!(
+        "{}: partition {} does not take tags on sqs:CreateQueue; creating the queue, then tagging it",
+        step.id, ctx.partition
+    )));
+    if url_now(ctx, name).await?.is_some() {
+        bail!("SQS queue {name} appeared since it was read and is not tagged as karpctl's; it was left untouched");
+    }
+    let url = create_queue(ctx, step, attrs, None)
+        .await
+        .map_err(|e| aws_err("sqs:CreateQueue", e))?
+        .queue_url()
+        .unwrap_or_default()
+        .to_string();
+    let tags: HashMap<String, String> = tags.clone().into_iter().collect();
+    aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:TagQueue", &NOT_YET, || {
+        ctx.aws.sqs.tag_queue().queue_url(&url).set_tags(Some(tags.clone())).send()
+    })
+    .await
+    .map_err(|e| aws_err("sqs:TagQueue", e))?;
+    Ok(url)
+}
+
 async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     let name = &step.node.name;
     let tags = wanted_tags(&step.node);
     let attrs = wanted_attributes(step, false);
-    let r =
-        aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:CreateQueue", &DELETED_RECENTLY, || {
-            ctx.aws
-                .sqs
-                .create_queue()
-                .queue_name(name)
-                .set_attributes(Some(attrs.clone()))
-                .set_tags(Some(tags.clone().into_iter().collect()))
-                .send()
-        })
-        .await;
+    let r = create_queue(ctx, step, &attrs, Some(&tags)).await;
     let (url, existed) = match r {
         Ok(o) => (o.queue_url().unwrap_or_default().to_string(), false),
+        Err(e) if ctx.partition != "aws" && e.is(Condition::TagOnCreateUnsupported) => {
+            (create_then_tag(ctx, step, &attrs, &tags).await?, false)
+        }
         Err(e) if e.is_queue_name_taken() => {
             // Someone made it since we read: converge it only if it is ours.
             ctx.queue_urls.forget(name);
@@ -305,9 +362,10 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     ctx.queue_urls.put(name, Some(url.clone()));
     if existed {
         // Ours, made by a concurrent run with other attributes: make them match.
-        set_attributes(ctx, &step.id, &url, attrs.clone(), true).await?;
+        return set_attributes(ctx, &step.id, &url, attrs, true).await;
     }
-    wait_shown(ctx, &step.id, &url, "the new queue's attributes", true, |a| shows_attributes(a, &attrs)).await
+    wait_shown(ctx, &step.id, &url, "the new queue's attributes", true, move |a| shows_attributes(a, &attrs));
+    Ok(())
 }
 
 /// SetQueueAttributes (retried while a queue this run created answers NonExistentQueue), then
@@ -335,7 +393,8 @@ async fn set_attributes(
     let mut names: Vec<&str> = attrs.keys().map(QueueAttributeName::as_str).collect();
     names.sort();
     let what = format!("the new {}", names.join(", "));
-    wait_shown(ctx, step_id, url, &what, created_now, |a| shows_attributes(a, &attrs)).await
+    wait_shown(ctx, step_id, url, &what, created_now, move |a| shows_attributes(a, &attrs));
+    Ok(())
 }
 
 async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Result<()> {
@@ -353,8 +412,9 @@ async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Resul
 }
 
 /// Delete the queue the dispatcher has just found ours, and return only once SQS no longer finds
-/// it: DeleteQueue takes up to 60 s, during which the queue still answers (section 9.3), and an
-/// `up` right after must not build on a queue about to vanish.
+/// it in `Agreement::SQS_QUEUE_GONE` reads in a row: DeleteQueue takes up to 60 s, during which
+/// some reads still find the queue (sections 9.3 and 9.13), and an `up` right after must not
+/// build on a queue about to vanish.
 async fn delete(ctx: &Ctx, step: &Step, url: Option<&str>) -> Result<()> {
     let Some(url) = url else { return Ok(()) };
     match ctx.aws.sqs.delete_queue().queue_url(url).send().await {
@@ -363,7 +423,9 @@ async fn delete(ctx: &Ctx, step: &Step, url: Option<&str>) -> Result<()> {
         Err(e) => return Err(aws_err("sqs:DeleteQueue", e)),
     }
     let name = &step.node.name;
-    let gone = aws::wait_until(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "SQS to finish deleting the queue", || async {
+    let agree = aws::Agreement::SQS_QUEUE_GONE;
+    let what = "SQS to finish deleting the queue";
+    let gone = aws::wait_agreed(&ctx.consistency, agree, ctx.reporter.as_ref(), &step.id, what, || async {
         match ctx.aws.sqs.get_queue_url().queue_name(name).send().await {
             Ok(_) => Ok(false),
             Err(e) if e.is_not_found() => Ok(true),

@@ -86,15 +86,15 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
     .await
     .map_err(|e| aws_err("sqs:SetQueueAttributes(Policy)", e))?;
     let what = if want.is_some() { "the new policy" } else { "the policy removed" };
-    queue::wait_shown(ctx, &step.id, &url, what, created_now, |attrs| {
+    queue::wait_shown(ctx, &step.id, &url, what, created_now, move |attrs| {
         let live = attrs.get("Policy").filter(|p| !p.trim().is_empty());
         match (&want, live) {
             (None, live) => live.is_none(),
             (Some(_), None) => false,
             (Some(w), Some(text)) => policy_doc::parse(text).is_ok_and(|doc| policy_doc::equivalent(&doc, w)),
         }
-    })
-    .await
+    });
+    Ok(())
 }
 
 /// The queue's URL, fresh. A queue this run created may not be found for a moment: asked again
