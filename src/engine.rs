@@ -178,7 +178,12 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
 
 /// Wait for the agreement waits the steps left running (`Ctx::settle_later`); a step whose wait
 /// failed is failed.
-async fn settle(p: &Prepared, plan: &Plan, mut results: BTreeMap<String, Outcome>, started: Instant) -> BTreeMap<String, Outcome> {
+async fn settle(
+    p: &Prepared,
+    plan: &Plan,
+    mut results: BTreeMap<String, Outcome>,
+    started: Instant,
+) -> BTreeMap<String, Outcome> {
     for (id, e) in p.ctx.settled().await {
         let msg = format!("{e:#}");
         if let Some(step) = plan.steps.iter().find(|s| s.id == id) {

@@ -37,7 +37,7 @@ fn lagged(px: &LagProxy, rule: &str) -> Vec<Value> {
 
 /// The queue exists, tagged as karpctl's for `c`, with its policy naming it, and every rule
 /// targets it: checked through the SDK straight against the emulator.
-fn assert_queue_and_rules_work(c: &str) {
+pub(crate) fn assert_queue_and_rules_work(c: &str) {
     let sdk = sdk();
     let q = queue(&sdk, &queue_name(c)).expect("the queue exists");
     assert_eq!(q.tags.get("karpctl.io/cluster").map(String::as_str), Some(c), "{:?}", q.tags);

@@ -55,7 +55,7 @@ const SHOW_FIRST: u32 = 5;
 /// How many reads in a row must agree, and how far apart, before karpctl takes a change as one
 /// AWS shows everywhere. AWS answers SQS, IAM and EKS reads from replicas: for a while after a
 /// write or a delete, one read shows the change and the next does not. The first read that agrees
-/// proves nothing; several in a row, spread over time, do (docs/aws-behaviour.md section 9.13,
+/// proves nothing; several in a row, spread over time, do (docs/aws-behaviour.md section 9.18,
 /// where the counts are explained).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Agreement {

@@ -185,7 +185,7 @@ async fn create(ctx: &Ctx, step: &Step, recreate: bool) -> Result<()> {
                 bail!("EKS access entry {principal} exists but is managed by karpctl for cluster {c}; it was left untouched")
             }
             // The create says it exists, the read says it does not: EKS's replicas disagree
-            // (docs/aws-behaviour.md section 9.13). A consistency race, retried.
+            // (docs/aws-behaviour.md section 9.18). A consistency race, retried.
             None if race.again("ResourceInUseException (no entry reads back)").await => continue,
             None => bail!(
                 "eks:CreateAccessEntry kept answering that the entry for {principal} exists while reads find none, for {} s; run karpctl up again",
@@ -226,7 +226,7 @@ async fn tag(ctx: &Ctx, step: &Step, arn: Option<&str>) -> Result<()> {
 
 /// DeleteAccessEntry, then a wait until `Agreement::EKS_GONE` reads in a row find no entry: EKS
 /// deletes eventually, and an `up` right after a `down` must not find the dying entry in sync
-/// (docs/aws-behaviour.md section 9.13).
+/// (docs/aws-behaviour.md section 9.18).
 async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     let node = &step.node;
     let principal = principal_of(node);

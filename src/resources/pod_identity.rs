@@ -296,7 +296,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
             Err(e) if e.is_resource_in_use() => match read(ctx, node).await? {
                 Some(live) => break (Err(e), Some(live)),
                 // The create says it exists, the read says it does not: EKS's replicas disagree
-                // (an association deleted a moment ago; docs/aws-behaviour.md section 9.13). A
+                // (an association deleted a moment ago; docs/aws-behaviour.md section 9.18). A
                 // consistency race, retried.
                 None if race.again("ResourceInUseException (no association reads back)").await => continue,
                 None => bail!(
@@ -436,7 +436,7 @@ async fn recreate(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, why: &
 /// Delete the association the dispatcher has just read and found ours, then wait until
 /// `Agreement::EKS_GONE` reads in a row no longer list it: EKS deletes eventually, and an `up`
 /// right after a `down` must not find the dying association in sync (docs/aws-behaviour.md
-/// section 9.13).
+/// section 9.18).
 async fn delete(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
     let node = &step.node;
     let Some(id) = current.and_then(|c| c.get("association_id")) else { return Ok(()) };

@@ -156,7 +156,7 @@ pub async fn attributes_now(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Opti
 
 /// After an attribute write SQS accepted: until GetQueueAttributes, read fresh, shows it in
 /// `Agreement::SQS_ATTRIBUTES` reads in a row (SQS answers from replicas that disagree for a
-/// while: docs/aws-behaviour.md sections 9.2 and 9.13), so that `diff` right after `up` finds
+/// while: docs/aws-behaviour.md sections 9.2 and 9.18), so that `diff` right after `up` finds
 /// nothing. The wait runs alongside the rest of the run (`Ctx::settle_later`): what depends on
 /// the queue needs only the write SQS accepted. A queue this run created may still answer
 /// NonExistentQueue (not yet); any other queue that does is gone. At the deadline the run goes
@@ -245,7 +245,7 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 /// NonExistentQueue. A queue this run created that answers with no tags at all is asked again
 /// (bounded by the consistency deadline) before anything calls it unowned: karpctl tags every
 /// queue it makes, and a replica that has not seen the tags yet answers with none
-/// (docs/aws-behaviour.md section 9.13).
+/// (docs/aws-behaviour.md section 9.18).
 async fn live_tags(
     ctx: &Ctx,
     step_id: &str,
@@ -289,7 +289,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
 }
 
 /// CreateQueue (retried while the name was deleted in the last 60 s), with the tags in the call
-/// unless `tags` is None (a partition that cannot tag on create, section 9.13).
+/// unless `tags` is None (a partition that cannot tag on create, section 9.18).
 async fn create_queue(
     ctx: &Ctx,
     step: &Step,
@@ -413,7 +413,7 @@ async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Resul
 
 /// Delete the queue the dispatcher has just found ours, and return only once SQS no longer finds
 /// it in `Agreement::SQS_QUEUE_GONE` reads in a row: DeleteQueue takes up to 60 s, during which
-/// some reads still find the queue (sections 9.3 and 9.13), and an `up` right after must not
+/// some reads still find the queue (sections 9.3 and 9.18), and an `up` right after must not
 /// build on a queue about to vanish.
 async fn delete(ctx: &Ctx, step: &Step, url: Option<&str>) -> Result<()> {
     let Some(url) = url else { return Ok(()) };
