@@ -28,6 +28,40 @@ test names, answers the way AWS does during such a window:
   iam_policy_version_lag_s {policy: N} for N s after a CreatePolicyVersion that sets the
                                        default, GetPolicy of that policy (by name) still shows
                                        the previous DefaultVersionId
+  Replicas that disagree (AWS answers SQS and EKS reads from replicas; for a while after a
+  change the first read may show it and the next ones not). A "flipflop" window's FIRST read
+  shows the change and every later read in the window shows the old state again, so that
+  "shown once" proves nothing and only reads that agree after the window do; the pattern is the
+  same for any number of concurrent readers (a strict alternation would let some reader see
+  the same answer three times in a row while the window is open):
+  sqs_attr_flipflop_s    {queue: N}    after SetQueueAttributes, for N s: GetQueueAttributes
+                                       shows the written values on its first read, the values
+                                       from before the write on the reads after it
+  sqs_create_flipflop_s  {queue: N}    for N s after CreateQueue made the queue: the first
+                                       GetQueueAttributes/ListQueueTags/GetQueueUrl finds it,
+                                       the ones after answer NonExistentQueue
+  sqs_delete_flipflop_s  {queue: N}    DeleteQueue answers success at once and is sent upstream
+                                       N s later; meanwhile the first read answers
+                                       NonExistentQueue and the reads after find the queue
+  sqs_deleted_recently_s {queue: N}    for N s after a DeleteQueue (answered or deferred),
+                                       CreateQueue of that name answers 400
+                                       AWS.SimpleQueueService.QueueDeletedRecently (AWS: 60 s)
+  sqs_tags_lag_s         {queue: N}    for N s after a CreateQueue with tags or a TagQueue,
+                                       ListQueueTags answers with no tags at all
+  sqs_tag_on_create_unsupported {queue: true} a CreateQueue that carries tags answers 400
+                                       AWS.SimpleQueueService.UnsupportedOperation (partitions
+                                       where tag-on-create is not offered); untagged creates
+                                       and TagQueue work
+  eks_delete_flipflop_s  {cluster: N}  DeleteAccessEntry / DeletePodIdentityAssociation answer
+                                       success at once and are sent upstream N s later;
+                                       meanwhile the first read of the object (Describe*, or a
+                                       List* that would list it) finds it gone and the reads
+                                       after find it; a Create* of the same principal /
+                                       namespace+service account answers 409
+                                       ResourceInUseException
+  eks_delete_lag_s       {cluster: N}  the same deferred delete, but every read in the window
+                                       finds the object gone (404 / left out of List*) while a
+                                       Create* of it answers 409 ResourceInUseException
   sts_partition          "aws-cn"      GetCallerIdentity answers with the caller's ARN in that
                                        partition (a proxy of the test's own: not scoped by name)
   upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
@@ -79,10 +113,15 @@ SCOPE_RE = re.compile(r"Credential=[^/,\s]+/\d{8}/([^/,\s]+)/([^/,\s]+)/aws4_req
 
 SQS_CREATE_LAG_OPS = {"GetQueueAttributes", "SetQueueAttributes", "ListQueueTags", "TagQueue"}
 
-MAP_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_cluster_status", "eks_compute_config",
-             "eks_role_propagation_s", "iam_policy_version_lag_s", "upstreams")
+# SQS reads a flip-flop window answers (the operations that find a queue or read its state).
+SQS_FLIP_READ_OPS = {"GetQueueAttributes", "ListQueueTags", "GetQueueUrl"}
+
 NUMERIC_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_role_propagation_s",
-                 "iam_policy_version_lag_s")
+                 "iam_policy_version_lag_s", "sqs_attr_flipflop_s", "sqs_create_flipflop_s",
+                 "sqs_delete_flipflop_s", "sqs_deleted_recently_s", "sqs_tags_lag_s",
+                 "eks_delete_flipflop_s", "eks_delete_lag_s")
+BOOL_RULES = ("sqs_tag_on_create_unsupported",)
+MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
 
@@ -271,6 +310,17 @@ class Lag:
         self.version_windows: dict[str, dict] = {}
         # queued DeleteQueue requests: id -> (due, Req, timer)
         self.pending_deletes: dict[int, tuple[float, Req, threading.Timer]] = {}
+        # queue -> {"until": t, "reads": n} (sqs_create_flipflop_s)
+        self.create_flips: dict[str, dict] = {}
+        # queue -> {"ident": pending delete id, "reads": n} (sqs_delete_flipflop_s)
+        self.delete_flips: dict[str, dict] = {}
+        # queue -> t (CreateQueue answers QueueDeletedRecently until t)
+        self.deleted_recently: dict[str, float] = {}
+        # queue -> t (ListQueueTags answers no tags until t)
+        self.tags_windows: dict[str, float] = {}
+        # deferred EKS deletes: (cluster, kind, id) -> {"due", "req", "timer", "mode": "flip"|"lag",
+        # "reads", "match": principal ARN or (namespace, service account)}; kind "entry" | "assoc"
+        self.eks_pending: dict[tuple[str, str, str], dict] = {}
         self._next_id = 0
 
     # ------------------------------------------------------------- rules
@@ -294,6 +344,8 @@ class Lag:
                             cur.pop(name, None)
                         elif key in NUMERIC_RULES and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
                             raise BadRules(f"{key}.{name} must be a number of seconds >= 0 (got {v!r})")
+                        elif key in BOOL_RULES and not isinstance(v, bool):
+                            raise BadRules(f"{key}.{name} must be true or false (got {v!r})")
                         elif key == "eks_cluster_status" and not isinstance(v, str):
                             raise BadRules(f"eks_cluster_status.{name} must be a status string (got {v!r})")
                         elif key == "upstreams" and not (isinstance(v, str) and v.startswith(("http://", "https://"))):
@@ -353,17 +405,32 @@ class Lag:
             self.create_windows.clear()
             self.role_windows.clear()
             self.version_windows.clear()
+            self.create_flips.clear()
+            self.delete_flips.clear()
+            self.deleted_recently.clear()
+            self.tags_windows.clear()
+            eks = list(self.eks_pending.values())
+            self.eks_pending.clear()
         for _, (_, req, timer) in pending:
             timer.cancel()
             self._send_delete(req)
+        for item in eks:
+            item["timer"].cancel()
+            self._send_eks_delete(item["req"])
 
     def flush(self) -> None:
         with self.lock:
             pending = list(self.pending_deletes.values())
             self.pending_deletes.clear()
+            self.delete_flips.clear()
+            eks = list(self.eks_pending.values())
+            self.eks_pending.clear()
         for _, req, timer in pending:
             timer.cancel()
             self._send_delete(req)
+        for item in eks:
+            item["timer"].cancel()
+            self._send_eks_delete(item["req"])
 
     def state(self) -> dict:
         now = time.monotonic()
@@ -376,6 +443,12 @@ class Lag:
                                for due, r, _ in self.pending_deletes.values()],
                 "eks_role": {r: {"remaining_s": round(w["until"] - now, 3), "kind": w["kind"]}
                              for r, w in self.role_windows.items() if w["until"] > now},
+                "sqs_create_flip": {q: round(w["until"] - now, 3) for q, w in self.create_flips.items()
+                                    if w["until"] > now},
+                "sqs_deleted_recently": {q: round(t - now, 3) for q, t in self.deleted_recently.items() if t > now},
+                "sqs_tags": {q: round(t - now, 3) for q, t in self.tags_windows.items() if t > now},
+                "eks_delete": [{"cluster": k[0], "kind": k[1], "id": k[2], "mode": v["mode"],
+                                "due_in_s": round(v["due"] - now, 3)} for k, v in self.eks_pending.items()],
             }
 
     def record(self, req: Req, status: int, lag: str | None) -> None:
@@ -471,8 +544,39 @@ class Lag:
     def _delete_due(self, ident: int) -> None:
         with self.lock:
             item = self.pending_deletes.pop(ident, None)
+            for q in [q for q, f in self.delete_flips.items() if f["ident"] == ident]:
+                del self.delete_flips[q]
         if item:
             self._send_delete(item[1])
+
+    def _defer_delete(self, req: Req, n: float) -> int:
+        """Queue `req` (a DeleteQueue) to be sent upstream in n s; its id."""
+        with self.lock:
+            self._next_id += 1
+            ident = self._next_id
+            timer = threading.Timer(n, self._delete_due, args=(ident,))
+            timer.daemon = True
+            self.pending_deletes[ident] = (time.monotonic() + n, req, timer)
+        timer.start()
+        return ident
+
+    def _send_eks_delete(self, req: Req) -> None:
+        try:
+            status, _, data = self.forward(req)
+            log(f"deferred {req.operation} {req.path} sent upstream: {status} {data[:200]!r}")
+        except Exception as e:  # noqa: BLE001 - a background send has no caller to tell
+            log(f"deferred {req.operation} {req.path} failed: {e}")
+
+    def _eks_delete_due(self, key: tuple[str, str, str]) -> None:
+        with self.lock:
+            item = self.eks_pending.pop(key, None)
+        if item:
+            self._send_eks_delete(item["req"])
+
+    def _eks_read_gone(self, item: dict) -> bool:
+        """One read of a deferred-deleted EKS object: whether this read finds it gone."""
+        item["reads"] += 1
+        return item["mode"] == "lag" or item["reads"] == 1
 
     # ------------------------------------------------------------- behaviours
 
@@ -505,21 +609,78 @@ class Lag:
             if until is not None and now < until:
                 return (*non_existent_queue(), "sqs_create_lag_s")
 
+        if op in SQS_FLIP_READ_OPS:
+            with self.lock:
+                flip = self.create_flips.get(q)
+                if flip is not None and flip["until"] <= now:
+                    del self.create_flips[q]
+                    flip = None
+                if flip is not None:
+                    flip["reads"] += 1
+                    if flip["reads"] > 1:
+                        flip = "gone"
+                dflip = self.delete_flips.get(q)
+                if dflip is not None:
+                    dflip["reads"] += 1
+                    dflip = "gone" if dflip["reads"] == 1 else None
+            if flip == "gone":
+                return (*non_existent_queue(), "sqs_create_flipflop_s")
+            if dflip == "gone":
+                return (*non_existent_queue(), "sqs_delete_flipflop_s")
+
+        if op == "ListQueueTags":
+            with self.lock:
+                until = self.tags_windows.get(q)
+            if until is not None and now < until:
+                status, headers, body = self.forward(req)
+                if status == 200:
+                    return status, headers, b"{}", "sqs_tags_lag_s"
+                return status, headers, body, None
+
+        if op == "TagQueue":
+            status, headers, body = self.forward(req)
+            n = self.rule("sqs_tags_lag_s", q)
+            if n and status == 200:
+                with self.lock:
+                    self.tags_windows[q] = time.monotonic() + n
+            return status, headers, body, None
+
         if op == "CreateQueue":
+            tagged = bool((req.json or {}).get("tags"))
+            if tagged and self.rule("sqs_tag_on_create_unsupported", q):
+                return (*sqs_error("UnsupportedOperation", "UnsupportedOperation",
+                                   "Tagging a queue on creation is not supported in this partition."),
+                        "sqs_tag_on_create_unsupported")
+            with self.lock:
+                until = self.deleted_recently.get(q)
+            if until is not None and now < until:
+                return (*sqs_error("QueueDeletedRecently", "QueueDeletedRecently",
+                                   "You must wait 60 seconds after deleting a queue before you can create "
+                                   "another with the same name."), "sqs_deleted_recently_s")
             n = self.rule("sqs_create_lag_s", q)
+            flip_n = self.rule("sqs_create_flipflop_s", q)
             existed = False
-            if n:
+            if n or flip_n:
                 st, _ = self.sqs_call(req, "GetQueueUrl", {"QueueName": q})
                 existed = st == 200
             status, headers, body = self.forward(req)
-            if n and not existed and status == 200:
+            tags_n = self.rule("sqs_tags_lag_s", q)
+            if tagged and tags_n and status == 200:
                 with self.lock:
-                    self.create_windows[q] = time.monotonic() + n
-                return status, headers, body, "sqs_create_lag_s"
+                    self.tags_windows[q] = time.monotonic() + tags_n
+            if (n or flip_n) and not existed and status == 200:
+                with self.lock:
+                    if n:
+                        self.create_windows[q] = time.monotonic() + n
+                    if flip_n:
+                        self.create_flips[q] = {"until": time.monotonic() + flip_n, "reads": 0}
+                return status, headers, body, "sqs_create_lag_s" if n else "sqs_create_flipflop_s"
             return status, headers, body, None
 
         if op == "SetQueueAttributes":
-            n = self.rule("sqs_attr_lag_s", q)
+            flip_n = self.rule("sqs_attr_flipflop_s", q)
+            rule = "sqs_attr_flipflop_s" if flip_n else "sqs_attr_lag_s"
+            n = flip_n or self.rule("sqs_attr_lag_s", q)
             if not n:
                 return (*self.forward(req), None)
             written = set(((req.json or {}).get("Attributes") or {}).keys())
@@ -540,15 +701,22 @@ class Lag:
                         # before the first write; the window restarts.
                         w["keys"] |= written
                         w["until"] = time.monotonic() + n
+                        w["reads"] = 0
                     elif old is not None:
-                        self.attr_windows[q] = {"until": time.monotonic() + n, "old": old, "keys": written}
-                return status, headers, body, "sqs_attr_lag_s"
+                        self.attr_windows[q] = {"until": time.monotonic() + n, "old": old, "keys": written,
+                                                "rule": rule, "reads": 0}
+                return status, headers, body, rule
             return status, headers, body, None
 
         if op == "GetQueueAttributes":
             with self.lock:
                 w = self.attr_windows.get(q)
-                w = dict(w) if w and w["until"] > now else None
+                w = w if w and w["until"] > now else None
+                if w is not None and w["rule"] == "sqs_attr_flipflop_s":
+                    # A flip-flop window: the first read shows the write, the reads after do not.
+                    w["reads"] += 1
+                    w = None if w["reads"] == 1 else w
+                w = dict(w) if w is not None else None
             status, headers, body = self.forward(req)
             if w is None or status != 200:
                 return status, headers, body, None
@@ -567,21 +735,24 @@ class Lag:
             doc["Attributes"] = attrs
             if not attrs:
                 doc.pop("Attributes")
-            return status, headers, json.dumps(doc).encode(), "sqs_attr_lag_s"
+            return status, headers, json.dumps(doc).encode(), w["rule"]
 
         if op == "DeleteQueue":
-            n = self.rule("sqs_delete_lag_s", q)
+            recently = self.rule("sqs_deleted_recently_s", q)
+            if recently:
+                with self.lock:
+                    self.deleted_recently[q] = time.monotonic() + recently
+            flip_n = self.rule("sqs_delete_flipflop_s", q)
+            n = flip_n or self.rule("sqs_delete_lag_s", q)
             if not n:
                 return (*self.forward(req), None)
-            with self.lock:
-                self._next_id += 1
-                ident = self._next_id
-                timer = threading.Timer(n, self._delete_due, args=(ident,))
-                timer.daemon = True
-                self.pending_deletes[ident] = (time.monotonic() + n, req, timer)
-            timer.start()
+            ident = self._defer_delete(req, n)
+            if flip_n:
+                with self.lock:
+                    self.delete_flips[q] = {"ident": ident, "reads": 0}
             return 200, [("Content-Type", "application/x-amz-json-1.0"),
-                         ("x-amzn-RequestId", str(uuid.uuid4()))], b"{}", "sqs_delete_lag_s"
+                         ("x-amzn-RequestId", str(uuid.uuid4()))], b"{}", \
+                "sqs_delete_flipflop_s" if flip_n else "sqs_delete_lag_s"
 
         return (*self.forward(req), None)
 
@@ -606,6 +777,9 @@ class Lag:
                 else:
                     msg = "Role provided in the request does not exist"
                 return (*eks_error(400, "InvalidParameterException", msg), "eks_role_propagation_s")
+        deferred = self.handle_eks_deferred_delete(req, cluster)
+        if deferred is not None:
+            return deferred
         status, headers, body = self.forward(req)
         if op == "DescribeCluster" and status == 200:
             want = self.rule("eks_cluster_status", cluster)
@@ -622,6 +796,82 @@ class Lag:
                 except (ValueError, KeyError, TypeError):
                     pass
         return status, headers, body, None
+
+    def handle_eks_deferred_delete(self, req: Req, cluster: str | None):
+        """eks_delete_flipflop_s / eks_delete_lag_s: deferred deletes of access entries and Pod
+        Identity associations, and how reads and creates see them meanwhile. None: not ours."""
+        if cluster is None:
+            return None
+        op = req.operation
+        parts = [urllib.parse.unquote(x) for x in req.path.strip("/").split("/")]
+        ident = parts[3] if len(parts) == 4 else None
+        kind = {"access-entries": "entry", "pod-identity-associations": "assoc"}.get(parts[2] if len(parts) > 2 else "")
+        if kind is None:
+            return None
+        rule = "eks_delete_flipflop_s" if self.rule("eks_delete_flipflop_s", cluster) else "eks_delete_lag_s"
+        n = self.rule(rule, cluster)
+        if op in ("DeleteAccessEntry", "DeletePodIdentityAssociation") and n and ident:
+            # What the delete would answer, read first (the association's body is its answer).
+            get = Req("GET", req.target, [h for h in req.headers if h[0].lower() != "content-type"], b"")
+            status, headers, body = self.forward(get)
+            if status != 200:
+                return (*self.forward(req), None)
+            doc = json.loads(body or b"{}")
+            if kind == "entry":
+                match, answer = ident, b"{}"
+            else:
+                a = doc.get("association") or {}
+                match, answer = (a.get("namespace"), a.get("serviceAccount")), json.dumps({"association": a}).encode()
+            key = (cluster, kind, ident)
+            timer = threading.Timer(n, self._eks_delete_due, args=(key,))
+            timer.daemon = True
+            with self.lock:
+                self.eks_pending[key] = {"due": time.monotonic() + n, "req": req, "timer": timer,
+                                         "mode": "flip" if rule == "eks_delete_flipflop_s" else "lag",
+                                         "reads": 0, "match": match}
+            timer.start()
+            return 200, [("Content-Type", "application/json"), ("x-amzn-RequestId", str(uuid.uuid4()))], answer, rule
+        with self.lock:
+            pending = {k: v for k, v in self.eks_pending.items() if k[0] == cluster and k[1] == kind}
+        if not pending:
+            return None
+        tag = lambda item: "eks_delete_flipflop_s" if item["mode"] == "flip" else "eks_delete_lag_s"  # noqa: E731
+        if op in ("DescribeAccessEntry", "DescribePodIdentityAssociation") and ident:
+            item = pending.get((cluster, kind, ident))
+            if item is None:
+                return None
+            with self.lock:
+                gone = self._eks_read_gone(item)
+            if gone:
+                what = "access entry" if kind == "entry" else "pod identity association"
+                return (*eks_error(404, "ResourceNotFoundException", f"The specified {what} could not be found."),
+                        tag(item))
+            return None
+        if op in ("ListAccessEntries", "ListPodIdentityAssociations"):
+            status, headers, body = self.forward(req)
+            if status != 200:
+                return status, headers, body, None
+            doc = json.loads(body or b"{}")
+            hidden, rules = set(), set()
+            with self.lock:
+                for (_, _, oid), item in pending.items():
+                    if self._eks_read_gone(item):
+                        hidden.add(oid)
+                        rules.add(tag(item))
+            if kind == "entry":
+                doc["accessEntries"] = [a for a in doc.get("accessEntries") or [] if a not in hidden]
+            else:
+                doc["associations"] = [a for a in doc.get("associations") or [] if a.get("associationId") not in hidden]
+            return status, headers, json.dumps(doc).encode(), (sorted(rules)[0] if rules else None)
+        if op in ("CreateAccessEntry", "CreatePodIdentityAssociation"):
+            j = req.json or {}
+            want = j.get("principalArn") if kind == "entry" else (j.get("namespace"), j.get("serviceAccount"))
+            for item in pending.values():
+                if item["match"] == want:
+                    what = "access entry" if kind == "entry" else "association"
+                    return (*eks_error(409, "ResourceInUseException",
+                                       f"The specified {what} resource is already in use on this cluster."), tag(item))
+        return None
 
     def handle_iam(self, req: Req):
         op, arn = req.operation, req.form.get("PolicyArn", "")

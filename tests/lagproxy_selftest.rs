@@ -313,3 +313,170 @@ fn lag_control_api_merges_validates_and_resets() {
     assert_eq!(px.rules(), json!({}));
     assert!(px.calls().is_empty());
 }
+
+fn attrs_ok(sdk: &Sdk, url: &str) -> Result<Option<String>, String> {
+    rt().block_on(sdk.sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::All).send())
+        .map(|o| o.attributes().and_then(|a| a.get(&QueueAttributeName::VisibilityTimeout)).cloned())
+        .map_err(|e| e.code().unwrap_or("?").to_string())
+}
+
+fn url_of(sdk: &Sdk, q: &str) -> Result<String, String> {
+    rt().block_on(sdk.sqs.get_queue_url().queue_name(q).send())
+        .map(|o| o.queue_url().unwrap_or_default().to_string())
+        .map_err(|e| e.code().unwrap_or("?").to_string())
+}
+
+#[test]
+fn flipflop_sqs_attributes_first_read_shows_the_write_later_reads_do_not() {
+    let px = proxy("ffattr");
+    let q = cluster_name("ffattr-q");
+    px.set(json!({"sqs_attr_flipflop_s": {&q: 2}}));
+    let sdk = sdk_at(px.url());
+    let url = create_queue(&sdk, &q);
+    set_attrs(&sdk, &url, &[(QueueAttributeName::VisibilityTimeout, "77")]);
+    let written = Instant::now();
+    assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("77"), "the first read shows the write");
+    assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("30"), "the next one does not");
+    assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("30"));
+    eventually(Duration::from_secs(6), "the write shown after the window", || visibility_timeout(&sdk, &url).as_deref() == Some("77"));
+    assert!(written.elapsed() >= Duration::from_secs(2), "{:?}", written.elapsed());
+    for _ in 0..3 {
+        assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("77"), "reads agree after the window");
+    }
+    // A write inside a new window: first read new again.
+    set_attrs(&sdk, &url, &[(QueueAttributeName::VisibilityTimeout, "88")]);
+    assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("88"));
+    assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("77"));
+}
+
+#[test]
+fn flipflop_sqs_create_and_delete_and_deleted_recently() {
+    let px = proxy("ffq");
+    let (q, d) = (cluster_name("ffq-new"), cluster_name("ffq-del"));
+    px.set(json!({"sqs_create_flipflop_s": {&q: 2}, "sqs_delete_flipflop_s": {&d: 2}, "sqs_deleted_recently_s": {&d: 4}}));
+    let sdk = sdk_at(px.url());
+
+    // Create: the first read finds the new queue, the reads after do not, until the window ends.
+    let url = create_queue(&sdk, &q);
+    let created = Instant::now();
+    assert_eq!(attrs_ok(&sdk, &url), Ok(Some("30".into())), "the first read finds it");
+    assert_eq!(attrs_ok(&sdk, &url), Err(NON_EXISTENT_QUEUE.into()));
+    assert_eq!(url_of(&sdk, &q), Err(NON_EXISTENT_QUEUE.into()));
+    eventually(Duration::from_secs(6), "the new queue read after the window", || attrs_ok(&sdk, &url).is_ok());
+    assert!(created.elapsed() >= Duration::from_secs(2), "{:?}", created.elapsed());
+
+    // Delete: answered at once; the first read says gone, the reads after find it; then gone.
+    let durl = create_queue(&sdk, &d);
+    rt().block_on(sdk.sqs.delete_queue().queue_url(&durl).send()).expect("DeleteQueue answers at once");
+    let deleted = Instant::now();
+    assert_eq!(url_of(&sdk, &d), Err(NON_EXISTENT_QUEUE.into()), "the first read says gone");
+    assert_eq!(url_of(&sdk, &d), Ok(durl.clone()), "the next finds it");
+    assert!(attrs_ok(&sdk, &durl).is_ok());
+    // Deleted recently: CreateQueue of the name is refused (the delete has not even landed).
+    let e = rt().block_on(sdk.sqs.create_queue().queue_name(&d).send()).expect_err("CreateQueue after DeleteQueue");
+    assert_eq!(e.code(), Some("AWS.SimpleQueueService.QueueDeletedRecently"), "{e:?}");
+    eventually(Duration::from_secs(6), "the queue gone after the delete window", || url_of(&sdk, &d).is_err());
+    assert!(deleted.elapsed() >= Duration::from_secs(2), "{:?}", deleted.elapsed());
+    assert!(url_of(&crate::common::sdk(), &d).is_err(), "the delete reached the emulator");
+    eventually(Duration::from_secs(6), "CreateQueue accepted after the deleted-recently window", || {
+        rt().block_on(sdk.sqs.create_queue().queue_name(&d).send()).is_ok()
+    });
+    assert!(deleted.elapsed() >= Duration::from_secs(4), "{:?}", deleted.elapsed());
+}
+
+#[test]
+fn lag_sqs_tags_and_tag_on_create_unsupported() {
+    let px = proxy("lagtags");
+    let (q, iso) = (cluster_name("lagtags-q"), cluster_name("lagtags-iso"));
+    px.set(json!({"sqs_tags_lag_s": {&q: 2}, "sqs_tag_on_create_unsupported": {&iso: true}}));
+    let sdk = sdk_at(px.url());
+    let tags = |url: &str| {
+        let o = rt().block_on(sdk.sqs.list_queue_tags().queue_url(url).send()).expect("ListQueueTags");
+        o.tags().cloned().unwrap_or_default()
+    };
+    let url = rt().block_on(sdk.sqs.create_queue().queue_name(&q).tags("k", "v").send()).unwrap().queue_url().unwrap().to_string();
+    let created = Instant::now();
+    assert!(tags(&url).is_empty(), "no tags within the window");
+    assert_eq!(crate::common::queue(&crate::common::sdk(), &q).unwrap().tags.get("k").map(String::as_str), Some("v"));
+    eventually(Duration::from_secs(6), "tags after the window", || tags(&url).contains_key("k"));
+    assert!(created.elapsed() >= Duration::from_secs(2), "{:?}", created.elapsed());
+    rt().block_on(sdk.sqs.tag_queue().queue_url(&url).tags("k2", "v2").send()).expect("TagQueue");
+    assert!(tags(&url).is_empty(), "TagQueue opens the window again");
+
+    let e = rt().block_on(sdk.sqs.create_queue().queue_name(&iso).tags("k", "v").send()).expect_err("tagged CreateQueue");
+    assert_eq!(e.code(), Some("AWS.SimpleQueueService.UnsupportedOperation"), "{e:?}");
+    let iso_url = create_queue(&sdk, &iso);
+    rt().block_on(sdk.sqs.tag_queue().queue_url(&iso_url).tags("k", "v").send()).expect("TagQueue works");
+    let e = px.try_set(json!({"sqs_tag_on_create_unsupported": {"x": 1}})).expect_err("a bool rule takes a bool");
+    assert!(e.contains("true or false"), "{e}");
+}
+
+/// A cluster with one access entry and one Pod Identity association, made straight on the
+/// emulator: (principal ARN, association id).
+fn entry_and_association(c: &str) -> (String, String) {
+    let sdk = crate::common::sdk();
+    let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"pods.eks.amazonaws.com"},"Action":["sts:AssumeRole","sts:TagSession"]}]}"#;
+    let arn = rt()
+        .block_on(sdk.iam.create_role().role_name(format!("{c}-r")).assume_role_policy_document(trust).send())
+        .expect("CreateRole")
+        .role()
+        .unwrap()
+        .arn()
+        .to_string();
+    rt().block_on(sdk.eks.create_access_entry().cluster_name(c).principal_arn(&arn).r#type("EC2_LINUX").send())
+        .expect("CreateAccessEntry");
+    let a = rt()
+        .block_on(
+            sdk.eks
+                .create_pod_identity_association()
+                .cluster_name(c)
+                .namespace("kube-system")
+                .service_account("karpenter")
+                .role_arn(&arn)
+                .send(),
+        )
+        .expect("CreatePodIdentityAssociation");
+    (arn, a.association().unwrap().association_id().unwrap().to_string())
+}
+
+#[test]
+fn eks_deferred_deletes_flip_flop_or_read_gone_and_creates_answer_409() {
+    for (mode, rule) in [("flip", "eks_delete_flipflop_s"), ("lag", "eks_delete_lag_s")] {
+        let c = cluster_name(&format!("ffeks-{mode}"));
+        seed(&c, &["--no-pod-identity-agent"]);
+        let (arn, id) = entry_and_association(&c);
+        let px = proxy(&format!("ffeks-{mode}"));
+        px.set(json!({ rule: {&c: 2} }));
+        let sdk = sdk_at(px.url());
+        let entry = || rt().block_on(sdk.eks.describe_access_entry().cluster_name(&c).principal_arn(&arn).send()).is_ok();
+        let listed = || {
+            let o = rt().block_on(sdk.eks.list_pod_identity_associations().cluster_name(&c).send()).expect("List");
+            o.associations().iter().any(|a| a.association_id() == Some(id.as_str()))
+        };
+        rt().block_on(sdk.eks.delete_access_entry().cluster_name(&c).principal_arn(&arn).send()).expect("DeleteAccessEntry");
+        let a = rt()
+            .block_on(sdk.eks.delete_pod_identity_association().cluster_name(&c).association_id(&id).send())
+            .expect("DeletePodIdentityAssociation");
+        assert_eq!(a.association().and_then(|a| a.association_id()), Some(id.as_str()), "answered as EKS does");
+        let deleted = Instant::now();
+        assert!(!entry(), "{mode}: the first read finds the entry gone");
+        assert!(!listed(), "{mode}: the first List leaves the association out");
+        assert_eq!(entry(), mode == "flip", "{mode}: the second read");
+        assert_eq!(listed(), mode == "flip", "{mode}: the second List");
+        let e = rt()
+            .block_on(sdk.eks.create_access_entry().cluster_name(&c).principal_arn(&arn).r#type("EC2_LINUX").send())
+            .expect_err("CreateAccessEntry while the delete is pending");
+        assert_eq!(e.code(), Some("ResourceInUseException"), "{e:?}");
+        assert!(entry_exists_directly(&c, &arn), "{mode}: the emulator still has the entry");
+        eventually(Duration::from_secs(6), "the deletes landed", || !entry_exists_directly(&c, &arn));
+        assert!(deleted.elapsed() >= Duration::from_secs(2), "{:?}", deleted.elapsed());
+        assert!(!entry() && !listed(), "{mode}: gone for every read after the window");
+        rt().block_on(sdk.eks.create_access_entry().cluster_name(&c).principal_arn(&arn).r#type("EC2_LINUX").send())
+            .expect("CreateAccessEntry after the window");
+        assert!(px.calls_json().iter().any(|x| x["lag"] == rule && x["status"] == 409), "{:?}", px.calls_json());
+    }
+}
+
+fn entry_exists_directly(c: &str, arn: &str) -> bool {
+    rt().block_on(crate::common::sdk().eks.describe_access_entry().cluster_name(c).principal_arn(arn).send()).is_ok()
+}
