@@ -23,5 +23,6 @@ mod ownership;
 mod performance;
 mod plans_and_outputs;
 mod readiness;
+mod replicas;
 mod sqs_lag;
 mod strict;
