@@ -28,6 +28,17 @@ test names, answers the way AWS does during such a window:
   iam_policy_version_lag_s {policy: N} for N s after a CreatePolicyVersion that sets the
                                        default, GetPolicy of that policy (by name) still shows
                                        the previous DefaultVersionId
+  eks_tag_associations {cluster: true}
+                                       not a lag: an emulator gap. EKS TagResource/UntagResource
+                                       on the cluster's Pod Identity association ARNs (ministack
+                                       refuses them, AWS takes them) are kept by the proxy, and
+                                       DescribePodIdentityAssociation answers carry those tags
+  iam_watch_role {role: true}          not a lag: after every IAM write the proxy forwards, it
+                                       reads the role's policies upstream (attached managed
+                                       ones' default versions and inline ones) and records the
+                                       actions they allow, under GET /_lag/state "iam_watch":
+                                       {role: [{"after": operation, "actions": [...]}, ...]}
+                                       (a test checks that no write ever took a permission away)
   Replicas that disagree (AWS answers SQS and EKS reads from replicas; for a while after a
   change the first read may show it and the next ones not). A "flipflop" window's FIRST read
   shows the change and every later read in the window shows the old state again, so that
@@ -89,6 +100,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import html
 import json
 import re
 import signal
@@ -120,7 +132,7 @@ NUMERIC_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_
                  "iam_policy_version_lag_s", "sqs_attr_flipflop_s", "sqs_create_flipflop_s",
                  "sqs_delete_flipflop_s", "sqs_deleted_recently_s", "sqs_tags_lag_s",
                  "eks_delete_flipflop_s", "eks_delete_lag_s")
-BOOL_RULES = ("sqs_tag_on_create_unsupported",)
+BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations")
 MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
@@ -321,6 +333,10 @@ class Lag:
         # deferred EKS deletes: (cluster, kind, id) -> {"due", "req", "timer", "mode": "flip"|"lag",
         # "reads", "match": principal ARN or (namespace, service account)}; kind "entry" | "assoc"
         self.eks_pending: dict[tuple[str, str, str], dict] = {}
+        # association ARN -> {key: value} (eks_tag_associations)
+        self.assoc_tags: dict[str, dict] = {}
+        # role -> [{"after": operation, "actions": [...]}] (iam_watch_role)
+        self.iam_watch: dict[str, list] = {}
         self._next_id = 0
 
     # ------------------------------------------------------------- rules
@@ -409,6 +425,8 @@ class Lag:
             self.delete_flips.clear()
             self.deleted_recently.clear()
             self.tags_windows.clear()
+            self.iam_watch.clear()
+            self.assoc_tags.clear()
             eks = list(self.eks_pending.values())
             self.eks_pending.clear()
         for _, (_, req, timer) in pending:
@@ -449,6 +467,7 @@ class Lag:
                 "sqs_tags": {q: round(t - now, 3) for q, t in self.tags_windows.items() if t > now},
                 "eks_delete": [{"cluster": k[0], "kind": k[1], "id": k[2], "mode": v["mode"],
                                 "due_in_s": round(v["due"] - now, 3)} for k, v in self.eks_pending.items()],
+                "iam_watch": json.loads(json.dumps(self.iam_watch)),
             }
 
     def record(self, req: Req, status: int, lag: str | None) -> None:
@@ -777,6 +796,9 @@ class Lag:
                 else:
                     msg = "Role provided in the request does not exist"
                 return (*eks_error(400, "InvalidParameterException", msg), "eks_role_propagation_s")
+        tagged = self.handle_eks_association_tags(req)
+        if tagged is not None:
+            return tagged
         deferred = self.handle_eks_deferred_delete(req, cluster)
         if deferred is not None:
             return deferred
@@ -796,6 +818,44 @@ class Lag:
                 except (ValueError, KeyError, TypeError):
                     pass
         return status, headers, body, None
+
+    def handle_eks_association_tags(self, req: Req):
+        """eks_tag_associations: tags on Pod Identity association ARNs kept here. None: not ours."""
+        parts = [urllib.parse.unquote(x) for x in urllib.parse.urlsplit(req.target).path.strip("/").split("/", 1)]
+        if parts[0] == "tags" and len(parts) == 2 and ":podidentityassociation/" in parts[1]:
+            arn = parts[1]
+            cluster = arn.split(":podidentityassociation/", 1)[1].split("/", 1)[0]
+            if not self.rule("eks_tag_associations", cluster):
+                return None
+            ok = (200, [("Content-Type", "application/json")], b"{}")
+            with self.lock:
+                cur = self.assoc_tags.setdefault(arn, {})
+                if req.method == "POST":
+                    cur.update((req.json or {}).get("tags") or {})
+                    return (*ok, "eks_tag_associations")
+                if req.method == "DELETE":
+                    q = urllib.parse.parse_qs(urllib.parse.urlsplit(req.target).query)
+                    for k in q.get("tagKeys", []):
+                        cur.pop(k, None)
+                    return (*ok, "eks_tag_associations")
+            return None
+        if req.operation == "DescribePodIdentityAssociation" and req.method == "GET":
+            cluster = req.cluster_name()
+            if not self.rule("eks_tag_associations", cluster):
+                return None
+            status, headers, body = self.forward(req)
+            try:
+                doc = json.loads(body)
+                a = doc["association"]
+                with self.lock:
+                    extra = dict(self.assoc_tags.get(a.get("associationArn", ""), {}))
+                if extra:
+                    a["tags"] = {**(a.get("tags") or {}), **extra}
+                    return status, headers, json.dumps(doc).encode(), "eks_tag_associations"
+            except (ValueError, KeyError, TypeError):
+                pass
+            return status, headers, body, None
+        return None
 
     def handle_eks_deferred_delete(self, req: Req, cluster: str | None):
         """eks_delete_flipflop_s / eks_delete_lag_s: deferred deletes of access entries and Pod
@@ -900,6 +960,13 @@ class Lag:
                 return status, headers, body, "iam_policy_version_lag_s"
             return status, headers, body, None
         status, headers, body = self.forward(req)
+        if not op.startswith(("Get", "List")) and 200 <= status < 300:
+            with self.lock:
+                watched = [r for r, on in (self.rules.get("iam_watch_role") or {}).items() if on]
+            for r in watched:
+                actions = self.role_actions(req, r)
+                with self.lock:
+                    self.iam_watch.setdefault(r, []).append({"after": op, "actions": actions})
         role = req.role_name()
         if op in ("CreateRole", "UpdateAssumeRolePolicy") and role and 200 <= status < 300:
             n = self.rule("eks_role_propagation_s", role)
@@ -909,6 +976,45 @@ class Lag:
                                                "kind": "create" if op == "CreateRole" else "trust"}
                 return status, headers, body, "eks_role_propagation_s"
         return status, headers, body, None
+
+
+    def iam_query(self, like: Req, params: dict) -> bytes:
+        """One IAM query-protocol call upstream, with the client's headers (the emulator does not
+        check signatures); the response body."""
+        q = urllib.parse.urlencode({"Version": "2010-05-08", **params})
+        _, _, body = self.forward(like, body=q.encode())
+        return body
+
+    def role_actions(self, like: Req, role: str) -> list:
+        """The actions the role's policies allow (managed: the default version; inline), sorted."""
+        docs = []
+        listed = self.iam_query(like, {"Action": "ListAttachedRolePolicies", "RoleName": role})
+        for arn in re.findall(rb"<PolicyArn>([^<]*)</PolicyArn>", listed):
+            pol = self.iam_query(like, {"Action": "GetPolicy", "PolicyArn": arn.decode()})
+            m = DEFAULT_VERSION_RE.search(pol)
+            if not m:
+                continue
+            ver = self.iam_query(like, {"Action": "GetPolicyVersion", "PolicyArn": arn.decode(),
+                                        "VersionId": m.group(1).decode()})
+            docs += re.findall(rb"<Document>([^<]*)</Document>", ver)
+        inline = self.iam_query(like, {"Action": "ListRolePolicies", "RoleName": role})
+        for name in re.findall(rb"<member>([^<]*)</member>", inline):
+            got = self.iam_query(like, {"Action": "GetRolePolicy", "RoleName": role, "PolicyName": name.decode()})
+            docs += re.findall(rb"<PolicyDocument>([^<]*)</PolicyDocument>", got)
+        actions = set()
+        for raw in docs:
+            text = html.unescape(urllib.parse.unquote(raw.decode()))
+            try:
+                doc = json.loads(text)
+            except ValueError:
+                continue
+            stmts = doc.get("Statement", [])
+            for st in stmts if isinstance(stmts, list) else [stmts]:
+                if str(st.get("Effect", "")).lower() != "allow":
+                    continue
+                a = st.get("Action", [])
+                actions.update(a if isinstance(a, list) else [a])
+        return sorted(actions)
 
 
 # ------------------------------------------------------------------ HTTP server

@@ -23,8 +23,12 @@ pub fn queue_arn(facts: &Facts, queue_name: &str) -> String {
     format!("arn:{}:sqs:{}:{}:{queue_name}", facts.partition, facts.region, facts.account_id)
 }
 
-pub fn rule_name(cluster: &str, part: &str) -> (String, bool) {
-    names::fit(&format!("Karpenter-{cluster}-{part}"), 64)
+pub fn rule_name(spec: &Spec, part: &str) -> (String, bool) {
+    match spec.interruption.rule_names.get(part) {
+        // A rule another tool made, kept under its name (`interruption.rule_names`).
+        Some(name) => (name.clone(), false),
+        None => names::fit(&format!("Karpenter-{}-{part}", spec.cluster), 64),
+    }
 }
 
 /// The ARN of an interruption rule (on the default event bus) of this plan.

@@ -90,6 +90,8 @@ pub enum Command {
     Output(OutputArgs),
     /// Diagnose the Karpenter setup around a cluster, whoever made it (reads only); exit 2 on findings
     Doctor(DoctorArgs),
+    /// Write a plan that takes over a setup made by Terraform or CloudFormation (reads only)
+    Import(ImportArgs),
     /// Print shell completions
     Completions {
         /// Shell to generate completions for
@@ -154,6 +156,25 @@ pub struct DoctorArgs {
     /// The tag Karpenter's subnet and security group selectors use (default karpenter.sh/discovery=<cluster>)
     #[arg(long, value_name = "KEY=VALUE")]
     pub discovery_tag: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Replace the plan file if it exists
+    #[arg(long)]
+    pub force: bool,
+    /// The Terraform address of the karpenter module, for the `terraform state rm` commands
+    #[arg(long, default_value = "module.karpenter", value_name = "ADDRESS")]
+    pub terraform_module: String,
+    /// The Karpenter release the cluster runs (1.0 to 1.14; default the newest, said so)
+    #[arg(long, value_name = "VERSION")]
+    pub karpenter_version: Option<String>,
+    /// Karpenter's namespace
+    #[arg(long, default_value = "kube-system", value_name = "NS")]
+    pub namespace: String,
+    /// Karpenter's service account
+    #[arg(long, default_value = "karpenter", value_name = "NAME")]
+    pub service_account: String,
 }
 
 #[derive(Debug, Args)]

@@ -65,6 +65,7 @@ fn command_name(command: &Command) -> &'static str {
         Command::Output(_) => "output",
         Command::Completions { .. } => "completions",
         Command::Doctor(_) => "doctor",
+        Command::Import(_) => "import",
     }
 }
 
@@ -84,6 +85,8 @@ fn check(global: &Options, command: &Command) -> Result<(), UserError> {
         Command::Completions { .. } => Err(UserError::new("completions takes no cluster")),
         Command::Doctor(_) => Err(UserError::new("karpctl doctor diagnoses one cluster at a time")
             .hint("run karpctl doctor --cluster C for each cluster")),
+        Command::Import(_) => Err(UserError::new("karpctl import writes the plan of one cluster")
+            .hint("run karpctl import --cluster C for each cluster")),
         _ => Ok(()),
     }
 }
@@ -117,7 +120,7 @@ async fn produce(g: &Options, command: &Command) -> Produced {
             Ok(v) => Produced { plan: None, text: Some(v.text), doc: Some(v.doc), code: EXIT_OK, error: None },
             Err(e) => Produced { plan: None, text: None, doc: None, code: EXIT_ERROR, error: Some(e) },
         },
-        Command::Completions { .. } | Command::Doctor(_) => unreachable!("refused by check"),
+        Command::Completions { .. } | Command::Doctor(_) | Command::Import(_) => unreachable!("refused by check"),
     }
 }
 

@@ -17,6 +17,7 @@ mod executor;
 mod exit;
 mod facts;
 mod fleet;
+mod import;
 mod interrupt;
 mod karpenter_iam;
 mod karpenter_values;
@@ -66,6 +67,7 @@ fn fleet_name(c: &Command) -> &'static str {
         Command::Diff(_) => "diff",
         Command::Down(_) => "down",
         Command::Doctor(_) => "doctor",
+        Command::Import(_) => "import",
         _ => "output",
     }
 }
@@ -138,6 +140,16 @@ fn main() {
             ),
             Command::Down(a) => ("down", plan(engine::down(&opts, a.yes).await)),
             Command::Doctor(a) => ("doctor", doctor::run(&opts, a).await.map(|r| printer.doctor(&r))),
+            Command::Import(a) => {
+                let args = import::ImportOptions {
+                    force: a.force,
+                    terraform_module: a.terraform_module.clone(),
+                    karpenter_version: a.karpenter_version.clone(),
+                    namespace: a.namespace.clone(),
+                    service_account: a.service_account.clone(),
+                };
+                ("import", import::run(&opts, &args).await.map(|r| printer.import(&r)))
+            }
             Command::Completions { .. } => unreachable!("handled above"),
         }
     });

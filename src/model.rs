@@ -32,6 +32,7 @@ pub enum Kind {
     EventRule,
     DiscoveryTags,
     KmsKey,
+    RetiredPolicy,
 }
 
 impl Kind {
@@ -49,6 +50,7 @@ impl Kind {
             Kind::EventRule => "aws_cloudwatch_event_rule",
             Kind::DiscoveryTags => "aws_ec2_tag",
             Kind::KmsKey => "aws_kms_key",
+            Kind::RetiredPolicy => "retired_policy",
         }
     }
 }
@@ -191,6 +193,9 @@ pub enum NodeSpec {
     KmsKey {
         arn: String,
     },
+    /// A policy of another tool on the controller role (`identity.retire_policies`): `policy_arn`
+    /// holds a managed policy's ARN or an inline policy's name.
+    RetiredPolicy(AttachmentSpec),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -238,6 +243,7 @@ impl NodeSpec {
             NodeSpec::EventRule { .. } => Kind::EventRule,
             NodeSpec::DiscoveryTags(_) => Kind::DiscoveryTags,
             NodeSpec::KmsKey { .. } => Kind::KmsKey,
+            NodeSpec::RetiredPolicy(_) => Kind::RetiredPolicy,
         }
     }
     /// A spec of the given kind with empty values, for tests over the generic parts.
@@ -258,6 +264,7 @@ impl NodeSpec {
             Kind::EventRule => NodeSpec::EventRule { queue_arn: s() },
             Kind::DiscoveryTags => NodeSpec::DiscoveryTags(DiscoverySpec { resource_type: s(), batch: vec![] }),
             Kind::KmsKey => NodeSpec::KmsKey { arn: s() },
+            Kind::RetiredPolicy => NodeSpec::RetiredPolicy(AttachmentSpec { role: s(), policy_arn: s(), owner_from: s() }),
         }
     }
     /// The EKS cluster an EKS object (access entry, Pod Identity association) belongs to.
@@ -279,6 +286,7 @@ impl NodeSpec {
             NodeSpec::QueuePolicy { queue_arn } | NodeSpec::EventRule { queue_arn } => queue_arn,
             NodeSpec::AccessEntry(_)
             | NodeSpec::RolePolicyAttachment(_)
+            | NodeSpec::RetiredPolicy(_)
             | NodeSpec::PodIdentity(_)
             | NodeSpec::DiscoveryTags(_) => "",
         }

@@ -61,6 +61,10 @@ pub struct RawIdentity {
     pub node_trust_source_account: Option<bool>,
     /// A managed policy ARN set as the permissions boundary of every role karpctl creates.
     pub permissions_boundary: Option<String>,
+    /// Policies another tool gave the controller role that karpctl's own replace (`karpctl
+    /// import` fills it in): managed policy ARNs, or inline policy names.
+    #[serde(default)]
+    pub retire_policies: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +83,9 @@ pub struct RawInterruption {
     pub queue_name: Option<String>,
     pub kms_key_id: Option<String>,
     pub sqs_managed_sse: Option<bool>,
+    /// Existing rules to keep under their names, by rule part (`karpctl import` fills it in):
+    /// an EventBridge rule cannot be renamed.
+    pub rule_names: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// An IAM role ARN: `arn:<partition>:iam::<12 digits>:role/<path/>name`. Returns the account.
@@ -392,6 +399,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             )
             .hint("remove `sqs_managed_sse` (SSE-SQS is the default) or set `kms_key_id`"));
     }
+    let rule_names = resolve_rule_names(i.rule_names.unwrap_or_default(), ctx)?;
     let identity = resolve_identity(&raw.identity, ctx, &cluster)?;
     let discovery = resolve_discovery(raw.discovery, ctx)?;
     let create_key = i.kms_key_id.as_deref() == Some(CREATE_KEY);
@@ -404,10 +412,43 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         account_id: raw.account_id,
         assume_role,
         tags: raw.tags,
-        interruption: Interruption { enabled: i.enabled.unwrap_or(true), queue_name, queue_name_note, create_key, kms_key_id },
+        interruption: Interruption {
+            enabled: i.enabled.unwrap_or(true),
+            queue_name,
+            queue_name_note,
+            create_key,
+            kms_key_id,
+            rule_names,
+        },
         create_spot_role: raw.account.create_spot_service_linked_role.unwrap_or(false),
         source,
     })
+}
+
+/// `interruption.rule_names`: each key a rule part of `catalog::RULES`, each name one EventBridge
+/// accepts (1 to 64 of letters, digits and `.-_`), no name twice.
+fn resolve_rule_names(
+    names: std::collections::BTreeMap<String, String>,
+    ctx: &Ctx,
+) -> Result<std::collections::BTreeMap<String, String>, UserError> {
+    let parts: Vec<&str> = crate::catalog::RULES.iter().map(|r| r.0).collect();
+    let mut seen = std::collections::BTreeSet::new();
+    for (part, name) in &names {
+        if !parts.contains(&part.as_str()) {
+            return Err(ctx
+                .err("interruption.rule_names", part, "is not one of Karpenter's interruption rules")
+                .hint(format!("use one of {}", parts.join(", "))));
+        }
+        if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || ".-_".contains(c)) {
+            return Err(ctx
+                .err("interruption.rule_names", part, &format!("{name:?} is not a valid EventBridge rule name"))
+                .hint("use 1 to 64 letters, digits, '.', '-' or '_'"));
+        }
+        if !seen.insert(name.to_lowercase()) {
+            return Err(ctx.err("interruption.rule_names", part, &format!("names rule {name:?} a second time")));
+        }
+    }
+    Ok(names)
 }
 
 /// `alias/aws/sqs`, as an alias name or an alias ARN.
@@ -486,6 +527,13 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
                 .hint("use ARNs like arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"));
         }
     }
+    for r in &i.retire_policies {
+        if !(is_policy_arn(r) || valid_iam_name(r, 128)) {
+            return Err(ctx
+                .err("identity", "retire_policies", &format!("{r:?} is neither a managed policy ARN nor an inline policy name"))
+                .hint("list managed policies by ARN (arn:aws:iam::123456789012:policy/NAME) and inline ones by name"));
+        }
+    }
     let access_entry_type = match i.access_entry_type.as_deref() {
         None => "EC2_LINUX".to_string(),
         Some(t @ ("EC2_LINUX" | "EC2_WINDOWS")) => t.to_string(),
@@ -536,6 +584,7 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
         zonal_shift: i.zonal_shift.unwrap_or(false),
         node_trust_source_account: i.node_trust_source_account.unwrap_or(false),
         permissions_boundary: i.permissions_boundary.clone(),
+        retire_policies: i.retire_policies.clone(),
     })
 }
 
@@ -711,6 +760,24 @@ mod tests {
             parse("cluster = \"a\"\n[identity]\npermissions_boundary = \"arn:aws:iam::123456789012:policy/B\"\n", "p.toml", None)
                 .unwrap();
         assert_eq!(s.identity.permissions_boundary.as_deref(), Some("arn:aws:iam::123456789012:policy/B"));
+    }
+
+    #[test]
+    fn kept_rules_and_retired_policies_are_checked() {
+        let p = |body: &str| parse(&format!("cluster = \"a\"\n{body}"), "p.toml", None);
+        let e = p("[interruption]\nrule_names = { Spot = \"r\" }\n").unwrap_err();
+        assert!(e.message.contains("interruption.rule_names.Spot") && e.message.contains("not one of"), "{}", e.message);
+        let e = p("[interruption]\nrule_names = { SpotInterrupt = \"a b\" }\n").unwrap_err();
+        assert!(e.message.contains("not a valid EventBridge rule name"), "{}", e.message);
+        let e = p("[interruption]\nrule_names = { SpotInterrupt = \"r\", Rebalance = \"R\" }\n").unwrap_err();
+        assert!(e.message.contains("a second time"), "{}", e.message);
+        let s = p("[interruption]\nrule_names = { SpotInterrupt = \"KarpenterSpotInterrupt-1\" }\n").unwrap();
+        assert_eq!(crate::arns::rule_name(&s, "SpotInterrupt").0, "KarpenterSpotInterrupt-1");
+        assert_eq!(crate::arns::rule_name(&s, "Rebalance").0, "Karpenter-a-Rebalance");
+        let e = p("[identity]\nretire_policies = [\"arn:aws:s3:::x\"]\n").unwrap_err();
+        assert!(e.message.contains("identity.retire_policies"), "{}", e.message);
+        let s = p("[identity]\nretire_policies = [\"arn:aws:iam::123456789012:policy/P\", \"Inline\"]\n").unwrap();
+        assert_eq!(s.identity.retire_policies.len(), 2);
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub struct Interruption {
     pub kms_key_id: Option<String>,
     /// `kms_key_id = "create"`: karpctl makes the key (and `down` schedules its deletion).
     pub create_key: bool,
+    /// Rules karpctl keeps under the names another tool gave them, by rule part (`RULES`).
+    pub rule_names: std::collections::BTreeMap<String, String>,
 }
 
 /// The value of `interruption.kms_key_id` that asks karpctl to make the key.
@@ -93,6 +95,9 @@ pub struct Identity {
     pub node_trust_source_account: bool,
     /// The permissions boundary of every role karpctl creates (None: karpctl does not manage one).
     pub permissions_boundary: Option<String>,
+    /// Policies of another tool on the controller role that karpctl's own replace: managed policy
+    /// ARNs or inline policy names, detached once karpctl's are attached (`retired_policy`).
+    pub retire_policies: Vec<String>,
 }
 
 impl Identity {

@@ -338,7 +338,9 @@ fn flipflop_sqs_attributes_first_read_shows_the_write_later_reads_do_not() {
     assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("77"), "the first read shows the write");
     assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("30"), "the next one does not");
     assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("30"));
-    eventually(Duration::from_secs(6), "the write shown after the window", || visibility_timeout(&sdk, &url).as_deref() == Some("77"));
+    eventually(Duration::from_secs(6), "the write shown after the window", || {
+        visibility_timeout(&sdk, &url).as_deref() == Some("77")
+    });
     assert!(written.elapsed() >= Duration::from_secs(2), "{:?}", written.elapsed());
     for _ in 0..3 {
         assert_eq!(visibility_timeout(&sdk, &url).as_deref(), Some("77"), "reads agree after the window");
@@ -394,7 +396,8 @@ fn lag_sqs_tags_and_tag_on_create_unsupported() {
         let o = rt().block_on(sdk.sqs.list_queue_tags().queue_url(url).send()).expect("ListQueueTags");
         o.tags().cloned().unwrap_or_default()
     };
-    let url = rt().block_on(sdk.sqs.create_queue().queue_name(&q).tags("k", "v").send()).unwrap().queue_url().unwrap().to_string();
+    let url =
+        rt().block_on(sdk.sqs.create_queue().queue_name(&q).tags("k", "v").send()).unwrap().queue_url().unwrap().to_string();
     let created = Instant::now();
     assert!(tags(&url).is_empty(), "no tags within the window");
     assert_eq!(crate::common::queue(&crate::common::sdk(), &q).unwrap().tags.get("k").map(String::as_str), Some("v"));

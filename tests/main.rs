@@ -15,6 +15,7 @@ mod faults;
 mod fleet;
 mod iam_edge_cases;
 mod identity;
+mod import;
 mod interruption;
 mod kms;
 mod lagproxy_selftest;

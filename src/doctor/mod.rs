@@ -5,7 +5,7 @@
 
 mod analysis;
 pub(crate) mod checks;
-mod discover;
+pub(crate) mod discover;
 pub(crate) mod model;
 
 use crate::cli::DoctorArgs;

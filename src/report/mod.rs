@@ -10,6 +10,7 @@ mod docs_examples;
 pub mod doctor;
 mod hint;
 pub mod human;
+pub mod import;
 pub mod json;
 pub mod markdown;
 mod progress;
@@ -17,6 +18,7 @@ mod style;
 mod values;
 
 pub use crate::events::{Event, Reporter, Silent};
+pub use import::{ImportReport, LetGo};
 pub use progress::{Prefixed, Progress};
 pub use style::Style;
 pub use values::{AccountUse, Applied, ClusterRun, DoctorReport, FleetReport, PlanReport, ValuesReport};
@@ -184,6 +186,18 @@ impl Printer {
             }
         }
         r.exit_code()
+    }
+
+    /// `karpctl import`: what it found and wrote, what `up --adopt` will change, how to let go.
+    pub fn import(&self, r: &ImportReport) -> i32 {
+        match self.format {
+            Format::Json => out(&pretty(&import::json_doc(r))),
+            Format::Human | Format::Markdown => {
+                out(&import::human(r, Self::stdout_style()));
+                self.stats_table(&r.stats);
+            }
+        }
+        crate::exit::EXIT_OK
     }
 
     /// A many-cluster run's summary: one JSON document, one Markdown comment, or each cluster's

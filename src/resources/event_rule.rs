@@ -51,7 +51,7 @@ pub fn wanted_rule_names(spec: &Spec) -> Vec<String> {
     RULES
         .iter()
         .filter(|(_, _, _, since)| spec.interruption.enabled && spec.identity.karpenter_version.minor >= *since)
-        .map(|(part, ..)| arns::rule_name(&spec.cluster, part).0)
+        .map(|(part, ..)| arns::rule_name(spec, part).0)
         .collect()
 }
 
@@ -65,7 +65,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         .iter()
         .map(|(part, source, detail, since)| {
             let id = format!("rule-{part}");
-            let (name, shortened) = arns::rule_name(&spec.cluster, part);
+            let (name, shortened) = arns::rule_name(spec, part);
             let wanted = on && spec.identity.karpenter_version.minor >= *since;
             let fields = wanted.then(|| desired_fields(source, detail, &queue_arn, &spec.cluster, &arns::tags_for(spec, &id)));
             let note = shortened.then(|| format!("name shortened to fit EventBridge's 64 characters: {name}"));

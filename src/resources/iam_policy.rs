@@ -530,6 +530,19 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     delete_arn(ctx, step, policy_arn(&step.node)?).await
 }
 
+/// Who still uses a managed policy: the roles, users and groups it is attached to.
+pub async fn attached_anywhere(ctx: &Ctx, arn: &str) -> Result<Vec<String>> {
+    let (roles, users, groups) = entities(ctx, arn).await?;
+    let roles = roles.into_iter().map(|r| format!("role {r}"));
+    let users = users.into_iter().map(|u| format!("user {u}"));
+    Ok(roles.chain(users).chain(groups.into_iter().map(|g| format!("group {g}"))).collect())
+}
+
+/// Delete a managed policy that is not one of the plan's own (a retired one), the same way.
+pub async fn delete_policy_arn(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {
+    delete_arn(ctx, step, arn).await
+}
+
 /// In AWS's order: detach everywhere, delete non-default versions, then the policy. Attached or
 /// versioned again meanwhile (a concurrent run), or not yet consistent (DeleteConflict): all of
 /// it again, on the consistency schedule.

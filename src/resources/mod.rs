@@ -15,6 +15,7 @@ pub mod kms_key;
 pub mod pod_identity;
 pub mod queue;
 pub mod queue_policy;
+pub mod retired_policy;
 pub mod role_policy_attachment;
 
 use crate::model::{Action, Kind, Node, Observed, Step};
@@ -36,6 +37,7 @@ pub fn read_rank(kind: Kind) -> u8 {
         Kind::EventRule => event_rule::READ_RANK,
         Kind::DiscoveryTags => discovery_tags::READ_RANK,
         Kind::KmsKey => kms_key::READ_RANK,
+        Kind::RetiredPolicy => retired_policy::READ_RANK,
     }
 }
 
@@ -53,6 +55,7 @@ pub fn immutable(kind: Kind) -> &'static [&'static str] {
         Kind::EventRule => event_rule::IMMUTABLE,
         Kind::DiscoveryTags => discovery_tags::IMMUTABLE,
         Kind::KmsKey => kms_key::IMMUTABLE,
+        Kind::RetiredPolicy => retired_policy::IMMUTABLE,
     }
 }
 
@@ -74,6 +77,7 @@ async fn read_kind(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
         Kind::PodIdentity => pod_identity::read(ctx, node).await,
         Kind::DiscoveryTags => discovery_tags::read(ctx, node).await,
         Kind::KmsKey => kms_key::read(ctx, node).await,
+        Kind::RetiredPolicy => retired_policy::read(ctx, node).await,
     }
 }
 
@@ -92,6 +96,7 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
         Kind::PodIdentity => pod_identity::current(ctx, step).await,
         Kind::DiscoveryTags => discovery_tags::current(ctx, step).await,
         Kind::KmsKey => kms_key::current(ctx, step).await,
+        Kind::RetiredPolicy => retired_policy::current(ctx, step).await,
     }
 }
 
@@ -104,6 +109,7 @@ pub fn forget(ctx: &Ctx, node: &Node) {
         Kind::EventRule => event_rule::forget(ctx),
         Kind::IamPolicy | Kind::InstanceProfile | Kind::AccessEntry | Kind::PodIdentity => {}
         Kind::KmsKey => kms_key::forget(ctx, &node.name),
+        Kind::RetiredPolicy => retired_policy::forget(ctx, node),
         Kind::DiscoveryTags => {}
     }
 }
@@ -140,6 +146,7 @@ async fn apply_step(ctx: &Ctx, step: &Step) -> Result<()> {
         Kind::PodIdentity => pod_identity::apply(ctx, step, cur).await,
         Kind::DiscoveryTags => discovery_tags::apply(ctx, step, cur).await,
         Kind::KmsKey => kms_key::apply(ctx, step, cur).await,
+        Kind::RetiredPolicy => retired_policy::apply(ctx, step, cur).await,
     };
     forget(ctx, &step.node);
     if r.is_ok() {

@@ -39,7 +39,7 @@ fn attached_key(role: &str) -> String {
 }
 
 /// The role's attached policy ARNs, memoised for the observation. None: no such role.
-async fn attached(ctx: &Ctx, role: &str) -> Result<Option<Vec<String>>> {
+pub async fn attached(ctx: &Ctx, role: &str) -> Result<Option<Vec<String>>> {
     ctx.cached(&attached_key(role), || iam_role::attached_policies(ctx, role)).await
 }
 
@@ -174,7 +174,12 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 }
 
 pub fn forget(ctx: &Ctx, node: &Node) {
-    ctx.forget_cached(&attached_key(role_name(node)));
+    forget_role(ctx, role_name(node));
+}
+
+/// Drop the memoised list of `role`'s attached policies.
+pub fn forget_role(ctx: &Ctx, role: &str) {
+    ctx.forget_cached(&attached_key(role));
 }
 
 /// The role's ownership was checked just now by the dispatcher, for every action but Create.

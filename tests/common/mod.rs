@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub mod names;
 pub mod proxy;
+pub mod transcript;
 pub use names::*;
 pub use proxy::{Proxy, stop_all};
 

@@ -1,0 +1,200 @@
+//! Policies another tool gave the controller role that karpctl's own split policies replace
+//! (`identity.retire_policies`, which `karpctl import` fills in): the Terraform module's combined
+//! `KarpenterController-<suffix>` policy, a hand-added inline policy, the CloudFormation stack's
+//! single v1.0 policy.
+//!
+//! The desired state is "not on the controller role" (field `attached`). The node depends on the
+//! controller role and on every attachment of karpctl's own controller policies, so it is
+//! detached only once those are attached: the controller's permissions never shrink mid-way.
+//!
+//! Read: ListAttachedRolePolicies (the memo the attachments share) for a managed policy, or
+//! ListRolePolicies for an inline one; ownership is the role's. Update / Adopt: DetachRolePolicy
+//! (or DeleteRolePolicy for an inline policy); then a customer managed policy that nothing else
+//! uses any more (ListEntitiesForPolicy) is deleted, since the plan took it over by naming it
+//! here; one still attached elsewhere, or an AWS managed one, is left and said so. Delete (`down`):
+//! goes with the controller role.
+
+use super::ctx::{Ctx, Current};
+use super::iam_role::{detach, get_role, get_role_fresh};
+use crate::aws::{Classify, aws_err};
+use crate::events::Event;
+use crate::facts::Facts;
+use crate::model::{Action, AttachmentSpec, Fields, Level, Node, NodeSpec, Observed, Owner, Step};
+use crate::plan_file::Spec;
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::collections::BTreeMap;
+
+/// No field forces a replacement.
+pub const IMMUTABLE: &[&str] = &[];
+/// Read order among kinds: IAM, sharing the role's memoised lists.
+pub const READ_RANK: u8 = 3;
+
+fn spec_of(node: &Node) -> (&str, &str) {
+    match &node.spec {
+        NodeSpec::RetiredPolicy(a) => (a.role.as_str(), a.policy_arn.as_str()),
+        _ => ("", ""),
+    }
+}
+
+/// A managed policy is named by its ARN; anything else is an inline policy's name.
+fn is_managed(policy: &str) -> bool {
+    policy.starts_with("arn:")
+}
+
+/// The last segment of a policy ARN, or the inline policy's name.
+fn short(policy: &str) -> &str {
+    policy.rsplit('/').next().unwrap_or(policy)
+}
+
+/// Pure: one node per retired policy, after the controller role and every attachment of
+/// karpctl's own controller policies. A policy the plan itself manages is never retired.
+pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
+    let own = super::iam_policy::controller_policies(spec, facts);
+    let role = &spec.identity.controller_role.name;
+    let mut deps = vec!["controller-role".to_string()];
+    deps.extend(own.iter().filter(|p| p.doc.is_some()).map(|p| format!("controller-policy-attachment-{}", p.part.name())));
+    spec.identity
+        .retire_policies
+        .iter()
+        .filter(|r| !own.iter().any(|p| &p.arn == *r))
+        .map(|r| {
+            let a = AttachmentSpec { role: role.clone(), policy_arn: r.clone(), owner_from: "controller-role".into() };
+            let what = if is_managed(r) { "managed" } else { "inline" };
+            Node::new(format!("retired-policy-{}", short(r)), format!("{role}/{}", short(r)), NodeSpec::RetiredPolicy(a))
+                .with_fields(Some(crate::model::fields_of(vec![("attached", json!(false))])))
+                .with_deps(deps.clone())
+                .with_notes([format!("{what} policy {r}: karpctl's split policies replace it")])
+                .contained_in("controller-role")
+        })
+        .collect()
+}
+
+fn inline_key(role: &str) -> String {
+    format!("iam:ListRolePolicies:{role}")
+}
+
+/// The role's inline policy names (None: no such role), memoised for the observation.
+async fn inline_names(ctx: &Ctx, role: &str) -> Result<Option<Vec<String>>> {
+    ctx.cached(&inline_key(role), || async {
+        let mut out = Vec::new();
+        let mut marker: Option<String> = None;
+        loop {
+            let o = match ctx.aws.iam.list_role_policies().role_name(role).set_marker(marker).send().await {
+                Ok(o) => o,
+                Err(e) if e.is_not_found() => return Ok(None),
+                Err(e) => return Err(aws_err("iam:ListRolePolicies", e)),
+            };
+            out.extend(o.policy_names().iter().cloned());
+            marker = o.marker().map(str::to_string);
+            if !o.is_truncated() || marker.is_none() {
+                return Ok(Some(out));
+            }
+        }
+    })
+    .await
+}
+
+pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
+    let (role, policy) = spec_of(node);
+    let held = async {
+        if is_managed(policy) {
+            Ok(super::role_policy_attachment::attached(ctx, role).await?.map(|l| l.iter().any(|a| a == policy)))
+        } else {
+            Ok(inline_names(ctx, role).await?.map(|l| l.iter().any(|n| n == policy)))
+        }
+    };
+    let (held, live_role): (Option<bool>, _) = tokio::try_join!(held, get_role(ctx, role))?;
+    let attached = held.unwrap_or(false);
+    // Nothing to retire and nothing wanted (`down`): nothing to show.
+    if !attached && node.fields.is_none() {
+        return Ok(None);
+    }
+    let owner = live_role.as_ref().map(|r| Owner::from_tags(&r.tags, &ctx.cluster)).unwrap_or(Owner::Ours);
+    let mut fields = Fields::new();
+    fields.insert("attached".into(), json!(attached));
+    let mut ids = BTreeMap::new();
+    ids.insert("role".to_string(), role.to_string());
+    Ok(Some(Observed { fields, owner, ids }))
+}
+
+/// GetRole, fresh: the controller role's owner is the retirement's.
+pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
+    let (role, _) = spec_of(&step.node);
+    let live = get_role_fresh(ctx, role).await?;
+    Ok(live.map(|r| Current::new(Owner::from_tags(&r.tags, &ctx.cluster), r.tags).id("role", r.name)))
+}
+
+pub fn forget(ctx: &Ctx, node: &Node) {
+    let (role, _) = spec_of(node);
+    ctx.forget_cached(&inline_key(role));
+    super::role_policy_attachment::forget_role(ctx, role);
+}
+
+/// The role's ownership was checked just now by the dispatcher.
+pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result<()> {
+    let (role, policy) = spec_of(&step.node);
+    if step.action == Action::Create {
+        // The role is not there: nothing holds the policy.
+        return Ok(());
+    }
+    if !is_managed(policy) {
+        return match ctx.aws.iam.delete_role_policy().role_name(role).policy_name(policy).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => {
+                Err(aws_err("iam:DeleteRolePolicy", e)).with_context(|| format!("deleting inline policy {policy} of {role}"))
+            }
+        };
+    }
+    detach(ctx, &step.id, role, policy).await?;
+    if step.action == Action::Delete || policy.contains(":iam::aws:policy/") {
+        return Ok(());
+    }
+    let users = super::iam_policy::attached_anywhere(ctx, policy).await?;
+    let text = if users.is_empty() {
+        super::iam_policy::delete_policy_arn(ctx, step, policy).await?;
+        format!("{}: deleted {policy}, which nothing else used", step.id)
+    } else {
+        format!(
+            "{}: detached {policy} from {role}; left in place because {} still use(s) it: delete it in the tool that made it",
+            step.id,
+            users.join(", ")
+        )
+    };
+    ctx.reporter.event(Event::Note { level: Level::Info, text: &text });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retired_policies_wait_for_every_own_attachment_and_never_name_an_own_policy() {
+        let mut spec = crate::plan_file::defaults("c").unwrap();
+        let facts = Facts {
+            account_id: "123456789012".into(),
+            region: "us-east-1".into(),
+            partition: "aws".into(),
+            cluster: crate::facts::ClusterFacts { name: "c".into(), status: "ACTIVE".into(), ..Default::default() },
+            discovery: Default::default(),
+            existing_node_role_arn: None,
+            kms_key: None,
+        };
+        let own = super::super::iam_policy::controller_policies(&spec, &facts);
+        spec.identity.retire_policies =
+            vec!["arn:aws:iam::123456789012:policy/KarpenterController-2024".into(), "ListProfiles".into(), own[0].arn.clone()];
+        let n = nodes(&spec, &facts);
+        assert_eq!(n.len(), 2, "karpctl's own policy is never retired: {n:?}");
+        assert_eq!(n[0].id, "retired-policy-KarpenterController-2024");
+        assert_eq!(n[1].id, "retired-policy-ListProfiles");
+        for node in &n {
+            assert!(node.deps.contains(&"controller-role".to_string()));
+            for p in own.iter().filter(|p| p.doc.is_some()) {
+                assert!(node.deps.contains(&format!("controller-policy-attachment-{}", p.part.name())), "{node:?}");
+            }
+            assert_eq!(node.fields.as_ref().unwrap()["attached"], json!(false));
+        }
+    }
+}
