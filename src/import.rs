@@ -61,16 +61,13 @@ pub struct Found {
     pub cluster: String,
     pub region: String,
     pub account_id: String,
-    pub partition: String,
     pub mode: Option<IdentityMode>,
     pub namespace: String,
     pub service_account: String,
     pub controller: Option<FoundRole>,
-    /// The controller's policies: (managed policy ARN or inline name, customer managed or inline).
-    pub controller_policies: Vec<(String, bool)>,
+    /// The controller's policies: managed policy ARNs and inline policy names.
+    pub controller_policies: Vec<String>,
     pub node_role: Option<FoundRole>,
-    /// AWS managed policies attached to the node role (names).
-    pub node_managed_policies: Vec<String>,
     /// Every managed policy attached to the node role (ARNs).
     pub node_attached: Vec<String>,
     /// Those the plan's Karpenter release does not attach: kept as `extra_node_policy_arns`, so
@@ -280,7 +277,7 @@ pub fn plan_toml(f: &Found, retire: &[String]) -> (String, Vec<String>) {
 /// plan's policies: those are adopted in place, never retired). An AWS managed one is only
 /// detached, never deleted (see `retired_policy`).
 pub fn retired(f: &Found, own: &[String]) -> Vec<String> {
-    f.controller_policies.iter().filter(|(p, _)| !own.contains(p)).map(|(p, _)| p.clone()).collect()
+    f.controller_policies.iter().filter(|p| !own.contains(p)).cloned().collect()
 }
 
 /// Pure: how to let go of the objects in the tool that made them.
@@ -322,7 +319,9 @@ pub fn let_go(f: &Found, retire: &[String], module: &str) -> LetGo {
                 && tf_generated(&r.name, &format!("Karpenter-{}-", f.cluster))
             {
                 addresses.push(format!("{m}.aws_iam_role.node[0]"));
-                for p in f.node_managed_policies.iter().filter(|p| TF_NODE_POLICY_KEYS.contains(&p.as_str())) {
+                // The module's node attachments are keyed by the AWS managed policy's name.
+                let aws_managed = f.node_attached.iter().filter(|a| a.contains(":iam::aws:policy/"));
+                for p in aws_managed.filter_map(|a| a.rsplit('/').next()).filter(|p| TF_NODE_POLICY_KEYS.contains(p)) {
                     addresses.push(format!("{m}.aws_iam_role_policy_attachment.node[\"{p}\"]"));
                 }
                 if f.access_entry_type.is_some() {
@@ -347,9 +346,8 @@ pub fn let_go(f: &Found, retire: &[String], module: &str) -> LetGo {
     }
 }
 
-/// What doctor read, as `import` needs it; `profiles` are the node role's instance profiles
-/// that Karpenter did not make.
-fn found_of(s: &Setup, profiles: Vec<(String, String)>, version: Option<KarpenterVersion>) -> Found {
+/// What doctor read, as `import` needs it (the instance profile is read after: doctor does not).
+fn found_of(s: &Setup, version: Option<KarpenterVersion>) -> Found {
     let queue_arn = s.queue.as_ref().filter(|q| q.exists).map(|q| q.arn.clone());
     let mut rules = BTreeMap::new();
     let mut rules_left = Vec::new();
@@ -370,36 +368,18 @@ fn found_of(s: &Setup, profiles: Vec<(String, String)>, version: Option<Karpente
         cluster: s.cluster.clone(),
         region: s.region.clone(),
         account_id: s.account_id.clone(),
-        partition: s.partition.clone(),
         mode: s.mode,
         namespace: s.namespace.clone(),
         service_account: s.service_account.clone(),
         controller: controller.map(|c| FoundRole::of_arn(&c.arn)),
         controller_policies: controller
-            .map(|c| {
-                c.policies
-                    .iter()
-                    .map(|p| match &p.arn {
-                        Some(arn) => (arn.clone(), p.customer_managed),
-                        None => (p.name.clone(), true),
-                    })
-                    .collect()
-            })
+            .map(|c| c.policies.iter().map(|p| p.arn.clone().unwrap_or_else(|| p.name.clone())).collect())
             .unwrap_or_default(),
         node_role: node.map(|n| FoundRole::of_arn(&n.arn)),
         node_attached: node.map(|n| n.attached.clone()).unwrap_or_default(),
         extra_node_policies: vec![],
-        node_managed_policies: node
-            .map(|n| {
-                n.attached
-                    .iter()
-                    .filter(|a| a.contains(":iam::aws:policy/"))
-                    .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
-                    .collect()
-            })
-            .unwrap_or_default(),
         access_entry_type,
-        instance_profile: profiles.into_iter().next(),
+        instance_profile: None,
         association: controller.is_some_and(|c| c.how.starts_with("Pod Identity association")),
         queue: s.queue.as_ref().filter(|q| q.exists).map(|q| q.name.clone()),
         queue_kms_key: s.queue.as_ref().and_then(|q| q.kms_master_key_id.clone()),
@@ -499,7 +479,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
             .hint("import needs the read permissions doctor needs (docs/doctor.md); nothing was written")
             .into());
     }
-    let mut found = found_of(&setup, vec![], version);
+    let mut found = found_of(&setup, version);
     if let Some(n) = &found.node_role {
         found.instance_profile = instance_profiles(&connected.clients, &n.name).await?.into_iter().next();
     }
@@ -595,18 +575,20 @@ mod tests {
             cluster: c.into(),
             region: "us-east-1".into(),
             account_id: "123456789012".into(),
-            partition: "aws".into(),
             mode: Some(IdentityMode::PodIdentity),
             namespace: "kube-system".into(),
             service_account: "karpenter".into(),
             controller: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/KarpenterController-{ts}"))),
             controller_policies: vec![
-                (format!("arn:aws:iam::123456789012:policy/KarpenterController-{ts}"), true),
-                ("ListInstanceProfiles".into(), true),
-                ("arn:aws:iam::aws:policy/ReadOnlyAccess".into(), false),
+                format!("arn:aws:iam::123456789012:policy/KarpenterController-{ts}"),
+                "ListInstanceProfiles".into(),
+                "arn:aws:iam::aws:policy/ReadOnlyAccess".into(),
             ],
             node_role: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/Karpenter-{c}-{ts}"))),
-            node_managed_policies: vec!["AmazonEKSWorkerNodePolicy".into(), "AmazonSSMManagedInstanceCore".into()],
+            node_attached: vec![
+                "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy".into(),
+                "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore".into(),
+            ],
             access_entry_type: Some("EC2_LINUX".into()),
             association: true,
             queue: Some(format!("Karpenter-{c}")),

@@ -62,7 +62,7 @@ pub fn let_go_text(l: &LetGo) -> String {
                  With Terraform 1.7 or later, instead of state rm: delete the block and add\n\n\
                  \x20 removed {{\n    from = {m}\n    lifecycle {{\n      destroy = false\n    }}\n  }}\n\n\
                  (`removed` takes a whole module or resource, never one instance, and only once its block is gone.)\n",
-                m = module.strip_prefix("module.").map(|_| module.as_str()).unwrap_or(module)
+                m = module
             ));
         }
         LetGo::CloudFormation { stacks } => {
