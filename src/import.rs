@@ -138,7 +138,11 @@ impl Found {
             .values()
             .find_map(|n| CFN_RULE_IDS.iter().find_map(|id| n.find(&format!("-{id}-")).map(|at| n[..at].to_string())));
         let cfn_node = self.node_role.as_ref().is_some_and(|r| r.name == format!("KarpenterNodeRole-{c}"));
+        let guide = format!("Karpenter-{c}");
         match stack {
+            // CloudFormation cuts the stack's part of a long generated name: the guide's stack
+            // name it is the start of is the stack's name.
+            Some(stack) if stack.len() < guide.len() && guide.starts_with(&stack) => Tool::CloudFormation { stack: guide },
             Some(stack) => Tool::CloudFormation { stack },
             None if cfn_node && self.queue.as_deref() == Some(c.as_str()) => {
                 Tool::CloudFormation { stack: format!("Karpenter-{c}") }
@@ -653,6 +657,9 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(f.tool(), Tool::CloudFormation { stack: format!("Karpenter-{c}") });
+        let mut cut = f.clone();
+        cut.rules.insert("SpotInterrupt".into(), "Karpenter-say-whe-SpotInterruptionRule-AbC123".into());
+        assert_eq!(cut.tool(), Tool::CloudFormation { stack: format!("Karpenter-{c}") }, "a cut stack name is made whole");
         let LetGo::CloudFormation { stacks } = let_go(&f, &[], "module.karpenter") else { panic!() };
         assert_eq!(stacks, [format!("Karpenter-{c}"), format!("eksctl-{c}-podidentityrole-kube-system-karpenter")]);
     }

@@ -278,7 +278,11 @@ fn import_then_adopt(prefix: &str, shape: Shape) -> (Run, String) {
     let human = run(&["import", "--cluster", &m.c, "--force"]);
     assert_eq!(human.code, 0, "{human:?}");
     match shape {
-        Shape::Cfn => assert!(human.stdout.contains("DeletionPolicy: Retain"), "{human:?}"),
+        Shape::Cfn => {
+            assert!(human.stdout.contains("DeletionPolicy: Retain"), "{human:?}");
+            // The seeded rule names are cut to 64 characters, as CloudFormation cuts them.
+            assert!(human.stdout.contains(&format!("--stack-name Karpenter-{} ", m.c)), "the whole stack name: {human:?}");
+        }
         _ => {
             assert!(human.stdout.contains("terraform state rm"), "{human:?}");
             assert!(human.stdout.contains("'module.karpenter.aws_sqs_queue.this[0]'"), "{human:?}");
