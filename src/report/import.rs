@@ -110,6 +110,10 @@ pub fn human(r: &ImportReport, style: Style) -> String {
     }
     t.push_str(&format!("\nWhat `karpctl up --cluster {} --adopt` will then change:\n\n", r.cluster));
     t.push_str(&super::human::render_plan(&r.diff.plan, style));
+    // An error-level check makes `up --adopt` exit 1 after applying: say so now.
+    if let Some(checks) = &r.diff.readiness {
+        t.push_str(&super::human::readiness(checks, style));
+    }
     t.push('\n');
     t.push_str(&let_go_text(&r.let_go));
     t.push_str(&format!(
