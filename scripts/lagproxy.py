@@ -28,6 +28,14 @@ test names, answers the way AWS does during such a window:
   iam_policy_version_lag_s {policy: N} for N s after a CreatePolicyVersion that sets the
                                        default, GetPolicy of that policy (by name) still shows
                                        the previous DefaultVersionId
+  throttle_rps {service: N}           AWS's request-rate throttling: a token bucket per service
+                                       (the proxy is one account), N requests a second, a burst
+                                       of N; a request with no token is answered as AWS throttles
+                                       it: IAM/STS 400 Throttling "Rate exceeded", EC2 503
+                                       RequestLimitExceeded, EKS 429 TooManyRequestsException, SQS
+                                       400 RequestThrottled, EventBridge and KMS 400
+                                       ThrottlingException. Services by signing name: iam, ec2,
+                                       eks, sqs, events, sts, kms
   eks_tag_associations {cluster: true}
                                        not a lag: an emulator gap. EKS TagResource/UntagResource
                                        on the cluster's Pod Identity association ARNs (ministack
@@ -128,7 +136,7 @@ SQS_CREATE_LAG_OPS = {"GetQueueAttributes", "SetQueueAttributes", "ListQueueTags
 # SQS reads a flip-flop window answers (the operations that find a queue or read its state).
 SQS_FLIP_READ_OPS = {"GetQueueAttributes", "ListQueueTags", "GetQueueUrl"}
 
-NUMERIC_RULES = ("sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_role_propagation_s",
+NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_role_propagation_s",
                  "iam_policy_version_lag_s", "sqs_attr_flipflop_s", "sqs_create_flipflop_s",
                  "sqs_delete_flipflop_s", "sqs_deleted_recently_s", "sqs_tags_lag_s",
                  "eks_delete_flipflop_s", "eks_delete_lag_s")
@@ -302,6 +310,31 @@ def eks_error(status: int, code: str, message: str) -> tuple[int, list, bytes]:
     ], body
 
 
+def query_error(status: int, code: str, message: str) -> tuple[int, list, bytes]:
+    """An error on the query wire (IAM, STS)."""
+    body = (f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message>"
+            f"</Error><RequestId>{uuid.uuid4()}</RequestId></ErrorResponse>").encode()
+    return status, [("Content-Type", "text/xml")], body
+
+
+def throttled(service: str) -> tuple[int, list, bytes]:
+    """The answer AWS gives a throttled request of `service`."""
+    if service in ("iam", "sts"):
+        return query_error(400, "Throttling", "Rate exceeded")
+    if service == "ec2":
+        body = (f"<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded."
+                f"</Message></Error></Errors><RequestID>{uuid.uuid4()}</RequestID></Response>").encode()
+        return 503, [("Content-Type", "text/xml")], body
+    if service == "eks":
+        return eks_error(429, "TooManyRequestsException", "Rate exceeded")
+    if service == "sqs":
+        # Real SQS does not prefix its throttling code with AWS.SimpleQueueService. (microburst does).
+        status, headers, body = sqs_error("RequestThrottled", "RequestThrottled", "Request is throttled.")
+        return status, [(k, "RequestThrottled;Sender" if k == "x-amzn-query-error" else v) for k, v in headers], body
+    body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
+    return 400, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))], body
+
+
 # ------------------------------------------------------------------ the proxy's state
 
 class Lag:
@@ -333,6 +366,8 @@ class Lag:
         # deferred EKS deletes: (cluster, kind, id) -> {"due", "req", "timer", "mode": "flip"|"lag",
         # "reads", "match": principal ARN or (namespace, service account)}; kind "entry" | "assoc"
         self.eks_pending: dict[tuple[str, str, str], dict] = {}
+        # service -> {"tokens": n, "at": t} (throttle_rps)
+        self.buckets: dict[str, dict] = {}
         # association ARN -> {key: value} (eks_tag_associations)
         self.assoc_tags: dict[str, dict] = {}
         # role -> [{"after": operation, "actions": [...]}] (iam_watch_role)
@@ -427,6 +462,7 @@ class Lag:
             self.tags_windows.clear()
             self.iam_watch.clear()
             self.assoc_tags.clear()
+            self.buckets.clear()
             eks = list(self.eks_pending.values())
             self.eks_pending.clear()
         for _, (_, req, timer) in pending:
@@ -599,7 +635,24 @@ class Lag:
 
     # ------------------------------------------------------------- behaviours
 
+    def take_token(self, service: str) -> bool:
+        """throttle_rps: False when the service's bucket is empty (the request is throttled)."""
+        rate = self.rule("throttle_rps", service)
+        if not rate:
+            return True
+        now = time.monotonic()
+        with self.lock:
+            b = self.buckets.setdefault(service, {"tokens": float(rate), "at": now})
+            b["tokens"] = min(float(rate), b["tokens"] + (now - b["at"]) * rate)
+            b["at"] = now
+            if b["tokens"] < 1.0:
+                return False
+            b["tokens"] -= 1.0
+            return True
+
     def handle(self, req: Req) -> tuple[int, list, bytes, str | None]:
+        if not self.take_token(req.service):
+            return (*throttled(req.service), "throttle_rps")
         if req.service == "sqs":
             return self.handle_sqs(req)
         if req.service == "eks":

@@ -267,7 +267,7 @@ fn connect_options(global: &Options, region: &str, assume_role: Option<aws::Assu
         region: region.to_string(),
         profile: global.profile.clone(),
         endpoint_url: global.endpoint_url.clone(),
-        max_attempts: 8,
+        max_attempts: aws::throttle::THROTTLE_ATTEMPTS,
         max_in_flight: global.concurrency as usize,
         ca_bundle: aws::ca_bundle_from_env()?,
         limiter: global.scope.as_ref().map(|s| s.limiter.clone()),

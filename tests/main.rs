@@ -27,3 +27,4 @@ mod readiness;
 mod replicas;
 mod sqs_lag;
 mod strict;
+mod throttling;

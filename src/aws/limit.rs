@@ -34,16 +34,24 @@ pub struct Limiter {
     pub permits: Arc<prio::PrioSemaphore>,
     pub gauge: Arc<InFlight>,
     pub outer: Option<Arc<Limiter>>,
+    /// The account's adaptive request rates, one per service (`throttle`): the outermost
+    /// limiter's, so every cluster of an account shares them.
+    pub rates: super::throttle::AccountRates,
 }
 
 impl Limiter {
     pub fn new(max_in_flight: usize) -> Self {
-        Limiter { permits: prio::PrioSemaphore::new(max_in_flight.max(1)), gauge: Default::default(), outer: None }
+        Limiter {
+            permits: prio::PrioSemaphore::new(max_in_flight.max(1)),
+            gauge: Default::default(),
+            outer: None,
+            rates: Default::default(),
+        }
     }
 
     /// A limiter of its own `max_in_flight` whose requests also count against `outer`.
     pub fn inside(max_in_flight: usize, outer: &Limiter) -> Self {
-        Limiter { outer: Some(Arc::new(outer.clone())), ..Limiter::new(max_in_flight) }
+        Limiter { outer: Some(Arc::new(outer.clone())), rates: outer.rates.clone(), ..Limiter::new(max_in_flight) }
     }
 
     /// This limiter's and its outer ones': the permits to take, in order, and the gauges to count on.

@@ -10,6 +10,7 @@ pub mod limit;
 pub mod partition;
 pub mod prio;
 pub mod stats;
+pub mod throttle;
 
 pub use consistency::*;
 pub use error::{AwsError, Classify, Condition, ErrorKind, aws_error_in, is_refused, refusal_in};
@@ -73,7 +74,9 @@ pub struct Clients {
 /// check is off (it would count the wait as a stalled body; karpctl's request bodies are a few
 /// KiB, sent in one write), its stalled-download check stays on.
 pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
-    let retry = RetryConfig::standard()
+    // Adaptive: a client-side rate per account and service that slows down on throttling
+    // (`throttle`); `max_attempts` is what throttling gets, other errors stop sooner.
+    let retry = RetryConfig::adaptive()
         .with_max_attempts(opts.max_attempts.max(1))
         .with_initial_backoff(Duration::from_millis(200))
         .with_max_backoff(Duration::from_secs(10));
@@ -83,15 +86,13 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         .operation_timeout(Duration::from_secs(120))
         .build();
     let stalled = StalledStreamProtectionConfig::enabled().upload_enabled(false).grace_period(Duration::from_secs(5)).build();
+    let limiter = opts.limiter.clone().unwrap_or_else(|| Limiter::new(opts.max_in_flight));
     let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
         .region(aws_config::Region::new(opts.region.clone()))
         .retry_config(retry)
         .timeout_config(timeouts)
         .stalled_stream_protection(stalled)
-        .http_client(LimitedClient::shared(
-            https::default_https_client(opts.ca_bundle.clone()),
-            opts.limiter.clone().unwrap_or_else(|| Limiter::new(opts.max_in_flight)),
-        ));
+        .http_client(LimitedClient::shared(https::default_https_client(opts.ca_bundle.clone()), limiter.clone()));
     if let Some(p) = &opts.profile {
         loader = loader.profile_name(p);
     }
@@ -109,20 +110,28 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         let provider = b.build().await;
         conf = conf.into_builder().credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(provider)).build();
     }
-    let counter = stats::Counter(stats);
+    let counter = stats::Counter(stats.clone());
+    // This cluster's retry budget, for all its clients (not the process's: one per service).
+    let bucket = aws_smithy_runtime::client::retries::TokenBucket::default();
     macro_rules! client {
-        ($krate:ident) => {
-            $krate::Client::from_conf($krate::config::Builder::from(&conf).interceptor(counter.clone()).build())
+        ($krate:ident, $service:literal) => {
+            $krate::Client::from_conf(
+                $krate::config::Builder::from(&conf)
+                    .interceptor(counter.clone())
+                    .retry_partition(throttle::partition($service, &bucket, &limiter.rates))
+                    .retry_classifier(throttle::AttemptBudget { service: $service, stats: stats.clone() })
+                    .build(),
+            )
         };
     }
     Clients {
-        iam: client!(aws_sdk_iam),
-        sqs: client!(aws_sdk_sqs),
-        events: client!(aws_sdk_eventbridge),
-        eks: client!(aws_sdk_eks),
-        ec2: client!(aws_sdk_ec2),
-        sts: client!(aws_sdk_sts),
-        kms: client!(aws_sdk_kms),
+        iam: client!(aws_sdk_iam, "iam"),
+        sqs: client!(aws_sdk_sqs, "sqs"),
+        events: client!(aws_sdk_eventbridge, "events"),
+        eks: client!(aws_sdk_eks, "eks"),
+        ec2: client!(aws_sdk_ec2, "ec2"),
+        sts: client!(aws_sdk_sts, "sts"),
+        kms: client!(aws_sdk_kms, "kms"),
     }
 }
 

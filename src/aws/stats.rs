@@ -25,11 +25,27 @@ pub struct CallStats {
     /// The unit of a call made outside any `in_unit` scope (a task spawned without one): the
     /// phase running at the time.
     phase: Mutex<Arc<str>>,
+    /// Throttling answers by service: how many, and when the first and the last came.
+    throttled: Mutex<BTreeMap<String, Throttled>>,
+}
+
+/// Throttling answers from one service in this run.
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize)]
+pub struct Throttled {
+    pub answers: u64,
+    /// Seconds since the start of the run of the first and the last.
+    pub first_s: f64,
+    pub last_s: f64,
 }
 
 impl Default for CallStats {
     fn default() -> Self {
-        CallStats { inner: Default::default(), trace: Mutex::new(None), phase: Mutex::new(Arc::from("prepare")) }
+        CallStats {
+            inner: Default::default(),
+            trace: Mutex::new(None),
+            phase: Mutex::new(Arc::from("prepare")),
+            throttled: Default::default(),
+        }
     }
 }
 
@@ -114,6 +130,9 @@ pub struct StatsReport {
     pub writes: u64,
     pub retries: u64,
     pub operations: BTreeMap<String, OpCount>,
+    /// Throttling answers by service (none: AWS throttled nothing).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub throttled: BTreeMap<String, Throttled>,
     /// With tracing on: per unit of work, its calls in the order they started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<BTreeMap<String, Vec<TraceCall>>>,
@@ -129,6 +148,14 @@ impl CallStats {
         } else {
             e.calls += 1;
         }
+    }
+    /// A throttling answer from `service` (counted by `throttle::AttemptBudget`).
+    pub fn throttled(&self, service: &str) {
+        let at = epoch().elapsed().as_secs_f64();
+        let mut m = self.throttled.lock().unwrap();
+        let t = m.entry(service.to_string()).or_insert(Throttled { answers: 0, first_s: at, last_s: at });
+        t.answers += 1;
+        t.last_s = at;
     }
     /// Keep a trace of every call from now on.
     pub fn enable_trace(&self) {
@@ -170,7 +197,8 @@ impl CallStats {
     pub fn report(&self) -> StatsReport {
         let trace = self.trace();
         let m = self.inner.lock().unwrap();
-        let mut r = StatsReport { calls: 0, reads: 0, writes: 0, retries: 0, operations: BTreeMap::new(), trace };
+        let throttled = self.throttled.lock().unwrap().clone();
+        let mut r = StatsReport { calls: 0, reads: 0, writes: 0, retries: 0, operations: BTreeMap::new(), throttled, trace };
         for ((svc, op), c) in m.iter() {
             r.calls += c.calls;
             if is_read_operation(op) {

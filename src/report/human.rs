@@ -125,6 +125,23 @@ pub fn readiness(r: &crate::readiness::Readiness, style: Style) -> String {
 }
 
 /// The `--stats` table (stderr).
+/// When AWS throttled the run: by service, how many answers, over how long, and that karpctl
+/// slowed down and retried (empty when nothing was throttled).
+pub fn throttled_note(t: &std::collections::BTreeMap<String, crate::aws::Throttled>, style: Style) -> String {
+    let mut out = String::new();
+    for (service, x) in t {
+        let _ = writeln!(
+            out,
+            "{}: AWS throttled {} {service} request(s) between {:.1} s and {:.1} s into the run; karpctl slowed its {service} calls for the account down and retried them",
+            style.yellow("note"),
+            x.answers,
+            x.first_s,
+            x.last_s
+        );
+    }
+    out
+}
+
 pub fn stats_table(r: &crate::aws::StatsReport) -> String {
     let mut out = format!("AWS calls: {} ({} reads, {} writes), {} retries\n", r.calls, r.reads, r.writes, r.retries);
     for (op, c) in &r.operations {

@@ -127,6 +127,7 @@ impl Printer {
                     out(&human::readiness(checks, Self::stdout_style()));
                 }
                 self.stats_table(&r.stats);
+                err(&human::throttled_note(&r.stats.throttled, Style::detect(std::io::stderr().is_terminal())));
                 if let Some(a) = r.applied.as_ref().filter(|a| a.cancelled > 0) {
                     err(&human::interrupted(r.command, a.cancelled));
                     return code;
@@ -217,6 +218,13 @@ impl Printer {
                 if self.stats {
                     for d in &r.runs {
                         err(&format!("[{}] AWS calls: {}\n", d.section.cluster, d.stats["calls"]));
+                    }
+                }
+                let style = Style::detect(std::io::stderr().is_terminal());
+                for d in &r.runs {
+                    let t = serde_json::from_value(d.stats["throttled"].clone()).unwrap_or_default();
+                    for line in human::throttled_note(&t, style).lines() {
+                        err(&format!("[{}] {line}\n", d.section.cluster));
                     }
                 }
                 out(&human::summary_table(r.command, &r.runs));
