@@ -241,6 +241,9 @@ class Req:
             return self.cluster_name()
         if self.service == "iam":
             return self.role_name()
+        if self.service == "events":
+            j = self.json or {}
+            return j.get("Name") or j.get("Rule")
         return None
 
 

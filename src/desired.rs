@@ -88,7 +88,8 @@ mod tests {
                 "rule-SpotInterrupt",
                 "rule-Rebalance",
                 "rule-StateChange",
-                "rule-CapacityReservation"
+                "rule-CapacityReservation",
+                "rule-Merged"
             ]
         );
         let q = &nodes[0];
@@ -110,6 +111,32 @@ mod tests {
     }
 
     #[test]
+    fn merged_rules_are_one_rule_and_the_five_go_after_it() {
+        let mut spec = plan_file::defaults("c").unwrap();
+        spec.interruption.merged = true;
+        let nodes: Vec<Node> = build(&spec, &facts()).into_iter().filter(|n| n.kind == Kind::EventRule).collect();
+        let wanted: Vec<&Node> = nodes.iter().filter(|n| n.fields.is_some()).collect();
+        assert_eq!(wanted.len(), 1);
+        assert_eq!(wanted[0].name, "Karpenter-c-Interruption");
+        let p = &wanted[0].fields.as_ref().unwrap()["EventPattern"];
+        assert_eq!(p["source"], serde_json::json!(["aws.health", "aws.ec2"]));
+        assert_eq!(p["detail-type"].as_array().unwrap().len(), crate::catalog::RULES.len());
+        assert!(wanted[0].notes.iter().any(|n| n.contains("deliberate difference")), "{:?}", wanted[0].notes);
+        for n in nodes.iter().filter(|n| n.fields.is_none()) {
+            assert_eq!(n.delete_after, ["rule-Merged"], "{} goes after the merged rule exists", n.id);
+        }
+        let policy = build(&spec, &facts()).into_iter().find(|n| n.id == "queue-policy").unwrap();
+        assert_eq!(policy.deps, ["queue", "rule-Merged"]);
+        let text = serde_json::to_string(&policy.fields.unwrap()["Policy"]).unwrap();
+        assert!(text.contains("rule/Karpenter-c-Interruption") && !text.contains("rule/Karpenter-c-SpotInterrupt"), "{text}");
+        // Back to five: the merged rule goes after the five exist.
+        spec.interruption.merged = false;
+        let merged = build(&spec, &facts()).into_iter().find(|n| n.id == "rule-Merged").unwrap();
+        assert!(merged.fields.is_none());
+        assert_eq!(merged.delete_after.len(), crate::catalog::RULES.len());
+    }
+
+    #[test]
     fn interruption_off_keeps_nodes_without_desired_fields() {
         let mut spec = plan_file::defaults("c").unwrap();
         spec.interruption.enabled = false;
@@ -117,7 +144,7 @@ mod tests {
             .into_iter()
             .filter(|n| matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule))
             .collect();
-        assert_eq!(nodes.len(), 7);
+        assert_eq!(nodes.len(), 8);
         assert!(nodes.iter().all(|n| n.fields.is_none()));
     }
 

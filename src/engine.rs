@@ -62,6 +62,7 @@ pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<P
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.findings.extend(p.findings());
+    plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
     if let Some(path) = out {
         let saved = SavedPlan {
             format_version: SAVED_PLAN_VERSION,
@@ -87,6 +88,7 @@ pub async fn up(global: &Options, adopt: bool) -> Result<PlanReport> {
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.findings.extend(p.findings());
+    plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
     apply_plan("up", &p, plan).await
 }
 

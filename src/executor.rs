@@ -32,6 +32,16 @@ pub fn edges(steps: &[Step]) -> Result<Vec<(usize, usize)>> {
                 _ => {}
             }
         }
+        // A delete that must wait for what replaces it (`Node::delete_after`).
+        if s.action == Action::Delete {
+            for a in &s.node.delete_after {
+                if let Some(&j) = index.get(a.as_str())
+                    && steps[j].action != Action::Delete
+                {
+                    out.push((j, i));
+                }
+            }
+        }
     }
     let mut g: DiGraph<(), ()> = DiGraph::new();
     let nodes: Vec<NodeIndex> = steps.iter().map(|_| g.add_node(())).collect();
@@ -268,6 +278,15 @@ mod tests {
         let steps = vec![step("queue", Action::Delete, &[]), step("rule", Action::Delete, &["queue"])];
         let (_, log, _) = run_with(steps, 10, &[], 5).await;
         assert!(pos(&log, "end rule") < pos(&log, "start queue"));
+    }
+
+    #[tokio::test]
+    async fn a_delete_waits_for_what_replaces_it() {
+        let mut old = step("rule-old", Action::Delete, &[]);
+        old.node.delete_after = vec!["rule-new".into()];
+        let steps = vec![old, step("rule-new", Action::Create, &[])];
+        let (_, log, _) = run_with(steps, 10, &[], 5).await;
+        assert!(pos(&log, "end rule-new") < pos(&log, "start rule-old"), "{log:?}");
     }
 
     #[tokio::test]

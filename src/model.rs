@@ -114,6 +114,10 @@ pub struct Node {
     /// its own (`resources::<kind>::IMMUTABLE`); `desired::build` sets them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub immutable: Vec<String>,
+    /// When this node's object is deleted while these are made or changed in the same run, the
+    /// delete waits for them (an old rule goes only once the rule that replaces it exists).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delete_after: Vec<String>,
 }
 
 impl Node {
@@ -131,6 +135,7 @@ impl Node {
             unlisted: false,
             bound_to: vec![],
             immutable: vec![],
+            delete_after: vec![],
         }
     }
     pub fn with_fields(mut self, fields: Option<Fields>) -> Node {
@@ -156,6 +161,11 @@ impl Node {
     }
     pub fn unlisted(mut self) -> Node {
         self.unlisted = true;
+        self
+    }
+    /// Deleted only after the steps of these nodes that are not deletes (see `delete_after`).
+    pub fn delete_after<S: Into<String>>(mut self, ids: impl IntoIterator<Item = S>) -> Node {
+        self.delete_after = ids.into_iter().map(Into::into).collect();
         self
     }
 }

@@ -83,6 +83,8 @@ pub struct RawInterruption {
     pub queue_name: Option<String>,
     pub kms_key_id: Option<String>,
     pub sqs_managed_sse: Option<bool>,
+    /// "five" (default: upstream's five rules) or "merged" (one rule for the five patterns).
+    pub rules: Option<String>,
     /// Existing rules to keep under their names, by rule part (`karpctl import` fills it in):
     /// an EventBridge rule cannot be renamed.
     pub rule_names: Option<std::collections::BTreeMap<String, String>>,
@@ -400,6 +402,20 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             .hint("remove `sqs_managed_sse` (SSE-SQS is the default) or set `kms_key_id`"));
     }
     let rule_names = resolve_rule_names(i.rule_names.unwrap_or_default(), ctx)?;
+    let merged = match i.rules.as_deref() {
+        None | Some("five") => false,
+        Some("merged") => true,
+        Some(other) => {
+            return Err(ctx
+                .err("interruption", "rules", &format!("is {other:?}"))
+                .hint("use \"five\" (upstream's layout, the default) or \"merged\" (one rule per cluster for large fleets)"));
+        }
+    };
+    if merged && !rule_names.is_empty() {
+        return Err(ctx
+            .err("interruption", "rules", "is \"merged\" while `interruption.rule_names` keeps rules of the five-rule layout")
+            .hint("remove `rule_names` (the merged rule replaces those rules) or use rules = \"five\""));
+    }
     let identity = resolve_identity(&raw.identity, ctx, &cluster)?;
     let discovery = resolve_discovery(raw.discovery, ctx)?;
     let create_key = i.kms_key_id.as_deref() == Some(CREATE_KEY);
@@ -419,6 +435,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             create_key,
             kms_key_id,
             rule_names,
+            merged,
         },
         create_spot_role: raw.account.create_spot_service_linked_role.unwrap_or(false),
         source,

@@ -48,6 +48,9 @@ pub struct Interruption {
     pub create_key: bool,
     /// Rules karpctl keeps under the names another tool gave them, by rule part (`RULES`).
     pub rule_names: std::collections::BTreeMap<String, String>,
+    /// `interruption.rules = "merged"`: one rule carries the five patterns (for accounts near
+    /// EventBridge's 300 rules per bus); false: upstream's five rules.
+    pub merged: bool,
 }
 
 /// The value of `interruption.kms_key_id` that asks karpctl to make the key.

@@ -20,6 +20,7 @@ mod interruption;
 mod kms;
 mod lagproxy_selftest;
 mod least_privilege;
+mod merged_rules;
 mod ownership;
 mod performance;
 mod plans_and_outputs;

@@ -15,7 +15,7 @@ pub const MANAGED_POLICY_LIMIT: usize = 6144;
 pub const NEAR_LIMIT: usize = MANAGED_POLICY_LIMIT * 9 / 10;
 
 /// Every check's code with what it looks at, in checklist order.
-pub const CHECKS: [(&str, &str); 28] = [
+pub const CHECKS: [(&str, &str); 29] = [
     ("controller-role-not-found", "Karpenter's controller role is found"),
     ("controller-missing-permissions", "the controller role allows every action of Karpenter's permission set"),
     ("controller-passrole-unscoped", "the controller may pass only the node roles"),
@@ -33,6 +33,7 @@ pub const CHECKS: [(&str, &str); 28] = [
     ("queue-shared", "the queue serves this cluster only"),
     ("interruption-rule-missing", "a rule sends each interruption event to the queue"),
     ("interruption-rule-disabled", "those rules are enabled"),
+    ("event-bus-rule-quota", "the default event bus has room for more rules (EventBridge's quota per bus)"),
     ("discovery-no-subnets", "subnets carry the discovery tag"),
     ("discovery-az-without-subnet", "every AZ of the cluster has a discovery-tagged subnet"),
     ("discovery-no-security-groups", "a security group carries the discovery tag"),
@@ -82,7 +83,7 @@ pub const UNREADABLE: [(&str, &str, &[&str]); 14] = [
     (
         "interruption-rules-unreadable",
         "the EventBridge rules",
-        &["interruption-rule-missing", "interruption-rule-disabled", "queue-not-found", "queue-shared"],
+        &["interruption-rule-missing", "interruption-rule-disabled", "queue-not-found", "queue-shared", "event-bus-rule-quota"],
     ),
     (
         "subnets-unreadable",
@@ -177,6 +178,7 @@ pub fn check(s: &Setup) -> Outcome {
     cluster_access(s, &mut c);
     node_roles(s, &mut c);
     queue(s, &mut c);
+    bus_quota(s, &mut c);
     discovery(s, &mut c);
     c.readiness(readiness::SPOT_ROLE_MISSING, readiness::spot_role(s.spot_service_linked_role));
     network(s, &mut c);
@@ -575,6 +577,21 @@ fn node_roles(s: &Setup, c: &mut Checker) {
 
 fn queue_res(name: &str) -> String {
     format!("queue/{name}")
+}
+
+/// The region's default event bus near or past EventBridge's rules-per-bus quota: one more
+/// cluster's rules may not fit.
+fn bus_quota(s: &Setup, c: &mut Checker) {
+    c.ran("event-bus-rule-quota");
+    if let Some(message) = crate::resources::event_rule::bus_quota_message(&s.region, s.bus_rules, 0) {
+        c.add(
+            "event-bus-rule-quota",
+            Severity::Warning,
+            format!("event-bus/default ({})", s.region),
+            message,
+            "request a higher \"Maximum number of rules per event bus\" in Service Quotas, or move clusters to interruption.rules = \"merged\"".into(),
+        );
+    }
 }
 
 fn queue(s: &Setup, c: &mut Checker) {
@@ -1031,6 +1048,7 @@ mod tests {
                 })
             }),
             ("spot-service-linked-role-missing", |s| s.spot_service_linked_role = false),
+            ("event-bus-rule-quota", |s| s.bus_rules = 290),
             ("subnet-no-way-out", |s| s.route_tables[0].default_routes.clear()),
             ("node-sg-blocks-control-plane", |s| s.discovery.groups[0].rules.ingress.clear()),
             ("kms-key-policy-events", |s| {

@@ -82,7 +82,8 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     s.pod_identity_agent = stand_alone(&mut s, "pod-identity-agent-unreadable", agent)? || i.cluster.auto_mode;
     s.spot_service_linked_role = stand_alone(&mut s, "spot-role-unreadable", spot)?;
     let clusters = stand_alone(&mut s, "clusters-unreadable", clusters)?;
-    let mut rules = stand_alone(&mut s, "interruption-rules-unreadable", rules)?;
+    let (mut rules, bus_rules) = stand_alone(&mut s, "interruption-rules-unreadable", rules)?;
+    s.bus_rules = bus_rules;
     let cluster_subnets = stand_alone(&mut s, "subnets-unreadable", cluster_subnets)?;
     let tagged_subnets = stand_alone(&mut s, "subnets-unreadable", tagged_subnets)?;
     let tagged_groups = stand_alone(&mut s, "security-groups-unreadable", tagged_groups)?;
@@ -529,11 +530,13 @@ async fn list_clusters(aws: &Clients) -> Result<Vec<String>> {
 
 /// Rules on the default bus whose pattern is one of Karpenter's interruption events and that
 /// target an SQS queue.
-async fn karpenter_rules(aws: &Clients) -> Result<Vec<Rule>> {
+async fn karpenter_rules(aws: &Clients) -> Result<(Vec<Rule>, usize)> {
     let mut found = Vec::new();
+    let mut total = 0;
     let mut token = None;
     loop {
         let o = aws.events.list_rules().set_next_token(token).send().await.map_err(|e| aws_err("events:ListRules", e))?;
+        total += o.rules().len();
         for r in o.rules() {
             let Some(pattern) = r.event_pattern().and_then(|p| policy_doc::parse_event_pattern(p).ok()) else { continue };
             let kinds = analysis::pattern_kinds(&pattern);
@@ -557,7 +560,7 @@ async fn karpenter_rules(aws: &Clients) -> Result<Vec<Rule>> {
         r.queue_arns = t.into_iter().filter(|a| a.contains(":sqs:")).collect();
     }
     found.retain(|r| !r.queue_arns.is_empty());
-    Ok(found)
+    Ok((found, total))
 }
 
 async fn rule_targets(aws: &Clients, name: &str) -> Result<Vec<String>> {

@@ -175,6 +175,8 @@ pub struct Setup {
     /// Queues Karpenter's rules target that were not taken as this cluster's.
     pub other_queues: Vec<String>,
     pub rules: Vec<Rule>,
+    /// Every rule on the region's default event bus (for EventBridge's rules-per-bus quota).
+    pub bus_rules: usize,
     pub discovery: Discovery,
     pub spot_service_linked_role: bool,
     /// The groups the control plane's network interfaces carry: EKS's cluster security group and
@@ -212,6 +214,7 @@ impl Setup {
             queue: None,
             other_queues: vec![],
             rules: vec![],
+            bus_rules: 0,
             discovery: Discovery { tag_key: crate::tags::DISCOVERY_TAG.into(), tag_value: cluster.into(), ..Default::default() },
             spot_service_linked_role: false,
             control_plane_groups: vec![],

@@ -35,46 +35,160 @@ pub use crate::catalog::RULES;
 /// DeleteRule right after RemoveTargets.
 const HAS_TARGETS: [Condition; 1] = [Condition::RuleHasTargets];
 
-pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster: &str, tags: &Tags) -> Fields {
+fn fields(pattern: Value, description: String, queue_arn: &str, tags: &Tags) -> Fields {
     let mut f = Fields::new();
-    f.insert("EventPattern".into(), json!({"source": [source], "detail-type": [detail_type]}));
+    f.insert("EventPattern".into(), pattern);
     f.insert("State".into(), json!("ENABLED"));
-    f.insert("Description".into(), json!(format!("Karpenter interruption handling for {cluster}: {detail_type}")));
+    f.insert("Description".into(), json!(description));
     f.insert("Targets".into(), json!([{"Id": TARGET_ID, "Arn": queue_arn}]));
     f.insert("tags".into(), Ctx::tags_value(tags));
     f
 }
 
-/// The names of the interruption rules this plan wants (none with interruption handling off;
-/// the capacity-reservation rule from Karpenter v1.10).
-pub fn wanted_rule_names(spec: &Spec) -> Vec<String> {
-    RULES
-        .iter()
-        .filter(|(_, _, _, since)| spec.interruption.enabled && spec.identity.karpenter_version.minor >= *since)
-        .map(|(part, ..)| arns::rule_name(spec, part).0)
-        .collect()
+pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster: &str, tags: &Tags) -> Fields {
+    let pattern = json!({"source": [source], "detail-type": [detail_type]});
+    fields(pattern, format!("Karpenter interruption handling for {cluster}: {detail_type}"), queue_arn, tags)
 }
 
-/// Pure: one node per interruption rule. A rule newer than the pinned Karpenter version
-/// (capacity reservations: v1.10), or any rule with interruption handling off, is listed without
-/// desired fields.
+/// EventBridge's default quota of rules per event bus (Service Quotas: "Maximum number of
+/// rules per event bus", adjustable; docs/aws-behaviour.md section 10.10).
+pub const RULES_PER_BUS: usize = 300;
+
+/// Pure: what to say when a bus holding `existing` rules gets `adding` more: past the quota
+/// (PutRule will be refused with LimitExceededException) or past 90% of it. None: room enough.
+pub fn bus_quota_message(region: &str, existing: usize, adding: usize) -> Option<String> {
+    let total = existing + adding;
+    if total * 10 <= RULES_PER_BUS * 9 {
+        return None;
+    }
+    let what = if total > RULES_PER_BUS {
+        format!(
+            "over the quota of {RULES_PER_BUS} rules per event bus: EventBridge will refuse the new rules (LimitExceededException)"
+        )
+    } else {
+        format!("{total} of the quota of {RULES_PER_BUS} rules per event bus")
+    };
+    Some(format!(
+        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge) or use interruption.rules = \"merged\" (one rule per cluster instead of five)",
+        if adding > 0 { format!(" and this plan adds {adding}") } else { String::new() }
+    ))
+}
+
+/// Every rule on the region's default event bus (ListRules, paginated).
+pub async fn count_bus_rules(events: &aws_sdk_eventbridge::Client) -> Result<usize> {
+    let mut n = 0;
+    let mut token = None;
+    loop {
+        let o = events.list_rules().set_next_token(token).send().await.map_err(|e| aws_err("events:ListRules", e))?;
+        n += o.rules().len();
+        token = o.next_token().map(str::to_string);
+        if token.is_none() {
+            return Ok(n);
+        }
+    }
+}
+
+/// The plan's finding when the rules it creates would fill the bus (one ListRules listing,
+/// only when the plan creates a rule).
+pub async fn quota_finding(ctx: &Ctx, plan: &crate::model::Plan) -> Result<Option<crate::model::Finding>> {
+    let adding = plan.steps.iter().filter(|s| s.kind == Kind::EventRule && s.action == Action::Create).count();
+    if adding == 0 {
+        return Ok(None);
+    }
+    let existing = count_bus_rules(&ctx.aws.events).await?;
+    Ok(bus_quota_message(&ctx.region, existing, adding).map(|message| crate::model::Finding {
+        id: "event-bus-rule-quota".into(),
+        level: crate::model::Level::Warning,
+        message,
+    }))
+}
+
+/// The node id of the one rule of `interruption.rules = "merged"`.
+pub const MERGED_ID: &str = "rule-Merged";
+
+/// The merged rule's name, and whether it had to be shortened.
+pub fn merged_rule_name(spec: &Spec) -> (String, bool) {
+    crate::names::fit(&format!("Karpenter-{}-Interruption", spec.cluster), 64)
+}
+
+/// The rules of `RULES` this plan's Karpenter version handles (capacity reservations: v1.10).
+fn parts_of(spec: &Spec) -> Vec<&'static (&'static str, &'static str, &'static str, u32)> {
+    RULES.iter().filter(|(.., since)| spec.identity.karpenter_version.minor >= *since).collect()
+}
+
+/// Pure: one pattern for every wanted event kind. Karpenter's patterns have no cross-matches
+/// (each detail-type comes from one source), so their union matches exactly their events.
+pub fn merged_pattern(spec: &Spec) -> Value {
+    let parts = parts_of(spec);
+    let mut sources: Vec<&str> = Vec::new();
+    for (_, source, ..) in &parts {
+        if !sources.contains(source) {
+            sources.push(source);
+        }
+    }
+    let details: Vec<&str> = parts.iter().map(|(_, _, d, _)| *d).collect();
+    json!({"source": sources, "detail-type": details})
+}
+
+/// (node id, name) of the interruption rules this plan wants.
+pub fn wanted(spec: &Spec) -> Vec<(String, String)> {
+    if !spec.interruption.enabled {
+        return vec![];
+    }
+    if spec.interruption.merged {
+        return vec![(MERGED_ID.to_string(), merged_rule_name(spec).0)];
+    }
+    parts_of(spec).iter().map(|(part, ..)| (format!("rule-{part}"), arns::rule_name(spec, part).0)).collect()
+}
+
+/// Pure: one node per interruption rule, and the merged rule's. The layout not chosen is listed
+/// without desired fields (so its rules are found and deleted), each of its rules deleted only
+/// once the rule or rules replacing it exist: no event kind is ever without a rule. A rule newer
+/// than the pinned Karpenter version, or any rule with interruption handling off, is listed
+/// without desired fields.
 pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let on = spec.interruption.enabled;
+    let merged = spec.interruption.merged;
     let queue_arn = arns::queue_arn(facts, &spec.interruption.queue_name);
-    RULES
+    let five: Vec<String> = RULES.iter().map(|(part, ..)| format!("rule-{part}")).collect();
+    let mut out: Vec<Node> = RULES
         .iter()
         .map(|(part, source, detail, since)| {
             let id = format!("rule-{part}");
             let (name, shortened) = arns::rule_name(spec, part);
-            let wanted = on && spec.identity.karpenter_version.minor >= *since;
+            let wanted = on && !merged && spec.identity.karpenter_version.minor >= *since;
             let fields = wanted.then(|| desired_fields(source, detail, &queue_arn, &spec.cluster, &arns::tags_for(spec, &id)));
             let note = shortened.then(|| format!("name shortened to fit EventBridge's 64 characters: {name}"));
             Node::new(id, name, NodeSpec::EventRule { queue_arn: queue_arn.clone() })
                 .with_fields(fields)
                 .with_deps(["queue"])
                 .with_notes(note)
+                .delete_after(merged.then_some(MERGED_ID))
         })
-        .collect()
+        .collect();
+    let (name, shortened) = merged_rule_name(spec);
+    let fields = (on && merged).then(|| {
+        let description = format!("Karpenter interruption handling for {}: every interruption event (one rule)", spec.cluster);
+        fields(merged_pattern(spec), description, &queue_arn, &arns::tags_for(spec, MERGED_ID))
+    });
+    let mut notes: Vec<String> = Vec::new();
+    if on && merged {
+        notes.push(format!(
+            "one rule for Karpenter's {} event kinds (interruption.rules = \"merged\"), where upstream Karpenter makes one rule per kind: a deliberate difference",
+            parts_of(spec).len()
+        ));
+    }
+    if shortened {
+        notes.push(format!("name shortened to fit EventBridge's 64 characters: {name}"));
+    }
+    out.push(
+        Node::new(MERGED_ID, name, NodeSpec::EventRule { queue_arn })
+            .with_fields(fields)
+            .with_deps(["queue"])
+            .with_notes(notes)
+            .delete_after(if merged { vec![] } else { five }),
+    );
+    out
 }
 
 async fn rule_tags(ctx: &Ctx, arn: &str) -> Result<Option<Tags>> {
@@ -417,4 +531,19 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
         }
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bus_quota_is_said_past_90_percent_and_past_the_quota() {
+        assert_eq!(bus_quota_message("us-east-1", 260, 5), None);
+        let near = bus_quota_message("us-east-1", 270, 5).unwrap();
+        assert!(near.contains("275 of the quota of 300") && near.contains("merged"), "{near}");
+        let over = bus_quota_message("us-east-1", 298, 5).unwrap();
+        assert!(over.contains("LimitExceededException") && over.contains("Maximum number of rules per event bus"), "{over}");
+        assert!(bus_quota_message("eu-west-1", 299, 0).unwrap().contains("has 299 rule(s),"));
+    }
 }

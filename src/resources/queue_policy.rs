@@ -32,14 +32,17 @@ const PROPAGATING: [Condition; 1] = [Condition::QueuePolicyNotYetValid];
 pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let i = &spec.interruption;
     let queue_arn = arns::queue_arn(facts, &i.queue_name);
-    let rule_arns: Vec<String> =
-        super::event_rule::wanted_rule_names(spec).iter().map(|name| arns::rule_arn(facts, name)).collect();
+    let rules = super::event_rule::wanted(spec);
+    let rule_arns: Vec<String> = rules.iter().map(|(_, name)| arns::rule_arn(facts, name)).collect();
+    // After the rules it names: when the layout changes (five rules <-> one merged rule), the
+    // policy lets only the new rules send once they exist, and the old ones go after them.
+    let deps: Vec<String> = std::iter::once("queue".to_string()).chain(rules.into_iter().map(|(id, _)| id)).collect();
     let fields =
         i.enabled.then(|| crate::model::fields_of(vec![("Policy", crate::karpenter_iam::queue_policy(&queue_arn, &rule_arns))]));
     vec![
         Node::new("queue-policy", &i.queue_name, NodeSpec::QueuePolicy { queue_arn })
             .with_fields(fields)
-            .with_deps(["queue"])
+            .with_deps(deps)
             .contained_in("queue"),
     ]
 }
