@@ -117,12 +117,16 @@ fn diff_and_doctor_warn_when_the_bus_nears_its_rule_quota() {
     });
     let wd = Workdir::new();
     wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"{region}\"\n"));
-    let diff = karpctl(&wd, &["diff", "--cluster", &c]);
+    let quota = [("KARPCTL_RULES_PER_BUS", "")]; // AWS's default, 300
+    let diff = karpctl_env(&wd, &["diff", "--cluster", &c], &quota);
     assert_eq!(diff.code, 2, "{diff:?}");
     assert!(diff.stdout.contains("Maximum number of rules per event bus"), "{diff:?}");
     assert!(diff.stdout.contains("LimitExceededException"), "297 + 5 > 300 would be refused: {diff:?}");
-    let doctor = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
+    let doctor = karpctl_env(&wd, &["doctor", "--cluster", &c, "--output", "json"], &quota);
     let codes: Vec<String> =
         doctor.json()["findings"].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap().to_string()).collect();
     assert!(codes.contains(&"event-bus-rule-quota".to_string()), "{codes:?}");
+    // An account whose quota was raised says so: no warning.
+    let raised = karpctl_env(&wd, &["diff", "--cluster", &c], &[("KARPCTL_RULES_PER_BUS", "1000")]);
+    assert!(!raised.stdout.contains("rules per event bus"), "{raised:?}");
 }

@@ -583,7 +583,7 @@ fn queue_res(name: &str) -> String {
 /// cluster's rules may not fit.
 fn bus_quota(s: &Setup, c: &mut Checker) {
     c.ran("event-bus-rule-quota");
-    if let Some(message) = crate::resources::event_rule::bus_quota_message(&s.region, s.bus_rules, 0) {
+    if let Some(message) = crate::resources::event_rule::bus_quota_message_at(s.bus_quota, &s.region, s.bus_rules, 0) {
         c.add(
             "event-bus-rule-quota",
             Severity::Warning,

@@ -84,6 +84,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     let clusters = stand_alone(&mut s, "clusters-unreadable", clusters)?;
     let (mut rules, bus_rules) = stand_alone(&mut s, "interruption-rules-unreadable", rules)?;
     s.bus_rules = bus_rules;
+    s.bus_quota = crate::resources::event_rule::rules_per_bus();
     let cluster_subnets = stand_alone(&mut s, "subnets-unreadable", cluster_subnets)?;
     let tagged_subnets = stand_alone(&mut s, "subnets-unreadable", tagged_subnets)?;
     let tagged_groups = stand_alone(&mut s, "security-groups-unreadable", tagged_groups)?;

@@ -177,6 +177,8 @@ pub struct Setup {
     pub rules: Vec<Rule>,
     /// Every rule on the region's default event bus (for EventBridge's rules-per-bus quota).
     pub bus_rules: usize,
+    /// The account's rules-per-bus quota (`KARPCTL_RULES_PER_BUS`, else AWS's default 300).
+    pub bus_quota: usize,
     pub discovery: Discovery,
     pub spot_service_linked_role: bool,
     /// The groups the control plane's network interfaces carry: EKS's cluster security group and
@@ -215,6 +217,7 @@ impl Setup {
             other_queues: vec![],
             rules: vec![],
             bus_rules: 0,
+            bus_quota: crate::resources::event_rule::RULES_PER_BUS,
             discovery: Discovery { tag_key: crate::tags::DISCOVERY_TAG.into(), tag_value: cluster.into(), ..Default::default() },
             spot_service_linked_role: false,
             control_plane_groups: vec![],

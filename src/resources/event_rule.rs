@@ -54,22 +54,30 @@ pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster:
 /// rules per event bus", adjustable; docs/aws-behaviour.md section 10.10).
 pub const RULES_PER_BUS: usize = 300;
 
+/// The account's quota: `KARPCTL_RULES_PER_BUS` when it was raised, else AWS's default.
+pub fn rules_per_bus() -> usize {
+    std::env::var("KARPCTL_RULES_PER_BUS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(RULES_PER_BUS)
+}
+
 /// Pure: what to say when a bus holding `existing` rules gets `adding` more: past the quota
 /// (PutRule will be refused with LimitExceededException) or past 90% of it. None: room enough.
 pub fn bus_quota_message(region: &str, existing: usize, adding: usize) -> Option<String> {
+    bus_quota_message_at(rules_per_bus(), region, existing, adding)
+}
+
+/// `bus_quota_message` against a quota of `quota` rules per bus.
+pub fn bus_quota_message_at(quota: usize, region: &str, existing: usize, adding: usize) -> Option<String> {
     let total = existing + adding;
-    if total * 10 <= RULES_PER_BUS * 9 {
+    if total * 10 <= quota * 9 {
         return None;
     }
-    let what = if total > RULES_PER_BUS {
-        format!(
-            "over the quota of {RULES_PER_BUS} rules per event bus: EventBridge will refuse the new rules (LimitExceededException)"
-        )
+    let what = if total > quota {
+        format!("over the quota of {quota} rules per event bus: EventBridge will refuse the new rules (LimitExceededException)")
     } else {
-        format!("{total} of the quota of {RULES_PER_BUS} rules per event bus")
+        format!("{total} of the quota of {quota} rules per event bus")
     };
     Some(format!(
-        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge) or use interruption.rules = \"merged\" (one rule per cluster instead of five)",
+        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge; then set KARPCTL_RULES_PER_BUS to it) or use interruption.rules = \"merged\" (one rule per cluster instead of five)",
         if adding > 0 { format!(" and this plan adds {adding}") } else { String::new() }
     ))
 }
@@ -539,11 +547,13 @@ mod tests {
 
     #[test]
     fn the_bus_quota_is_said_past_90_percent_and_past_the_quota() {
-        assert_eq!(bus_quota_message("us-east-1", 260, 5), None);
-        let near = bus_quota_message("us-east-1", 270, 5).unwrap();
+        let q = RULES_PER_BUS;
+        assert_eq!(bus_quota_message_at(q, "us-east-1", 260, 5), None);
+        let near = bus_quota_message_at(q, "us-east-1", 270, 5).unwrap();
         assert!(near.contains("275 of the quota of 300") && near.contains("merged"), "{near}");
-        let over = bus_quota_message("us-east-1", 298, 5).unwrap();
+        let over = bus_quota_message_at(q, "us-east-1", 298, 5).unwrap();
         assert!(over.contains("LimitExceededException") && over.contains("Maximum number of rules per event bus"), "{over}");
-        assert!(bus_quota_message("eu-west-1", 299, 0).unwrap().contains("has 299 rule(s),"));
+        assert!(bus_quota_message_at(q, "eu-west-1", 299, 0).unwrap().contains("has 299 rule(s),"));
+        assert_eq!(bus_quota_message_at(1000, "us-east-1", 298, 5), None, "a raised quota");
     }
 }

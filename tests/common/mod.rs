@@ -125,7 +125,8 @@ pub fn karpctl_command(wd: &Workdir, args: &[&str], env: &[(&str, &str)]) -> Com
     cmd
 }
 
-/// karpctl in `wd` with test credentials, no colour, a short consistency deadline, no profile or
+/// karpctl in `wd` with test credentials, no colour, a short consistency deadline, a raised
+/// EventBridge rules-per-bus quota, no profile or
 /// default cluster from this process, and stdin closed; where AWS is, is the caller's to set.
 fn karpctl_base(wd: &Workdir, args: &[&str]) -> Command {
     let mut cmd = Command::new(karpctl_bin());
@@ -138,6 +139,9 @@ fn karpctl_base(wd: &Workdir, args: &[&str]) -> Command {
         .env("AWS_REGION", "us-east-1")
         .env("NO_COLOR", "1")
         .env("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")
+        // Every test's rules share one emulator account's default bus in us-east-1 (hundreds of
+        // rules in a full run), like an account whose quota was raised; the quota test sets 300.
+        .env("KARPCTL_RULES_PER_BUS", "100000")
         .stdin(std::process::Stdio::null());
     cmd
 }
