@@ -168,8 +168,9 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         external_id: r.external_id.clone(),
         session_name: r.session_name.clone(),
     });
-    let clients = aws::connect(&connect_options(global, &region, assume_role)?, stats.clone()).await;
     let reporter = reporter_for(global);
+    stats.tell_throttling(reporter.clone());
+    let clients = aws::connect(&connect_options(global, &region, assume_role)?, stats.clone()).await;
     // STS and DescribeCluster together; once STS has answered (the account pin checked), the
     // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
     let early = async {

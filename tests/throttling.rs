@@ -24,6 +24,7 @@ fn ten_clusters_converge_while_iam_allows_15_calls_a_second() {
     let throttled = px.calls_json().into_iter().filter(|c| c["lag"] == "throttle_rps").count();
     assert!(throttled > 0, "IAM throttled some calls: {:?}", px.calls_json().len());
     assert!(up.stderr.contains("AWS throttled") && up.stderr.contains("iam request(s)"), "the throttling is said: {up:?}");
+    assert!(up.stderr.contains("AWS is throttling iam requests"), "and while it happens: {up:?}");
 
     let diff = karpctl_at(&wd, px.url(), &["diff", "--all"], &[]);
     assert_eq!(diff.code, 0, "every cluster in sync: {diff:?}");

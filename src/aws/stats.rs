@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 /// Calls made, by service and operation. Attempts beyond the first are counted as retries.
 /// With tracing on (`--stats`, or KARPCTL_TRACE=1), also every call with the unit of work that
 /// made it (see [`in_unit`]) and when it started and ended.
-#[derive(Debug)]
 pub struct CallStats {
     inner: Mutex<BTreeMap<(String, String), OpCount>>,
     /// None: tracing off (a normal run keeps no trace).
@@ -27,6 +26,14 @@ pub struct CallStats {
     phase: Mutex<Arc<str>>,
     /// Throttling answers by service: how many, and when the first and the last came.
     throttled: Mutex<BTreeMap<String, Throttled>>,
+    /// Where to say, while the run goes on, that a service started throttling.
+    progress: Mutex<Option<Arc<dyn crate::events::Reporter>>>,
+}
+
+impl std::fmt::Debug for CallStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallStats").finish_non_exhaustive()
+    }
 }
 
 /// Throttling answers from one service in this run.
@@ -45,6 +52,7 @@ impl Default for CallStats {
             trace: Mutex::new(None),
             phase: Mutex::new(Arc::from("prepare")),
             throttled: Default::default(),
+            progress: Mutex::new(None),
         }
     }
 }
@@ -152,10 +160,24 @@ impl CallStats {
     /// A throttling answer from `service` (counted by `throttle::AttemptBudget`).
     pub fn throttled(&self, service: &str) {
         let at = epoch().elapsed().as_secs_f64();
-        let mut m = self.throttled.lock().unwrap();
-        let t = m.entry(service.to_string()).or_insert(Throttled { answers: 0, first_s: at, last_s: at });
-        t.answers += 1;
-        t.last_s = at;
+        let first = {
+            let mut m = self.throttled.lock().unwrap();
+            let first = !m.contains_key(service);
+            let t = m.entry(service.to_string()).or_insert(Throttled { answers: 0, first_s: at, last_s: at });
+            t.answers += 1;
+            t.last_s = at;
+            first
+        };
+        if first && let Some(r) = self.progress.lock().unwrap().clone() {
+            let text = format!(
+                "AWS is throttling {service} requests for this account ({at:.1} s into the run): karpctl slows its {service} calls down and retries them"
+            );
+            r.event(crate::events::Event::Note { level: crate::model::Level::Warning, text: &text });
+        }
+    }
+    /// Say on `reporter`, while the run goes on, when a service starts throttling.
+    pub fn tell_throttling(&self, reporter: Arc<dyn crate::events::Reporter>) {
+        *self.progress.lock().unwrap() = Some(reporter);
     }
     /// Keep a trace of every call from now on.
     pub fn enable_trace(&self) {
