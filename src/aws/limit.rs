@@ -113,17 +113,21 @@ impl LimitedClient {
 pub(super) struct LimitedConnector {
     pub(super) inner: SharedHttpConnector,
     pub(super) permits: Vec<Arc<prio::PrioSemaphore>>,
+    pub(super) rates: super::throttle::AccountRates,
 }
 
 impl HttpConnector for LimitedConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
-        let (inner, permits) = (self.inner.clone(), self.permits.clone());
+        let (inner, permits, rates) = (self.inner.clone(), self.permits.clone(), self.rates.clone());
         HttpConnectorFuture::new(async move {
             // Inner (the cluster's) first, then the outer (the account's): every request takes
             // them in the same order, so none can hold an outer permit while it waits for an
             // inner one. EKS requests are served first when a limiter is full (see `prio`); the
             // request is signed by now, its Authorization header names the service.
             let service = request.headers().get("authorization").and_then(prio::signing_service).unwrap_or("");
+            // The account's pace for the service, once AWS has throttled it (`throttle`), before
+            // any permit is held.
+            rates.of(service).wait().await;
             let priority = prio::priority_of(service);
             let mut held = Vec::with_capacity(permits.len());
             for p in &permits {
@@ -138,7 +142,11 @@ impl HttpClient for LimitedClient {
     fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
         let (permits, gauges) = self.limiter.chain();
         let gauged = Gauged { inner: self.inner.http_connector(settings, components), gauges };
-        SharedHttpConnector::new(LimitedConnector { inner: SharedHttpConnector::new(gauged), permits })
+        SharedHttpConnector::new(LimitedConnector {
+            inner: SharedHttpConnector::new(gauged),
+            permits,
+            rates: self.limiter.rates.clone(),
+        })
     }
     /// Not passed on: the SDK's HTTPS client answers it by building a whole connector (loading
     /// and parsing the system's root certificates) and throwing it away, for each service client

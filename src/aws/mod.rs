@@ -74,9 +74,9 @@ pub struct Clients {
 /// check is off (it would count the wait as a stalled body; karpctl's request bodies are a few
 /// KiB, sent in one write), its stalled-download check stays on.
 pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
-    // Adaptive: a client-side rate per account and service that slows down on throttling
-    // (`throttle`); `max_attempts` is what throttling gets, other errors stop sooner.
-    let retry = RetryConfig::adaptive()
+    // `max_attempts` is what throttling gets, other errors stop sooner; the pace per account and
+    // service is karpctl's (`throttle::Pacer`, in the limiter).
+    let retry = RetryConfig::standard()
         .with_max_attempts(opts.max_attempts.max(1))
         .with_initial_backoff(Duration::from_millis(200))
         .with_max_backoff(Duration::from_secs(10));
@@ -118,8 +118,12 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
             $krate::Client::from_conf(
                 $krate::config::Builder::from(&conf)
                     .interceptor(counter.clone())
-                    .retry_partition(throttle::partition($service, &bucket, &limiter.rates))
-                    .retry_classifier(throttle::AttemptBudget { service: $service, stats: stats.clone() })
+                    .retry_partition(throttle::partition($service, &bucket))
+                    .retry_classifier(throttle::AttemptBudget {
+                        service: $service,
+                        stats: stats.clone(),
+                        pacer: limiter.rates.of($service),
+                    })
                     .build(),
             )
         };
@@ -224,6 +228,7 @@ mod tests {
             let conn = LimitedConnector {
                 inner: SharedHttpConnector::new(slow.clone()),
                 permits: vec![prio::PrioSemaphore::new(limit)],
+                rates: Default::default(),
             };
             let calls = (0..9).map(|_| conn.call(HttpRequest::empty()));
             let results = futures::future::join_all(calls).await;
@@ -243,7 +248,7 @@ mod tests {
             .map(|l| {
                 let (permits, gauges) = l.chain();
                 let gauged = Gauged { inner: SharedHttpConnector::new(slow.clone()), gauges };
-                LimitedConnector { inner: SharedHttpConnector::new(gauged), permits }
+                LimitedConnector { inner: SharedHttpConnector::new(gauged), permits, rates: Default::default() }
             })
             .collect();
         let calls = conns.iter().flat_map(|c| (0..6).map(|_| c.call(HttpRequest::empty())));
