@@ -34,7 +34,7 @@ pub struct Limiter {
     pub permits: Arc<prio::PrioSemaphore>,
     pub gauge: Arc<InFlight>,
     pub outer: Option<Arc<Limiter>>,
-    /// The account's adaptive request rates, one per service (`throttle`): the outermost
+    /// The account's request pace, one per service (`throttle`): the outermost
     /// limiter's, so every cluster of an account shares them.
     pub rates: super::throttle::AccountRates,
 }
