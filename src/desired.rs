@@ -6,10 +6,6 @@
 use crate::facts::Facts;
 use crate::model::Node;
 use crate::plan_file::Spec;
-use crate::resources::{
-    access_entry, discovery_tags, event_rule, iam_policy, iam_role, instance_profile, kms_key, pod_identity, queue, queue_policy,
-    retired_policy, role_policy_attachment,
-};
 
 /// Check what AWS would reject late: every managed policy document within IAM's 6,144
 /// characters (whitespace not counted).
@@ -31,21 +27,7 @@ pub fn validate(nodes: &[Node]) -> Result<(), crate::plan_file::UserError> {
 
 /// Every kind's nodes for this plan, in a fixed order.
 pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
-    let builders: [fn(&Spec, &Facts) -> Vec<Node>; 12] = [
-        kms_key::nodes,
-        queue::nodes,
-        queue_policy::nodes,
-        event_rule::nodes,
-        iam_role::nodes,
-        role_policy_attachment::nodes,
-        instance_profile::nodes,
-        access_entry::nodes,
-        iam_policy::nodes,
-        pod_identity::nodes,
-        discovery_tags::nodes,
-        retired_policy::nodes,
-    ];
-    let mut nodes: Vec<Node> = builders.iter().flat_map(|b| b(spec, facts)).collect();
+    let mut nodes: Vec<Node> = crate::resources::KINDS.iter().flat_map(|k| (k.nodes)(spec, facts)).collect();
     for n in &mut nodes {
         n.immutable = crate::resources::immutable(n.kind).iter().map(|f| f.to_string()).collect();
     }

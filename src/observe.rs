@@ -2,7 +2,7 @@
 //! of the nodes (slowest kinds first, at most `concurrency` in flight), and the discovery of
 //! owned objects the plan no longer names.
 
-use crate::model::{Kind, Node, Observed};
+use crate::model::{Node, Observed};
 use crate::resources::{self, Ctx};
 use anyhow::{Context, Result};
 use futures::StreamExt;
@@ -28,7 +28,7 @@ pub struct AheadReads {
 impl ReadAhead {
     pub fn start(ctx: Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> ReadAhead {
         ReadAhead(resources::Background::spawn(async move {
-            let nodes: Vec<Node> = nodes.into_iter().filter(|n| n.kind != Kind::DiscoveryTags).collect();
+            let nodes: Vec<Node> = nodes.into_iter().filter(|n| resources::def(n.kind).read_ahead).collect();
             let mut order = nodes.clone();
             order.sort_by_key(|n| resources::read_rank(n.kind));
             let reads = futures::stream::iter(order)
@@ -91,7 +91,7 @@ pub async fn observe_after(
             }
         }
     }
-    let planned: Vec<&Node> = nodes.iter().filter(|n| n.kind != Kind::DiscoveryTags).collect();
+    let planned: Vec<&Node> = nodes.iter().filter(|n| resources::def(n.kind).read_ahead).collect();
     let same_nodes = planned.len() == ahead.nodes.len() && planned.iter().zip(&ahead.nodes).all(|(a, b)| *a == b);
     let fresh = observe_nodes(ctx, missing, concurrency);
     let found = async {

@@ -13,7 +13,7 @@ use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
 use crate::aws::{self, AwsError, Classify, Condition, aws_err};
 use crate::facts::Facts;
-use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, QueueSpec, Step, Tags};
 use crate::plan_file::Spec;
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -26,6 +26,20 @@ use std::sync::Arc;
 pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): EventBridge.
 pub const READ_RANK: u8 = 5;
+
+/// This kind's entry in `resources::KINDS`.
+pub const DEF: super::kind::KindDef = super::kind::KindDef {
+    kind: crate::model::Kind::EventRule,
+    read_rank: READ_RANK,
+    immutable: IMMUTABLE,
+    read_ahead: true,
+    nodes,
+    read: |ctx, node| Box::pin(read(ctx, node)),
+    current: |ctx, step| Box::pin(current(ctx, step)),
+    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
+    forget: |ctx, _| forget(ctx),
+    discover: Some(|ctx, nodes| Box::pin(discover(ctx, nodes))),
+};
 
 pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
@@ -167,7 +181,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
             let wanted = on && !merged && spec.identity.karpenter_version.minor >= *since;
             let fields = wanted.then(|| desired_fields(source, detail, &queue_arn, &spec.cluster, &arns::tags_for(spec, &id)));
             let note = shortened.then(|| format!("name shortened to fit EventBridge's 64 characters: {name}"));
-            Node::new(id, name, NodeSpec::EventRule { queue_arn: queue_arn.clone() })
+            Node::new(id, name, NodeSpec::EventRule(QueueSpec { queue_arn: queue_arn.clone() }))
                 .with_fields(fields)
                 .with_deps(["queue"])
                 .with_notes(note)
@@ -190,7 +204,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         notes.push(format!("name shortened to fit EventBridge's 64 characters: {name}"));
     }
     out.push(
-        Node::new(MERGED_ID, name, NodeSpec::EventRule { queue_arn })
+        Node::new(MERGED_ID, name, NodeSpec::EventRule(QueueSpec { queue_arn }))
             .with_fields(fields)
             .with_deps(["queue"])
             .with_notes(notes)
@@ -526,10 +540,14 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
         for r in o.rule_names() {
             if !known.contains(r.as_str()) {
                 found.push(
-                    Node::new(format!("rule-unlisted-{r}"), r, NodeSpec::EventRule { queue_arn: queue_arn.to_string() })
-                        .with_deps([queue.id.clone()])
-                        .with_notes(["targets the interruption queue but is not in the plan".to_string()])
-                        .unlisted(),
+                    Node::new(
+                        format!("rule-unlisted-{r}"),
+                        r,
+                        NodeSpec::EventRule(QueueSpec { queue_arn: queue_arn.to_string() }),
+                    )
+                    .with_deps([queue.id.clone()])
+                    .with_notes(["targets the interruption queue but is not in the plan".to_string()])
+                    .unlisted(),
                 );
             }
         }

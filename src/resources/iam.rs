@@ -63,7 +63,7 @@ pub fn plan_iam_path(nodes: &[Node]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Fields, NodeSpec};
+    use crate::model::{ArnSpec, Fields, NodeSpec};
     use serde_json::json;
 
     fn node(id: &str, spec: NodeSpec, name: &str, path: Option<&str>) -> Node {
@@ -86,11 +86,11 @@ mod tests {
 
     #[test]
     fn the_plan_path_prefers_desired_fields_then_arns() {
-        let role = |arn: &str| NodeSpec::IamRole { arn: arn.into() };
+        let role = |arn: &str| NodeSpec::IamRole(ArnSpec::new(arn));
         let down = vec![node("node-role", role("arn:aws:iam::1:role/karpctl/c/R"), "R", None)];
         assert_eq!(plan_iam_path(&down).as_deref(), Some("/karpctl/c/"));
         let up = vec![
-            node("q", NodeSpec::Queue { arn: "arn:aws:sqs:us-east-1:1:Q".into() }, "Q", None),
+            node("q", NodeSpec::Queue(ArnSpec::new("arn:aws:sqs:us-east-1:1:Q")), "Q", None),
             node("controller-role", role("arn:aws:iam::1:role/old/C"), "C", Some("/new/")),
         ];
         assert_eq!(plan_iam_path(&up).as_deref(), Some("/new/"));

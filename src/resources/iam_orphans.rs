@@ -5,7 +5,7 @@
 use super::ctx::Ctx;
 use super::iam::plan_iam_path;
 use crate::aws::aws_err;
-use crate::model::{Kind, Node, NodeSpec};
+use crate::model::{ArnSpec, Kind, Node, NodeSpec};
 use anyhow::Result;
 use aws_sdk_iam::types::PolicyScopeType;
 use std::collections::BTreeSet;
@@ -40,7 +40,7 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let known_roles = known(nodes, Kind::IamRole);
     for (name, arn) in roles {
         if !known_roles.contains(&name.to_lowercase()) {
-            out.push(orphan(NodeSpec::IamRole { arn }, "role", &name, &path, vec![]));
+            out.push(orphan(NodeSpec::IamRole(ArnSpec::new(arn)), "role", &name, &path, vec![]));
         }
     }
     let role_ids: Vec<String> =
@@ -48,13 +48,13 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let known_policies = known(nodes, Kind::IamPolicy);
     for (name, arn) in policies {
         if !known_policies.contains(&name.to_lowercase()) {
-            out.push(orphan(NodeSpec::IamPolicy { arn }, "policy", &name, &path, role_ids.clone()));
+            out.push(orphan(NodeSpec::IamPolicy(ArnSpec::new(arn)), "policy", &name, &path, role_ids.clone()));
         }
     }
     let known_profiles = known(nodes, Kind::InstanceProfile);
     for (name, arn) in profiles {
         if !known_profiles.contains(&name.to_lowercase()) {
-            out.push(orphan(NodeSpec::InstanceProfile { arn }, "instance-profile", &name, &path, role_ids.clone()));
+            out.push(orphan(NodeSpec::InstanceProfile(ArnSpec::new(arn)), "instance-profile", &name, &path, role_ids.clone()));
         }
     }
     Ok(out)

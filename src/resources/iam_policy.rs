@@ -30,7 +30,7 @@ use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::karpenter_iam::{self, PolicyPart};
-use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, RESOURCE_TAG, Step, Tags};
+use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, RESOURCE_TAG, Step, Tags};
 use crate::names;
 use crate::plan_file::Spec;
 use crate::policy_doc;
@@ -42,6 +42,20 @@ use std::collections::BTreeMap;
 pub const IMMUTABLE: &[&str] = &["path"];
 /// Read order among kinds (0 first: the slowest reads start first): IAM, two calls in a row (GetPolicy, then GetPolicyVersion).
 pub const READ_RANK: u8 = 2;
+
+/// This kind's entry in `resources::KINDS`.
+pub const DEF: super::kind::KindDef = super::kind::KindDef {
+    kind: crate::model::Kind::IamPolicy,
+    read_rank: READ_RANK,
+    immutable: IMMUTABLE,
+    read_ahead: true,
+    nodes,
+    read: |ctx, node| Box::pin(read(ctx, node)),
+    current: |ctx, step| Box::pin(current(ctx, step)),
+    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
+    forget: |_, _| {},
+    discover: None,
+};
 
 /// IAM keeps at most this many versions of a managed policy.
 pub const MAX_VERSIONS: usize = 5;
@@ -155,7 +169,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
             let note = p.shortened.then(|| format!("policy name shortened to fit IAM's 128 characters: {}", p.name));
             // The key karpctl makes must exist (and have an ARN) before the policy naming it.
             let key = (p.part == PolicyPart::Interruption && spec.interruption.create_key).then_some(super::kms_key::ID);
-            Node::new(p.id, p.name, NodeSpec::IamPolicy { arn: p.arn }).with_fields(fields).with_notes(note).with_deps(key)
+            Node::new(p.id, p.name, NodeSpec::IamPolicy(ArnSpec::new(p.arn))).with_fields(fields).with_notes(note).with_deps(key)
         })
         .collect()
 }

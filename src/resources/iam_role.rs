@@ -35,7 +35,7 @@ use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::karpenter_iam;
-use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::{IdentityMode, Spec};
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -46,6 +46,20 @@ use std::collections::BTreeMap;
 pub const IMMUTABLE: &[&str] = &["path"];
 /// Read order among kinds (0 first: the slowest reads start first): IAM, one memoised GetRole.
 pub const READ_RANK: u8 = 3;
+
+/// This kind's entry in `resources::KINDS`.
+pub const DEF: super::kind::KindDef = super::kind::KindDef {
+    kind: crate::model::Kind::IamRole,
+    read_rank: READ_RANK,
+    immutable: IMMUTABLE,
+    read_ahead: true,
+    nodes,
+    read: |ctx, node| Box::pin(read(ctx, node)),
+    current: |ctx, step| Box::pin(current(ctx, step)),
+    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
+    forget: |ctx, node| forget(ctx, &node.name),
+    discover: Some(|ctx, nodes| Box::pin(super::iam_orphans::discover(ctx, nodes))),
+};
 
 /// The field holding a role's permissions boundary (a policy ARN). Desired only when the plan sets
 /// `identity.permissions_boundary`; otherwise karpctl leaves any boundary alone.
@@ -75,7 +89,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     if created.is_some() || existing_name != Some(node_role_name.as_str()) {
         let arn = arns::role_arn(facts, path, &node_role_name);
         out.push(
-            Node::new("node-role", node_role_name, NodeSpec::IamRole { arn })
+            Node::new("node-role", node_role_name, NodeSpec::IamRole(ArnSpec::new(arn)))
                 .with_fields(created.map(|_| role_fields(node_trust(spec, facts), "node-role")))
                 .with_notes(created.and_then(|n| n.note.clone())),
         );
@@ -95,7 +109,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         }
     };
     out.push(
-        Node::new("controller-role", &ctrl.name, NodeSpec::IamRole { arn: arns::controller_role_arn(spec, facts) })
+        Node::new("controller-role", &ctrl.name, NodeSpec::IamRole(ArnSpec::new(arns::controller_role_arn(spec, facts))))
             .with_fields(Some(role_fields(trust, "controller-role")))
             .with_notes(ctrl.note.iter().cloned()),
     );

@@ -23,7 +23,7 @@ use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
-use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -33,6 +33,20 @@ use std::collections::BTreeMap;
 pub const IMMUTABLE: &[&str] = &["path"];
 /// Read order among kinds (0 first: the slowest reads start first): IAM, one call.
 pub const READ_RANK: u8 = 3;
+
+/// This kind's entry in `resources::KINDS`.
+pub const DEF: super::kind::KindDef = super::kind::KindDef {
+    kind: crate::model::Kind::InstanceProfile,
+    read_rank: READ_RANK,
+    immutable: IMMUTABLE,
+    read_ahead: true,
+    nodes,
+    read: |ctx, node| Box::pin(read(ctx, node)),
+    current: |ctx, step| Box::pin(current(ctx, step)),
+    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
+    forget: |_, _| {},
+    discover: None,
+};
 
 /// AddRoleToInstanceProfile just after either was created (docs/aws-behaviour.md section 5).
 const ADD_ROLE_RETRY: [Condition; 3] =
@@ -55,7 +69,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let deps = if id.node_role.is_some() { vec!["node-role"] } else { vec![] };
     let arn = arns::instance_profile_arn(facts, path, &ip.name);
     vec![
-        Node::new("node-instance-profile", &ip.name, NodeSpec::InstanceProfile { arn })
+        Node::new("node-instance-profile", &ip.name, NodeSpec::InstanceProfile(ArnSpec::new(arn)))
             .with_fields(fields)
             .with_deps(deps)
             .with_notes(ip.note.iter().cloned()),

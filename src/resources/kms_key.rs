@@ -26,7 +26,7 @@ use super::ctx::{Ctx, Current, changed, wanted_tags};
 use super::iam::{not_managed, tags_satisfied};
 use crate::aws::{Classify, aws_err};
 use crate::facts::Facts;
-use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use crate::readiness;
 use anyhow::{Context, Result, bail};
@@ -37,6 +37,20 @@ use std::collections::BTreeMap;
 pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): KMS, three calls.
 pub const READ_RANK: u8 = 4;
+
+/// This kind's entry in `resources::KINDS`.
+pub const DEF: super::kind::KindDef = super::kind::KindDef {
+    kind: crate::model::Kind::KmsKey,
+    read_rank: READ_RANK,
+    immutable: IMMUTABLE,
+    read_ahead: true,
+    nodes,
+    read: |ctx, node| Box::pin(read(ctx, node)),
+    current: |ctx, step| Box::pin(current(ctx, step)),
+    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
+    forget: |ctx, node| forget(ctx, &node.name),
+    discover: None,
+};
 /// KMS's shortest waiting period before a scheduled key deletion (7 to 30 days).
 pub const DELETION_WINDOW_DAYS: i32 = 7;
 /// The node id.
@@ -78,7 +92,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         ])
     });
     let arn = facts.kms_key.as_ref().and_then(|k| k.arn.clone()).filter(|_| i.create_key).unwrap_or_default();
-    vec![Node::new(ID, alias, NodeSpec::KmsKey { arn }).with_fields(fields).with_notes(
+    vec![Node::new(ID, alias, NodeSpec::KmsKey(ArnSpec::new(arn))).with_fields(fields).with_notes(
         i.create_key.then(|| format!(
             "`karpctl down` schedules this key's deletion: KMS waits {DELETION_WINDOW_DAYS} days (its shortest period) before deleting it, and `aws kms cancel-key-deletion` undoes it until then"
         )),

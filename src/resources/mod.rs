@@ -1,5 +1,5 @@
-//! One module per resource kind; each owns read / create / update / delete for its kind.
-//! The set of kinds is closed, so dispatch is a `match`.
+//! One module per resource kind; each owns read / create / update / delete for its kind and
+//! hands the engine a `KindDef` (its `DEF`). This module only dispatches through `KINDS`.
 
 pub mod access_entry;
 pub mod ctx;
@@ -11,6 +11,7 @@ pub mod iam_orphans;
 pub mod iam_policy;
 pub mod iam_role;
 pub mod instance_profile;
+pub mod kind;
 pub mod kms_key;
 pub mod pod_identity;
 pub mod queue;
@@ -21,97 +22,52 @@ pub mod role_policy_attachment;
 use crate::model::{Action, Kind, Node, Observed, Step};
 use anyhow::Result;
 pub use ctx::{Background, Ctx, Current};
+pub use kind::KindDef;
 
-/// A kind's read time, as a rank (slowest first; each kind's `READ_RANK`). Reads start in this
-/// order, so that the longest ones do not wait for a free slot behind quick ones.
-pub fn read_rank(kind: Kind) -> u8 {
-    match kind {
-        Kind::PodIdentity => pod_identity::READ_RANK,
-        Kind::AccessEntry => access_entry::READ_RANK,
-        Kind::IamPolicy => iam_policy::READ_RANK,
-        Kind::IamRole => iam_role::READ_RANK,
-        Kind::RolePolicyAttachment => role_policy_attachment::READ_RANK,
-        Kind::InstanceProfile => instance_profile::READ_RANK,
-        Kind::Queue => queue::READ_RANK,
-        Kind::QueuePolicy => queue_policy::READ_RANK,
-        Kind::EventRule => event_rule::READ_RANK,
-        Kind::DiscoveryTags => discovery_tags::READ_RANK,
-        Kind::KmsKey => kms_key::READ_RANK,
-        Kind::RetiredPolicy => retired_policy::READ_RANK,
-    }
+/// Every kind, in the order their nodes are built (and listed in a plan).
+pub const KINDS: &[&KindDef] = &[
+    &kms_key::DEF,
+    &queue::DEF,
+    &queue_policy::DEF,
+    &event_rule::DEF,
+    &iam_role::DEF,
+    &role_policy_attachment::DEF,
+    &instance_profile::DEF,
+    &access_entry::DEF,
+    &iam_policy::DEF,
+    &pod_identity::DEF,
+    &discovery_tags::DEF,
+    &retired_policy::DEF,
+];
+
+/// The definition of a kind.
+pub fn def(kind: Kind) -> &'static KindDef {
+    KINDS.iter().find(|d| d.kind == kind).unwrap_or_else(|| panic!("{kind:?} is missing from resources::KINDS"))
 }
 
-/// The fields of a kind that cannot change in place (each kind's `IMMUTABLE`).
+/// A kind's read time, as a rank (see `KindDef::read_rank`).
+pub fn read_rank(kind: Kind) -> u8 {
+    def(kind).read_rank
+}
+
+/// The fields of a kind that cannot change in place (see `KindDef::immutable`).
 pub fn immutable(kind: Kind) -> &'static [&'static str] {
-    match kind {
-        Kind::PodIdentity => pod_identity::IMMUTABLE,
-        Kind::AccessEntry => access_entry::IMMUTABLE,
-        Kind::IamPolicy => iam_policy::IMMUTABLE,
-        Kind::IamRole => iam_role::IMMUTABLE,
-        Kind::RolePolicyAttachment => role_policy_attachment::IMMUTABLE,
-        Kind::InstanceProfile => instance_profile::IMMUTABLE,
-        Kind::Queue => queue::IMMUTABLE,
-        Kind::QueuePolicy => queue_policy::IMMUTABLE,
-        Kind::EventRule => event_rule::IMMUTABLE,
-        Kind::DiscoveryTags => discovery_tags::IMMUTABLE,
-        Kind::KmsKey => kms_key::IMMUTABLE,
-        Kind::RetiredPolicy => retired_policy::IMMUTABLE,
-    }
+    def(kind).immutable
 }
 
 /// Read one node, its AWS calls attributed to `read:<node id>` (see `aws::in_unit`).
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
-    crate::aws::in_unit(format!("read:{}", node.id), read_kind(ctx, node)).await
-}
-
-async fn read_kind(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
-    match node.kind {
-        Kind::Queue => queue::read(ctx, node).await,
-        Kind::QueuePolicy => queue_policy::read(ctx, node).await,
-        Kind::EventRule => event_rule::read(ctx, node).await,
-        Kind::IamRole => iam_role::read(ctx, node).await,
-        Kind::IamPolicy => iam_policy::read(ctx, node).await,
-        Kind::RolePolicyAttachment => role_policy_attachment::read(ctx, node).await,
-        Kind::InstanceProfile => instance_profile::read(ctx, node).await,
-        Kind::AccessEntry => access_entry::read(ctx, node).await,
-        Kind::PodIdentity => pod_identity::read(ctx, node).await,
-        Kind::DiscoveryTags => discovery_tags::read(ctx, node).await,
-        Kind::KmsKey => kms_key::read(ctx, node).await,
-        Kind::RetiredPolicy => retired_policy::read(ctx, node).await,
-    }
+    crate::aws::in_unit(format!("read:{}", node.id), (def(node.kind).read)(ctx, node)).await
 }
 
 /// Who owns the node's object right now, read without memos (None: it does not exist).
 pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
-    let node = &step.node;
-    match node.kind {
-        Kind::Queue => queue::current(ctx, step).await,
-        Kind::QueuePolicy => queue_policy::current(ctx, step).await,
-        Kind::EventRule => event_rule::current(ctx, step).await,
-        Kind::IamRole => iam_role::current(ctx, step).await,
-        Kind::IamPolicy => iam_policy::current(ctx, step).await,
-        Kind::RolePolicyAttachment => role_policy_attachment::current(ctx, step).await,
-        Kind::InstanceProfile => instance_profile::current(ctx, step).await,
-        Kind::AccessEntry => access_entry::current(ctx, step).await,
-        Kind::PodIdentity => pod_identity::current(ctx, step).await,
-        Kind::DiscoveryTags => discovery_tags::current(ctx, step).await,
-        Kind::KmsKey => kms_key::current(ctx, step).await,
-        Kind::RetiredPolicy => retired_policy::current(ctx, step).await,
-    }
+    (def(step.node.kind).current)(ctx, step).await
 }
 
 /// Drop what this run memoised about the node's object (its reads are stale once it is written).
 pub fn forget(ctx: &Ctx, node: &Node) {
-    match node.kind {
-        Kind::Queue | Kind::QueuePolicy => queue::forget(ctx, &node.name),
-        Kind::IamRole => iam_role::forget(ctx, &node.name),
-        Kind::RolePolicyAttachment => role_policy_attachment::forget(ctx, node),
-        Kind::EventRule => event_rule::forget(ctx),
-        Kind::IamPolicy | Kind::InstanceProfile | Kind::AccessEntry | Kind::PodIdentity => {}
-        Kind::KmsKey => kms_key::forget(ctx, &node.name),
-        Kind::RetiredPolicy => retired_policy::forget(ctx, node),
-        Kind::DiscoveryTags => {}
-    }
+    (def(node.kind).forget)(ctx, node)
 }
 
 /// Apply one step. Every kind gets the same treatment: a step that goes with its parent makes no
@@ -133,21 +89,7 @@ async fn apply_step(ctx: &Ctx, step: &Step) -> Result<()> {
     if !ctx::may_write(step, current.as_ref())? {
         return Ok(());
     }
-    let cur = current.as_ref();
-    let r = match step.kind {
-        Kind::Queue => queue::apply(ctx, step, cur).await,
-        Kind::QueuePolicy => queue_policy::apply(ctx, step, cur).await,
-        Kind::EventRule => event_rule::apply(ctx, step, cur).await,
-        Kind::IamRole => iam_role::apply(ctx, step, cur).await,
-        Kind::IamPolicy => iam_policy::apply(ctx, step, cur).await,
-        Kind::RolePolicyAttachment => role_policy_attachment::apply(ctx, step, cur).await,
-        Kind::InstanceProfile => instance_profile::apply(ctx, step, cur).await,
-        Kind::AccessEntry => access_entry::apply(ctx, step, cur).await,
-        Kind::PodIdentity => pod_identity::apply(ctx, step, cur).await,
-        Kind::DiscoveryTags => discovery_tags::apply(ctx, step, cur).await,
-        Kind::KmsKey => kms_key::apply(ctx, step, cur).await,
-        Kind::RetiredPolicy => retired_policy::apply(ctx, step, cur).await,
-    };
+    let r = (def(step.kind).apply)(ctx, step, current.as_ref()).await;
     forget(ctx, &step.node);
     if r.is_ok() {
         ctx.record_write(step);
@@ -158,11 +100,19 @@ async fn apply_step(ctx: &Ctx, step: &Step) -> Result<()> {
 /// Find objects this cluster owns that the desired set does not name (renamed, or switched off),
 /// as extra nodes with no desired fields, so that the planner deletes them.
 pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
-    let (rules, iam, attachments, entries) = tokio::try_join!(
-        event_rule::discover(ctx, nodes),
-        iam_orphans::discover(ctx, nodes),
-        role_policy_attachment::discover(ctx, nodes),
-        access_entry::discover(ctx, nodes),
-    )?;
-    Ok(rules.into_iter().chain(iam).chain(attachments).chain(entries).collect())
+    let found = futures::future::try_join_all(KINDS.iter().filter_map(|d| d.discover).map(|f| f(ctx, nodes))).await?;
+    Ok(found.into_iter().flatten().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_is_listed_once() {
+        for k in Kind::ALL {
+            assert_eq!(KINDS.iter().filter(|d| d.kind == *k).count(), 1, "{k:?} in resources::KINDS");
+        }
+        assert_eq!(KINDS.len(), Kind::ALL.len());
+    }
 }

@@ -14,7 +14,7 @@ use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::events::Event;
 use crate::facts::Facts;
-use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::model::{Action, ArnSpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use anyhow::{Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -25,6 +25,20 @@ use std::collections::{BTreeMap, HashMap};
 pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): SQS, shared with the queue policy.
 pub const READ_RANK: u8 = 4;
+
+/// This kind's entry in `resources::KINDS`.
+pub const DEF: super::kind::KindDef = super::kind::KindDef {
+    kind: crate::model::Kind::Queue,
+    read_rank: READ_RANK,
+    immutable: IMMUTABLE,
+    read_ahead: true,
+    nodes,
+    read: |ctx, node| Box::pin(read(ctx, node)),
+    current: |ctx, step| Box::pin(current(ctx, step)),
+    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
+    forget: |ctx, node| forget(ctx, &node.name),
+    discover: None,
+};
 
 /// The attributes karpctl manages, as SQS names them.
 pub const ATTRS: [&str; 3] = ["MessageRetentionPeriod", "SqsManagedSseEnabled", "KmsMasterKeyId"];
@@ -57,7 +71,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let i = &spec.interruption;
     let arn = arns::queue_arn(facts, &i.queue_name);
     vec![
-        Node::new("queue", &i.queue_name, NodeSpec::Queue { arn })
+        Node::new("queue", &i.queue_name, NodeSpec::Queue(ArnSpec::new(arn)))
             .with_fields(i.enabled.then(|| desired_fields(i.kms_key_id.as_deref(), &arns::tags_for(spec, "queue"))))
             .with_deps(i.create_key.then_some(super::kms_key::ID))
             .with_notes(i.queue_name_note.iter().cloned()),

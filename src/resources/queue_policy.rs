@@ -12,7 +12,7 @@ use super::queue;
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
-use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, Step};
+use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, QueueSpec, Step};
 use crate::plan_file::Spec;
 use crate::policy_doc;
 use anyhow::{Context, Result, bail};
@@ -23,6 +23,20 @@ use std::collections::BTreeMap;
 pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): SQS, shared with the queue.
 pub const READ_RANK: u8 = 4;
+
+/// This kind's entry in `resources::KINDS`.
+pub const DEF: super::kind::KindDef = super::kind::KindDef {
+    kind: crate::model::Kind::QueuePolicy,
+    read_rank: READ_RANK,
+    immutable: IMMUTABLE,
+    read_ahead: true,
+    nodes,
+    read: |ctx, node| Box::pin(read(ctx, node)),
+    current: |ctx, step| Box::pin(current(ctx, step)),
+    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
+    forget: |ctx, node| super::queue::forget(ctx, &node.name),
+    discover: None,
+};
 
 /// A policy naming what SQS cannot resolve yet (either spelling of the code).
 const PROPAGATING: [Condition; 1] = [Condition::QueuePolicyNotYetValid];
@@ -40,7 +54,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let fields =
         i.enabled.then(|| crate::model::fields_of(vec![("Policy", crate::karpenter_iam::queue_policy(&queue_arn, &rule_arns))]));
     vec![
-        Node::new("queue-policy", &i.queue_name, NodeSpec::QueuePolicy { queue_arn })
+        Node::new("queue-policy", &i.queue_name, NodeSpec::QueuePolicy(QueueSpec { queue_arn }))
             .with_fields(fields)
             .with_deps(deps)
             .contained_in("queue"),

@@ -1,0 +1,44 @@
+//! What the engine asks of one resource kind (`KindDef`); each kind's module defines its `DEF`.
+
+use super::ctx::{Ctx, Current};
+use crate::facts::Facts;
+use crate::model::{Kind, Node, Observed, Step};
+use crate::spec::Spec;
+use anyhow::Result;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A kind's future, borrowing what it was given.
+pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
+pub type ReadFn = for<'a> fn(&'a Ctx, &'a Node) -> Fut<'a, Option<Observed>>;
+pub type CurrentFn = for<'a> fn(&'a Ctx, &'a Step) -> Fut<'a, Option<Current>>;
+pub type ApplyFn = for<'a> fn(&'a Ctx, &'a Step, Option<&'a Current>) -> Fut<'a, ()>;
+pub type DiscoverFn = for<'a> fn(&'a Ctx, &'a [Node]) -> Fut<'a, Vec<Node>>;
+
+/// Everything the engine asks of one kind. Each kind's module defines its `DEF`, and
+/// `resources::KINDS` lists them: adding a kind is its own module, its line in `KINDS`, and its
+/// variant in `model::kinds!`. Nothing else names a kind.
+pub struct KindDef {
+    pub kind: Kind,
+    /// Read order among kinds, as a rank (0 first: the slowest reads start first, so that they
+    /// do not wait for a free slot behind quick ones).
+    pub read_rank: u8,
+    /// Fields that cannot change in place: a change to one replaces the object.
+    pub immutable: &'static [&'static str],
+    /// Whether its nodes may be read ahead, while preparation still runs. False when they
+    /// depend on facts only preparation finds (the subnets and group discovery chooses).
+    pub read_ahead: bool,
+    /// Pure: the kind's nodes for a plan (nodes of switched-off features have no fields).
+    pub nodes: fn(&Spec, &Facts) -> Vec<Node>,
+    /// Read a node's object (None: it does not exist), memoised reads allowed.
+    pub read: ReadFn,
+    /// Who owns the step's object right now, read without memos (None: it does not exist).
+    pub current: CurrentFn,
+    /// Make the step's change; `current` is what `current` read (None for a create).
+    pub apply: ApplyFn,
+    /// Drop what this run memoised about the node's object (its reads are stale once written).
+    pub forget: fn(&Ctx, &Node),
+    /// Objects of this cluster that the plan does not name (renamed, or switched off), as extra
+    /// nodes with no fields, so that the planner deletes them. None: the kind needs no search.
+    pub discover: Option<DiscoverFn>,
+}
