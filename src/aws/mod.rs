@@ -119,7 +119,8 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
                 $krate::config::Builder::from(&conf)
                     .interceptor(counter.clone())
                     .retry_partition(throttle::partition($service, &bucket))
-                    .retry_classifier(throttle::AttemptBudget {
+                    .retry_classifier(throttle::AttemptBudget)
+                    .interceptor(throttle::ThrottleWatch {
                         service: $service,
                         stats: stats.clone(),
                         pacer: limiter.rates.of($service),

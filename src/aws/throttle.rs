@@ -16,12 +16,19 @@
 //!   (`OTHER_ATTEMPTS`): `AttemptBudget` forbids a retry of a non-throttling error past its budget;
 //! - keeps a retry budget (the SDK's token bucket) per cluster, not per process: one cluster's
 //!   retries cannot spend another's;
-//! - counts every throttling answer by service (`CallStats::throttled`), which the output reports.
+//! - counts every throttling answer by service (`CallStats::throttled`), which the output reports,
+//!   once per attempt (`ThrottleWatch`, an interceptor: the SDK runs the retry classifiers more
+//!   than once per attempt, so they must not count).
 
 use super::stats::CallStats;
+use aws_smithy_runtime::client::retries::classifiers::run_classifiers_on_ctx;
 use aws_smithy_runtime::client::retries::{RetryPartition, TokenBucket};
-use aws_smithy_runtime_api::client::interceptors::context::InterceptorContext;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::{FinalizerInterceptorContextRef, InterceptorContext};
 use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction, RetryClassifierPriority, RetryReason};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
 use aws_smithy_types::retry::ErrorKind;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -47,6 +54,9 @@ struct Pace {
     last_cut: Option<std::time::Instant>,
     /// When the requests of the last second went.
     sent: std::collections::VecDeque<std::time::Instant>,
+    /// Counts the cuts: a request given its slot before the latest cut takes a new one when its
+    /// old slot comes, at the pace after the cut (`Pacer::wait`).
+    cuts: u64,
 }
 
 /// The pace of one service's requests for one account (AIMD, see the module's notes).
@@ -55,13 +65,14 @@ pub struct Pacer(Mutex<Pace>);
 
 impl Default for Pacer {
     fn default() -> Self {
-        Pacer(Mutex::new(Pace { rate: None, next: std::time::Instant::now(), last_cut: None, sent: Default::default() }))
+        Pacer(Mutex::new(Pace { rate: None, next: std::time::Instant::now(), last_cut: None, sent: Default::default(), cuts: 0 }))
     }
 }
 
 impl Pacer {
-    /// The moment a request asked for `now` may go (and count it as sent then).
-    pub fn slot(&self, now: std::time::Instant) -> std::time::Instant {
+    /// The moment a request asked for `now` may go (and count it as sent then), and the number
+    /// of cuts so far.
+    pub fn slot(&self, now: std::time::Instant) -> (std::time::Instant, u64) {
         let mut p = self.0.lock().unwrap();
         let at = match p.rate {
             None => now,
@@ -75,14 +86,25 @@ impl Pacer {
             p.sent.pop_front();
         }
         p.sent.push_back(at);
-        at
+        (at, p.cuts)
     }
-    /// Wait for this request's turn.
+    fn cuts(&self) -> u64 {
+        self.0.lock().unwrap().cuts
+    }
+    /// Wait for this request's turn. A slot handed out before a cut was spaced at the old pace:
+    /// when it comes after a cut, the request takes a new one at the new pace, so that a cut
+    /// slows the requests already waiting as well as later ones.
     pub async fn wait(&self) {
-        let now = std::time::Instant::now();
-        let at = self.slot(now);
-        if at > now {
-            tokio::time::sleep_until(at.into()).await;
+        let mut now = std::time::Instant::now();
+        loop {
+            let (at, cuts) = self.slot(now);
+            if at > now {
+                tokio::time::sleep_until(at.into()).await;
+            }
+            if self.cuts() == cuts {
+                return;
+            }
+            now = std::time::Instant::now();
         }
     }
     /// AWS throttled a request: cut the pace (once a second at most).
@@ -95,7 +117,9 @@ impl Pacer {
         let rate = (current * DECREASE).max(MIN_RATE);
         p.rate = Some(rate);
         p.last_cut = Some(now);
-        p.next = p.next.max(now);
+        // The slots handed out so far are taken again (see `wait`): the new pace starts now.
+        p.next = now;
+        p.cuts += 1;
     }
     /// A request succeeded: grow the pace by `INCREASE` a second per second.
     pub fn succeeded(&self) {
@@ -149,34 +173,54 @@ fn budget(previous: &RetryAction, attempt: u32) -> (RetryAction, bool) {
     }
 }
 
-/// Runs after the SDK's classifiers: see `budget`; tells the service's pacer of throttling and
-/// of success.
+/// Runs after the SDK's classifiers: see `budget`. It has no side effects: the SDK runs the
+/// classifiers more than once per attempt (the connection-poisoning interceptor runs them too).
 #[derive(Debug)]
-pub struct AttemptBudget {
-    pub service: &'static str,
-    pub stats: Arc<CallStats>,
-    pub pacer: Arc<Pacer>,
-}
+pub struct AttemptBudget;
 
 impl ClassifyRetry for AttemptBudget {
     fn classify_retry(&self, _ctx: &InterceptorContext) -> RetryAction {
         RetryAction::NoActionIndicated
     }
     fn classify_retry_v2(&self, ctx: &InterceptorContext, previous: &RetryAction) -> RetryAction {
-        let (action, throttled) = budget(previous, attempt_of(ctx));
-        if throttled {
-            self.pacer.throttled(std::time::Instant::now());
-            self.stats.throttled(self.service);
-        } else if ctx.response().is_some_and(|r| r.status().is_success()) {
-            self.pacer.succeeded();
-        }
-        action
+        budget(previous, attempt_of(ctx)).0
     }
     fn name(&self) -> &'static str {
         "karpctl-attempt-budget"
     }
     fn priority(&self) -> RetryClassifierPriority {
         RetryClassifierPriority::run_after(RetryClassifierPriority::transient_error_classifier())
+    }
+}
+
+/// Once per attempt, after it: asks the client's classifiers for their verdict, and tells the
+/// service's pacer of a throttling answer (and counts it) or of a success.
+#[derive(Debug)]
+pub struct ThrottleWatch {
+    pub service: &'static str,
+    pub stats: Arc<CallStats>,
+    pub pacer: Arc<Pacer>,
+}
+
+impl Intercept for ThrottleWatch {
+    fn name(&self) -> &'static str {
+        "karpctl-throttle-watch"
+    }
+    fn read_after_attempt(
+        &self,
+        context: &FinalizerInterceptorContextRef<'_>,
+        rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let ctx = context.inner();
+        let verdict = run_classifiers_on_ctx(rc.retry_classifiers(), ctx);
+        if budget(&verdict, attempt_of(ctx)).1 {
+            self.pacer.throttled(std::time::Instant::now());
+            self.stats.throttled(self.service);
+        } else if ctx.response().is_some_and(|r| r.status().is_success()) {
+            self.pacer.succeeded();
+        }
+        Ok(())
     }
 }
 
@@ -208,7 +252,7 @@ mod tests {
         let p = Pacer::default();
         let t0 = Instant::now();
         for _ in 0..20 {
-            assert_eq!(p.slot(t0), t0, "unpaced until AWS throttles");
+            assert_eq!(p.slot(t0), (t0, 0), "unpaced until AWS throttles");
         }
         p.throttled(t0);
         assert_eq!(p.rate(), Some(14.0), "0.7 of the 20 sent in the last second");
@@ -216,8 +260,8 @@ mod tests {
         assert_eq!(p.rate(), Some(14.0), "one cut a second: a burst's answers are one signal");
         p.throttled(t0 + Duration::from_millis(1500));
         assert!((p.rate().unwrap() - 9.8).abs() < 1e-9);
-        let a = p.slot(t0 + Duration::from_millis(1500));
-        let b = p.slot(t0 + Duration::from_millis(1500));
+        let (a, _) = p.slot(t0 + Duration::from_millis(1500));
+        let (b, _) = p.slot(t0 + Duration::from_millis(1500));
         assert!((b - a).as_secs_f64() - 1.0 / 9.8 < 1e-6, "requests spaced at the pace");
         for _ in 0..10 {
             p.succeeded();
@@ -231,5 +275,32 @@ mod tests {
             p.throttled(t0 + Duration::from_secs(10_000));
         }
         assert!(p.rate().unwrap() >= MIN_RATE);
+    }
+
+    #[test]
+    fn a_cut_reslots_the_requests_already_waiting() {
+        use std::time::{Duration, Instant};
+        let p = Pacer::default();
+        let t0 = Instant::now();
+        for _ in 0..10 {
+            p.slot(t0);
+        }
+        p.throttled(t0);
+        assert_eq!(p.rate(), Some(7.0));
+        // Ten requests queue at 7 a second: the last one's slot is 9/7 s away.
+        let queued: Vec<(Instant, u64)> = (0..10).map(|_| p.slot(t0)).collect();
+        assert!(((queued[9].0 - t0).as_secs_f64() - 9.0 / 7.0).abs() < 1e-6);
+        assert!(queued.iter().all(|(_, cuts)| *cuts == 1));
+        // A cut 1 s after the first, while the last two still wait (slots at 1.14 s and 1.29 s).
+        let cut = t0 + Duration::from_millis(1000);
+        p.throttled(cut);
+        assert_eq!(p.cuts(), 2, "each waiting request sees the cut when its slot comes");
+        // The first to wake takes a new slot: at once, the new pace starting at the cut.
+        let (again, cuts) = p.slot(queued[8].0);
+        assert_eq!((again, cuts), (queued[8].0, 2));
+        // The last one's new slot is one new spacing (1 / 4.9 s) after that, later than its old.
+        let (last, _) = p.slot(queued[9].0);
+        assert!(((last - again).as_secs_f64() - 1.0 / 4.9).abs() < 1e-6, "the new pace (7 x 0.7)");
+        assert!(last > queued[9].0);
     }
 }
