@@ -273,7 +273,12 @@ impl NodeSpec {
             | NodeSpec::Queue(s)
             | NodeSpec::KmsKey(s) => &s.arn,
             NodeSpec::QueuePolicy(q) | NodeSpec::EventRule(q) => &q.queue_arn,
-            _ => "",
+            // Listed, not `_`: a new kind must say whether it carries an ARN.
+            NodeSpec::AccessEntry(_)
+            | NodeSpec::RolePolicyAttachment(_)
+            | NodeSpec::RetiredPolicy(_)
+            | NodeSpec::PodIdentity(_)
+            | NodeSpec::DiscoveryTags(_) => "",
         }
     }
 }

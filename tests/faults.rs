@@ -429,6 +429,24 @@ fn five_xx_bursts_on_every_service_converge_without_duplicates() {
 }
 
 #[test]
+fn a_server_error_that_does_not_end_gets_eight_attempts_then_a_clear_failure() {
+    let (c, wd) = seeded("f-5xx-end");
+    // Every CreateQueue answers 500: the SDK retries it as a transient error, but only up to
+    // OTHER_ATTEMPTS (8); throttling alone gets the client's full 16.
+    let px = Proxy::start(
+        &wd,
+        &c,
+        &endpoint(),
+        json!([{"service": "sqs", "operation": "CreateQueue",
+                "error": {"code": "InternalError", "status": 500, "message": "We encountered an internal error."}}]),
+    );
+    let up = up_via(&wd, &c, &px, &[]);
+    assert_eq!(up.code, 1, "{up:?}");
+    assert!(up.stderr.contains("CreateQueue"), "the failure names the call: {up:?}");
+    assert_eq!(px.fired("CreateQueue"), 8, "8 attempts, not the 16 throttling gets: {up:?}");
+}
+
+#[test]
 fn connection_resets_and_lost_responses_converge_without_duplicates() {
     let (c, wd) = seeded("f-rst");
     // Lost responses first (narrow rules win): the create reaches the emulator, the client sees

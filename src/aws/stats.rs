@@ -157,7 +157,7 @@ impl CallStats {
             e.calls += 1;
         }
     }
-    /// A throttling answer from `service` (counted by `throttle::AttemptBudget`).
+    /// A throttling answer from `service` (counted once per attempt by `throttle::ThrottleWatch`).
     pub fn throttled(&self, service: &str) {
         let at = epoch().elapsed().as_secs_f64();
         let first = {

@@ -8,12 +8,15 @@
 //!   cluster of the account in the run (`AccountRates`, kept in the account's `Limiter`): none
 //!   until AWS first throttles, then 0.7 of what was sent in the last second, cut by 0.7 again
 //!   on a throttling answer (at most once a second: the answers of one burst are one signal) and
-//!   raised by one request a second per second while calls succeed. The SDK's own adaptive mode
-//!   was measured first: its CUBIC limiter per client and its exponential back-off left the
+//!   raised by one request a second per second while calls succeed. Paced requests go single
+//!   file, first come first served, each spaced at the pace of the moment (four other designs
+//!   were measured, docs/benchmark.md). The SDK's own adaptive mode was measured first: its
+//!   CUBIC limiter per client and its exponential back-off left the
 //!   account idle most of the time (ten clusters at 15 IAM calls a second: 5.3x the time the
 //!   calls need) and timed fifty clusters' calls out;
 //! - gives throttling errors more attempts (`THROTTLE_ATTEMPTS`) than other retryable errors
-//!   (`OTHER_ATTEMPTS`): `AttemptBudget` forbids a retry of a non-throttling error past its budget;
+//!   (`OTHER_ATTEMPTS`): `AttemptBudget` forbids a retry of a non-throttling error past its budget
+//!   (the attempt number reaches it through `ThrottleWatch`, see `attempt_of`);
 //! - keeps a retry budget (the SDK's token bucket) per cluster, not per process: one cluster's
 //!   retries cannot spend another's;
 //! - counts every throttling answer by service (`CallStats::throttled`), which the output reports,
@@ -25,13 +28,17 @@ use aws_smithy_runtime::client::retries::classifiers::run_classifiers_on_ctx;
 use aws_smithy_runtime::client::retries::{RetryPartition, TokenBucket};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::interceptors::context::{FinalizerInterceptorContextRef, InterceptorContext};
+use aws_smithy_runtime_api::client::interceptors::context::{
+    FinalizerInterceptorContextMut, FinalizerInterceptorContextRef, InterceptorContext,
+};
+use aws_smithy_runtime_api::client::retries::RequestAttempts;
 use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction, RetryClassifierPriority, RetryReason};
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use aws_smithy_types::retry::ErrorKind;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Attempts for a call AWS throttles (the first one included).
 pub const THROTTLE_ATTEMPTS: u32 = 16;
@@ -49,89 +56,97 @@ const INCREASE: f64 = 1.0;
 struct Pace {
     /// Requests a second; None: not paced (AWS has not throttled this service in this run).
     rate: Option<f64>,
-    /// When the next request may go.
-    next: std::time::Instant,
-    last_cut: Option<std::time::Instant>,
-    /// When the requests of the last second went.
-    sent: std::collections::VecDeque<std::time::Instant>,
-    /// Counts the cuts: a request given its slot before the latest cut takes a new one when its
-    /// old slot comes, at the pace after the cut (`Pacer::wait`).
-    cuts: u64,
+    last_cut: Option<Instant>,
+    /// When the requests of the last second went, while unpaced (the first cut is 0.7 of it).
+    sent: std::collections::VecDeque<Instant>,
 }
 
-/// The pace of one service's requests for one account (AIMD, see the module's notes).
+/// The pace of one service's requests for one account (AIMD, see the module's notes). Once
+/// paced, requests go single file through `line`, a fair (first come, first served) lock whose
+/// holder waits out the spacing at the pace of the moment: a cut slows the requests already
+/// waiting as much as later ones, a raise speeds them up, and no request is passed by a later
+/// one. A request given up while it waits (an operation timeout) just leaves the line.
 #[derive(Debug)]
-pub struct Pacer(Mutex<Pace>);
+pub struct Pacer {
+    pace: Mutex<Pace>,
+    /// When the last paced request went.
+    line: tokio::sync::Mutex<Option<Instant>>,
+}
 
 impl Default for Pacer {
     fn default() -> Self {
-        Pacer(Mutex::new(Pace { rate: None, next: std::time::Instant::now(), last_cut: None, sent: Default::default(), cuts: 0 }))
+        Pacer {
+            pace: Mutex::new(Pace { rate: None, last_cut: None, sent: Default::default() }),
+            line: tokio::sync::Mutex::new(None),
+        }
+    }
+}
+
+/// When the request after one that went at `last` may go at `rate`, asked at `now`.
+fn next_at(last: Option<Instant>, rate: f64, now: Instant) -> Instant {
+    match last {
+        Some(l) => (l + Duration::from_secs_f64(1.0 / rate)).max(now),
+        None => now,
     }
 }
 
 impl Pacer {
-    /// The moment a request asked for `now` may go (and count it as sent then), and the number
-    /// of cuts so far.
-    pub fn slot(&self, now: std::time::Instant) -> (std::time::Instant, u64) {
-        let mut p = self.0.lock().unwrap();
-        let at = match p.rate {
-            None => now,
-            Some(r) => {
-                let at = p.next.max(now);
-                p.next = at + std::time::Duration::from_secs_f64(1.0 / r);
-                at
+    /// The pace (None: unpaced). While unpaced, counts a request sent at `now`.
+    fn rate_or_send(&self, now: Instant) -> Option<f64> {
+        let mut p = self.pace.lock().unwrap();
+        if p.rate.is_none() {
+            while p.sent.front().is_some_and(|t| now.saturating_duration_since(*t) > Duration::from_secs(1)) {
+                p.sent.pop_front();
             }
-        };
-        while p.sent.front().is_some_and(|t| at.saturating_duration_since(*t) > std::time::Duration::from_secs(1)) {
-            p.sent.pop_front();
+            p.sent.push_back(now);
         }
-        p.sent.push_back(at);
-        (at, p.cuts)
+        p.rate
     }
-    fn cuts(&self) -> u64 {
-        self.0.lock().unwrap().cuts
-    }
-    /// Wait for this request's turn. A slot handed out before a cut was spaced at the old pace:
-    /// when it comes after a cut, the request takes a new one at the new pace, so that a cut
-    /// slows the requests already waiting as well as later ones.
+    /// Wait for this request's turn.
     pub async fn wait(&self) {
-        let mut now = std::time::Instant::now();
+        if self.rate_or_send(Instant::now()).is_none() {
+            return;
+        }
+        let mut last = self.line.lock().await;
         loop {
-            let (at, cuts) = self.slot(now);
-            if at > now {
-                tokio::time::sleep_until(at.into()).await;
-            }
-            if self.cuts() == cuts {
+            let now = Instant::now();
+            let Some(rate) = self.rate() else { return };
+            let at = next_at(*last, rate, now);
+            if at <= now {
+                // Keep the spacing exact when the wake-up was a little late; after an idle
+                // spell, count from now (no burst is banked).
+                let spacing = Duration::from_secs_f64(1.0 / rate);
+                *last = Some(match *last {
+                    Some(l) if now.saturating_duration_since(l + spacing) < spacing => l + spacing,
+                    _ => now,
+                });
                 return;
             }
-            now = std::time::Instant::now();
+            // The pace may change while this request sleeps: look again when it wakes.
+            tokio::time::sleep_until(at.into()).await;
         }
     }
     /// AWS throttled a request: cut the pace (once a second at most).
-    pub fn throttled(&self, now: std::time::Instant) {
-        let mut p = self.0.lock().unwrap();
-        if p.last_cut.is_some_and(|t| now.saturating_duration_since(t) < std::time::Duration::from_secs(1)) {
+    pub fn throttled(&self, now: Instant) {
+        let mut p = self.pace.lock().unwrap();
+        if p.last_cut.is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1)) {
             return;
         }
         let current = p.rate.unwrap_or(p.sent.len() as f64);
-        let rate = (current * DECREASE).max(MIN_RATE);
-        p.rate = Some(rate);
+        p.rate = Some((current * DECREASE).max(MIN_RATE));
         p.last_cut = Some(now);
-        // The slots handed out so far are taken again (see `wait`): the new pace starts now.
-        p.next = now;
-        p.cuts += 1;
+        p.sent.clear();
     }
     /// A request succeeded: grow the pace by `INCREASE` a second per second.
     pub fn succeeded(&self) {
-        let mut p = self.0.lock().unwrap();
+        let mut p = self.pace.lock().unwrap();
         if let Some(r) = p.rate {
             p.rate = Some(r + INCREASE / r);
         }
     }
     /// The current pace (None: unpaced).
-    #[cfg(test)]
     pub fn rate(&self) -> Option<f64> {
-        self.0.lock().unwrap().rate
+        self.pace.lock().unwrap().rate
     }
 }
 
@@ -151,13 +166,22 @@ pub fn partition(service: &'static str, bucket: &TokenBucket) -> RetryPartition 
     RetryPartition::custom(format!("karpctl-{service}")).token_bucket(bucket.clone()).build()
 }
 
-/// The attempt of the request being classified, from the SDK's `amz-sdk-request: attempt=N;
-/// max=M` header (1 when absent).
+/// The response header in which `ThrottleWatch` writes the attempt number for the classifiers.
+const ATTEMPT_HEADER: &str = "x-karpctl-attempt";
+
+/// The attempt of the request being classified (1 when unknown). The SDK runs the retry
+/// strategy's classifiers after it has taken the request (and its `amz-sdk-request: attempt=N`
+/// header) out of the context, and gives a classifier no config bag, so `ThrottleWatch` writes
+/// the attempt into the response before they run. An attempt without a response (a timeout, a
+/// reset) counts as the first: those are bounded by the operation timeout instead.
 fn attempt_of(ctx: &InterceptorContext) -> u32 {
-    ctx.request()
-        .and_then(|r| r.headers().get("amz-sdk-request"))
-        .and_then(|h| h.split(';').find_map(|p| p.trim().strip_prefix("attempt=")?.parse().ok()))
-        .unwrap_or(1)
+    let from_response = ctx.response().and_then(|r| r.headers().get(ATTEMPT_HEADER)).and_then(|h| h.parse().ok());
+    let from_request = || {
+        ctx.request()
+            .and_then(|r| r.headers().get("amz-sdk-request"))
+            .and_then(|h| h.split(';').find_map(|p| p.trim().strip_prefix("attempt=")?.parse().ok()))
+    };
+    from_response.or_else(from_request).unwrap_or(1)
 }
 
 /// What to do with the verdict of the classifiers before it, on attempt `attempt`: throttling
@@ -193,8 +217,9 @@ impl ClassifyRetry for AttemptBudget {
     }
 }
 
-/// Once per attempt, after it: asks the client's classifiers for their verdict, and tells the
-/// service's pacer of a throttling answer (and counts it) or of a success.
+/// Once per attempt, after it: writes the attempt number into the response for the classifiers
+/// (see `attempt_of`); asks the client's classifiers for their verdict, and tells the service's
+/// pacer of a throttling answer (and counts it) or of a success.
 #[derive(Debug)]
 pub struct ThrottleWatch {
     pub service: &'static str,
@@ -206,6 +231,18 @@ impl Intercept for ThrottleWatch {
     fn name(&self) -> &'static str {
         "karpctl-throttle-watch"
     }
+    fn modify_before_attempt_completion(
+        &self,
+        context: &mut FinalizerInterceptorContextMut<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let attempt = cfg.load::<RequestAttempts>().map(|a| a.attempts());
+        if let (Some(a), Some(r)) = (attempt, context.response_mut()) {
+            r.headers_mut().insert(ATTEMPT_HEADER, a.to_string());
+        }
+        Ok(())
+    }
     fn read_after_attempt(
         &self,
         context: &FinalizerInterceptorContextRef<'_>,
@@ -215,7 +252,7 @@ impl Intercept for ThrottleWatch {
         let ctx = context.inner();
         let verdict = run_classifiers_on_ctx(rc.retry_classifiers(), ctx);
         if budget(&verdict, attempt_of(ctx)).1 {
-            self.pacer.throttled(std::time::Instant::now());
+            self.pacer.throttled(Instant::now());
             self.stats.throttled(self.service);
         } else if ctx.response().is_some_and(|r| r.status().is_success()) {
             self.pacer.succeeded();
@@ -248,11 +285,10 @@ mod tests {
 
     #[test]
     fn the_pace_starts_at_the_first_throttle_and_moves_aimd() {
-        use std::time::{Duration, Instant};
         let p = Pacer::default();
         let t0 = Instant::now();
         for _ in 0..20 {
-            assert_eq!(p.slot(t0), (t0, 0), "unpaced until AWS throttles");
+            assert_eq!(p.rate_or_send(t0), None, "unpaced until AWS throttles");
         }
         p.throttled(t0);
         assert_eq!(p.rate(), Some(14.0), "0.7 of the 20 sent in the last second");
@@ -260,9 +296,6 @@ mod tests {
         assert_eq!(p.rate(), Some(14.0), "one cut a second: a burst's answers are one signal");
         p.throttled(t0 + Duration::from_millis(1500));
         assert!((p.rate().unwrap() - 9.8).abs() < 1e-9);
-        let (a, _) = p.slot(t0 + Duration::from_millis(1500));
-        let (b, _) = p.slot(t0 + Duration::from_millis(1500));
-        assert!((b - a).as_secs_f64() - 1.0 / 9.8 < 1e-6, "requests spaced at the pace");
         for _ in 0..10 {
             p.succeeded();
         }
@@ -278,29 +311,38 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_reslots_the_requests_already_waiting() {
-        use std::time::{Duration, Instant};
-        let p = Pacer::default();
+    fn requests_are_spaced_at_the_pace_of_the_moment() {
         let t0 = Instant::now();
-        for _ in 0..10 {
-            p.slot(t0);
+        assert_eq!(next_at(None, 10.0, t0), t0, "the first goes at once");
+        let last = t0 + Duration::from_millis(50);
+        assert_eq!(next_at(Some(last), 10.0, t0), last + Duration::from_millis(100));
+        assert_eq!(next_at(Some(last), 5.0, t0), last + Duration::from_millis(200), "a cut spaces the next one further");
+        assert_eq!(next_at(Some(t0), 10.0, t0 + Duration::from_secs(5)), t0 + Duration::from_secs(5), "idle: at once");
+    }
+
+    #[tokio::test]
+    async fn waiting_requests_go_single_file_in_the_order_they_asked() {
+        let p = Arc::new(Pacer::default());
+        p.rate_or_send(Instant::now());
+        p.throttled(Instant::now());
+        // Paced at MIN_RATE (1 a second) would take seconds: raise it to about 200 a second.
+        for _ in 0..40_000 {
+            p.succeeded();
         }
-        p.throttled(t0);
-        assert_eq!(p.rate(), Some(7.0));
-        // Ten requests queue at 7 a second: the last one's slot is 9/7 s away.
-        let queued: Vec<(Instant, u64)> = (0..10).map(|_| p.slot(t0)).collect();
-        assert!(((queued[9].0 - t0).as_secs_f64() - 9.0 / 7.0).abs() < 1e-6);
-        assert!(queued.iter().all(|(_, cuts)| *cuts == 1));
-        // A cut 1 s after the first, while the last two still wait (slots at 1.14 s and 1.29 s).
-        let cut = t0 + Duration::from_millis(1000);
-        p.throttled(cut);
-        assert_eq!(p.cuts(), 2, "each waiting request sees the cut when its slot comes");
-        // The first to wake takes a new slot: at once, the new pace starting at the cut.
-        let (again, cuts) = p.slot(queued[8].0);
-        assert_eq!((again, cuts), (queued[8].0, 2));
-        // The last one's new slot is one new spacing (1 / 4.9 s) after that, later than its old.
-        let (last, _) = p.slot(queued[9].0);
-        assert!(((last - again).as_secs_f64() - 1.0 / 4.9).abs() < 1e-6, "the new pace (7 x 0.7)");
-        assert!(last > queued[9].0);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let (p, order) = (p.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                p.wait().await;
+                order.lock().unwrap().push(i);
+            }));
+            // Each asks after the one before (a yield lets it reach the line).
+            tokio::task::yield_now().await;
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(*order.lock().unwrap(), (0..20).collect::<Vec<_>>());
     }
 }

@@ -17,7 +17,9 @@ pub type DiscoverFn = for<'a> fn(&'a Ctx, &'a [Node]) -> Fut<'a, Vec<Node>>;
 
 /// Everything the engine asks of one kind. Each kind's module defines its `DEF`, and
 /// `resources::KINDS` lists them: adding a kind is its own module, its line in `KINDS`, and its
-/// variant in `model::kinds!`. Nothing else names a kind.
+/// line in `model::kinds!` (plus an arm in `NodeSpec::arn`, which the compiler asks for). The
+/// engine names no kind; a few features name the kinds they are about (`karpctl output`'s
+/// values, the IAM path in `resources::iam`).
 pub struct KindDef {
     pub kind: Kind,
     /// Read order among kinds, as a rank (0 first: the slowest reads start first, so that they
@@ -40,5 +42,7 @@ pub struct KindDef {
     pub forget: fn(&Ctx, &Node),
     /// Objects of this cluster that the plan does not name (renamed, or switched off), as extra
     /// nodes with no fields, so that the planner deletes them. None: the kind needs no search.
+    /// (The IAM role's search, `iam_orphans`, also finds the IAM policies and instance profiles
+    /// under the plan's path: one listing per kind, and the policies must go before the roles.)
     pub discover: Option<DiscoverFn>,
 }
