@@ -30,19 +30,13 @@ pub const IMMUTABLE: &[&str] = &["type", "username", "groups"];
 /// Read order among kinds (0 first: the slowest reads start first): EKS, one call.
 pub const READ_RANK: u8 = 1;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::AccessEntry,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    AccessEntry,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |_, _| {},
-    discover: Some(|ctx, nodes| Box::pin(discover(ctx, nodes))),
-};
+    discover: Some(|ctx, nodes| Box::pin(discover(ctx, nodes)))
+);
 
 /// CreateAccessEntry right after CreateRole: EKS does not see the role yet (docs/aws-behaviour.md section 5).
 const PRINCIPAL_NOT_PROPAGATED: [Condition; 1] = [Condition::PrincipalNotYetVisible];

@@ -33,19 +33,13 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): EC2, one memoised DescribeTags for every discovery node.
 pub const READ_RANK: u8 = 6;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::DiscoveryTags,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    DiscoveryTags,
     read_ahead: false,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |_, _| {},
-    discover: None,
-};
+    discover: None
+);
 
 /// Node ids are this prefix plus the subnet or security group id.
 pub const NODE_PREFIX: &str = "discovery-tags-";

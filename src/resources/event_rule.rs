@@ -27,19 +27,13 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): EventBridge.
 pub const READ_RANK: u8 = 5;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::EventRule,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    EventRule,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |ctx, _| forget(ctx),
-    discover: Some(|ctx, nodes| Box::pin(discover(ctx, nodes))),
-};
+    discover: Some(|ctx, nodes| Box::pin(discover(ctx, nodes)))
+);
 
 pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 

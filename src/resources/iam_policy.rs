@@ -43,19 +43,13 @@ pub const IMMUTABLE: &[&str] = &["path"];
 /// Read order among kinds (0 first: the slowest reads start first): IAM, two calls in a row (GetPolicy, then GetPolicyVersion).
 pub const READ_RANK: u8 = 2;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::IamPolicy,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    IamPolicy,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |_, _| {},
-    discover: None,
-};
+    discover: None
+);
 
 /// IAM keeps at most this many versions of a managed policy.
 pub const MAX_VERSIONS: usize = 5;

@@ -47,19 +47,13 @@ pub const IMMUTABLE: &[&str] = &["path"];
 /// Read order among kinds (0 first: the slowest reads start first): IAM, one memoised GetRole.
 pub const READ_RANK: u8 = 3;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::IamRole,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    IamRole,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |ctx, node| forget(ctx, &node.name),
-    discover: Some(|ctx, nodes| Box::pin(super::iam_orphans::discover(ctx, nodes))),
-};
+    discover: Some(|ctx, nodes| Box::pin(super::iam_orphans::discover(ctx, nodes)))
+);
 
 /// The field holding a role's permissions boundary (a policy ARN). Desired only when the plan sets
 /// `identity.permissions_boundary`; otherwise karpctl leaves any boundary alone.

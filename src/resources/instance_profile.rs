@@ -34,19 +34,13 @@ pub const IMMUTABLE: &[&str] = &["path"];
 /// Read order among kinds (0 first: the slowest reads start first): IAM, one call.
 pub const READ_RANK: u8 = 3;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::InstanceProfile,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    InstanceProfile,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |_, _| {},
-    discover: None,
-};
+    discover: None
+);
 
 /// AddRoleToInstanceProfile just after either was created (docs/aws-behaviour.md section 5).
 const ADD_ROLE_RETRY: [Condition; 3] =

@@ -46,3 +46,25 @@ pub struct KindDef {
     /// under the plan's path: one listing per kind, and the policies must go before the roles.)
     pub discover: Option<DiscoverFn>,
 }
+
+/// A kind module's `DEF`, from its `READ_RANK`, `IMMUTABLE`, `nodes`, `read`, `current` and
+/// `apply`, and what differs between kinds: whether it is read ahead, its `forget` and its
+/// orphan `discover`.
+macro_rules! def {
+    ($kind:ident, read_ahead: $read_ahead:expr, forget: $forget:expr, discover: $discover:expr) => {
+        /// This kind's entry in `resources::KINDS`.
+        pub const DEF: super::kind::KindDef = super::kind::KindDef {
+            kind: crate::model::Kind::$kind,
+            read_rank: READ_RANK,
+            immutable: IMMUTABLE,
+            read_ahead: $read_ahead,
+            nodes,
+            read: |ctx, node| Box::pin(read(ctx, node)),
+            current: |ctx, step| Box::pin(current(ctx, step)),
+            apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
+            forget: $forget,
+            discover: $discover,
+        };
+    };
+}
+pub(crate) use def;

@@ -38,19 +38,13 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): KMS, three calls.
 pub const READ_RANK: u8 = 4;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::KmsKey,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    KmsKey,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |ctx, node| forget(ctx, &node.name),
-    discover: None,
-};
+    discover: None
+);
 /// KMS's shortest waiting period before a scheduled key deletion (7 to 30 days).
 pub const DELETION_WINDOW_DAYS: i32 = 7;
 /// The node id.

@@ -25,19 +25,13 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): EKS, two calls in a row (list, then describe).
 pub const READ_RANK: u8 = 0;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::PodIdentity,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    PodIdentity,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |_, _| {},
-    discover: None,
-};
+    discover: None
+);
 
 /// Create/UpdatePodIdentityAssociation right after CreateRole (docs/aws-behaviour.md section 5).
 const ROLE_NOT_PROPAGATED: [Condition; 1] = [Condition::RoleNotYetVisible];

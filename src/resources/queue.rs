@@ -26,19 +26,13 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): SQS, shared with the queue policy.
 pub const READ_RANK: u8 = 4;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::Queue,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    Queue,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |ctx, node| forget(ctx, &node.name),
-    discover: None,
-};
+    discover: None
+);
 
 /// The attributes karpctl manages, as SQS names them.
 pub const ATTRS: [&str; 3] = ["MessageRetentionPeriod", "SqsManagedSseEnabled", "KmsMasterKeyId"];

@@ -24,19 +24,13 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): SQS, shared with the queue.
 pub const READ_RANK: u8 = 4;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::QueuePolicy,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    QueuePolicy,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
     forget: |ctx, node| super::queue::forget(ctx, &node.name),
-    discover: None,
-};
+    discover: None
+);
 
 /// A policy naming what SQS cannot resolve yet (either spelling of the code).
 const PROPAGATING: [Condition; 1] = [Condition::QueuePolicyNotYetValid];

@@ -30,19 +30,13 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds: IAM, sharing the role's memoised lists.
 pub const READ_RANK: u8 = 3;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::RetiredPolicy,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    RetiredPolicy,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
-    forget,
-    discover: None,
-};
+    forget: forget,
+    discover: None
+);
 
 fn spec_of(node: &Node) -> (&str, &str) {
     match &node.spec {

@@ -31,19 +31,13 @@ pub const IMMUTABLE: &[&str] = &[];
 /// Read order among kinds (0 first: the slowest reads start first): IAM, one memoised list per role.
 pub const READ_RANK: u8 = 3;
 
-/// This kind's entry in `resources::KINDS`.
-pub const DEF: super::kind::KindDef = super::kind::KindDef {
-    kind: crate::model::Kind::RolePolicyAttachment,
-    read_rank: READ_RANK,
-    immutable: IMMUTABLE,
+// This kind's entry in `resources::KINDS`.
+super::kind::def!(
+    RolePolicyAttachment,
     read_ahead: true,
-    nodes,
-    read: |ctx, node| Box::pin(read(ctx, node)),
-    current: |ctx, step| Box::pin(current(ctx, step)),
-    apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
-    forget,
-    discover: Some(|ctx, nodes| Box::pin(discover(ctx, nodes))),
-};
+    forget: forget,
+    discover: Some(|ctx, nodes| Box::pin(discover(ctx, nodes)))
+);
 
 /// AttachRolePolicy for a policy this plan has just created.
 const ATTACH_FRESH_POLICY: [Condition; 3] = [Condition::ConcurrentModification, Condition::MissingRole, Condition::MissingPolicy];
