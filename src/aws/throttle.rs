@@ -11,9 +11,9 @@
 //!   raised by one request a second per second while calls succeed. Paced requests go single
 //!   file, first come first served, each spaced at the pace of the moment (four other designs
 //!   were measured, docs/benchmark.md). The SDK's own adaptive mode was measured first: its
-//!   CUBIC limiter per client and its exponential back-off left the
-//!   account idle most of the time (ten clusters at 15 IAM calls a second: 5.3x the time the
-//!   calls need) and timed fifty clusters' calls out;
+//!   CUBIC limiter per client and its exponential back-off left the account idle most of the
+//!   time (ten clusters at 15 IAM calls a second: 5.3x the time the calls need) and timed fifty
+//!   clusters' calls out;
 //! - gives throttling errors more attempts (`THROTTLE_ATTEMPTS`) than other retryable errors
 //!   (`OTHER_ATTEMPTS`): `AttemptBudget` forbids a retry of a non-throttling error past its budget
 //!   (the attempt number reaches it through `ThrottleWatch`, see `attempt_of`);
