@@ -11,7 +11,7 @@ use crate::common::*;
 use aws_sdk_eventbridge::types::{RuleState, Target};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// The Terraform provider's generated name suffix for this cluster: a UTC timestamp (18 digits)
 /// and a counter (8 hex digits), `n` telling a setup's names apart.
@@ -216,20 +216,6 @@ fn make(prefix: &str, shape: Shape) -> Made {
 
 fn role_id(sdk: &Sdk, name: &str) -> String {
     rt().block_on(sdk.iam.get_role().role_name(name).send()).expect("iam:GetRole").role().unwrap().role_id().to_string()
-}
-
-/// Every rule that sends to the queue, with the Karpenter event kinds (detail-types) it matches.
-fn rules_to_queue(sdk: &Sdk, queue_arn: &str) -> BTreeMap<String, Vec<String>> {
-    rt().block_on(async {
-        let names = sdk.events.list_rule_names_by_target().target_arn(queue_arn).send().await.unwrap();
-        let mut out = BTreeMap::new();
-        for n in names.rule_names() {
-            let r = sdk.events.describe_rule().name(n).send().await.unwrap();
-            let p: Value = serde_json::from_str(r.event_pattern().unwrap_or("{}")).unwrap();
-            out.insert(n.to_string(), strings(&p["detail-type"]));
-        }
-        out
-    })
 }
 
 /// Every action Karpenter v1.14's controller needs (the upstream policy set).

@@ -8,24 +8,9 @@
 use crate::common::lag::LagProxy;
 use crate::common::*;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 
 fn plan(c: &str, rules: &str) -> String {
     format!("cluster = \"{c}\"\nregion = \"{REGION}\"\n[interruption]\nrules = \"{rules}\"\n")
-}
-
-/// Every rule sending to the queue, with the detail-types it matches.
-fn rules_to_queue(sdk: &Sdk, queue_arn: &str) -> BTreeMap<String, Vec<String>> {
-    rt().block_on(async {
-        let names = sdk.events.list_rule_names_by_target().target_arn(queue_arn).send().await.unwrap();
-        let mut out = BTreeMap::new();
-        for n in names.rule_names() {
-            let r = sdk.events.describe_rule().name(n).send().await.unwrap();
-            let p: Value = serde_json::from_str(r.event_pattern().unwrap_or("{}")).unwrap();
-            out.insert(n.to_string(), strings(&p["detail-type"]));
-        }
-        out
-    })
 }
 
 /// Index in the proxy's call log of the first call matching.

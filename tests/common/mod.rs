@@ -740,3 +740,17 @@ pub fn remove_spot_roles(sdk: &Sdk) {
         }
     });
 }
+
+/// Every rule that sends to the queue, with the Karpenter event kinds (detail-types) it matches.
+pub fn rules_to_queue(sdk: &Sdk, queue_arn: &str) -> BTreeMap<String, Vec<String>> {
+    rt().block_on(async {
+        let names = sdk.events.list_rule_names_by_target().target_arn(queue_arn).send().await.unwrap();
+        let mut out = BTreeMap::new();
+        for n in names.rule_names() {
+            let r = sdk.events.describe_rule().name(n).send().await.unwrap();
+            let p: Value = serde_json::from_str(r.event_pattern().unwrap_or("{}")).unwrap();
+            out.insert(n.to_string(), strings(&p["detail-type"]));
+        }
+        out
+    })
+}
