@@ -41,6 +41,12 @@ test names, answers the way AWS does during such a window:
                                        on the cluster's Pod Identity association ARNs (ministack
                                        refuses them, AWS takes them) are kept by the proxy, and
                                        DescribePodIdentityAssociation answers carry those tags
+  eks_access_entry_tags {cluster: true}
+                                       not a lag: an emulator gap. ministack keeps TagResource's
+                                       tags on an access entry ARN (ListTagsForResource shows
+                                       them) but DescribeAccessEntry answers `tags: {}`; AWS
+                                       answers them. The proxy reads the entry's tags upstream
+                                       and puts them in the DescribeAccessEntry answer
   iam_watch_role {role: true}          not a lag: after every IAM write the proxy forwards, it
                                        reads the role's policies upstream (attached managed
                                        ones' default versions and inline ones) and records the
@@ -140,7 +146,7 @@ NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_dele
                  "iam_policy_version_lag_s", "sqs_attr_flipflop_s", "sqs_create_flipflop_s",
                  "sqs_delete_flipflop_s", "sqs_deleted_recently_s", "sqs_tags_lag_s",
                  "eks_delete_flipflop_s", "eks_delete_lag_s")
-BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations")
+BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "eks_access_entry_tags")
 MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
@@ -855,6 +861,9 @@ class Lag:
         tagged = self.handle_eks_association_tags(req)
         if tagged is not None:
             return tagged
+        tagged = self.handle_eks_access_entry_tags(req)
+        if tagged is not None:
+            return tagged
         deferred = self.handle_eks_deferred_delete(req, cluster)
         if deferred is not None:
             return deferred
@@ -873,6 +882,29 @@ class Lag:
                             "eks_cluster_status" if want else "eks_compute_config")
                 except (ValueError, KeyError, TypeError):
                     pass
+        return status, headers, body, None
+
+    def handle_eks_access_entry_tags(self, req: Req):
+        """eks_access_entry_tags: DescribeAccessEntry answers with the tags ListTagsForResource
+        shows for the entry's ARN. None: not ours."""
+        if req.operation != "DescribeAccessEntry" or req.method != "GET":
+            return None
+        if not self.rule("eks_access_entry_tags", req.cluster_name()):
+            return None
+        status, headers, body = self.forward(req)
+        try:
+            doc = json.loads(body)
+            entry = doc["accessEntry"]
+            arn = entry["accessEntryArn"]
+            get = Req("GET", "/tags/" + urllib.parse.quote(arn, safe=""),
+                      [h for h in req.headers if h[0].lower() != "content-type"], b"")
+            _, _, tbody = self.forward(get)
+            tags = json.loads(tbody).get("tags") or {}
+            if tags:
+                entry["tags"] = {**(entry.get("tags") or {}), **tags}
+                return status, headers, json.dumps(doc).encode(), "eks_access_entry_tags"
+        except (ValueError, KeyError, TypeError):
+            pass
         return status, headers, body, None
 
     def handle_eks_association_tags(self, req: Req):

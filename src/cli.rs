@@ -163,10 +163,10 @@ pub struct ImportArgs {
     /// Replace the plan file if it exists
     #[arg(long)]
     pub force: bool,
-    /// The Terraform address of the karpenter module, for the `terraform state rm` commands
+    /// The Terraform address of the karpenter module, for `terraform state rm` (the whole module)
     #[arg(long, default_value = "module.karpenter", value_name = "ADDRESS")]
     pub terraform_module: String,
-    /// The Karpenter release the cluster runs (1.0 to 1.14; default the newest, said so)
+    /// The Karpenter release the cluster runs (1.0 to 1.14; needed: `helm list -n <namespace>` shows it)
     #[arg(long, value_name = "VERSION")]
     pub karpenter_version: Option<String>,
     /// Karpenter's namespace

@@ -5,12 +5,13 @@
 //! then change (the same planner, read-only), and says how to let go of the objects in the tool
 //! that made them. What the names mean and where they come from: docs/import.md.
 
-use crate::doctor::model::{IdentityMode, Setup};
+use crate::doctor::analysis::role_name;
+use crate::doctor::model::{IdentityMode, NodeRole, Setup};
 use crate::error::UserError;
 use crate::facts::Facts;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::options::Options;
-use crate::report::{ImportReport, LetGo};
+use crate::report::{ImportReport, LetGo, Stack};
 use crate::resources::iam::path_from_arn;
 use anyhow::Result;
 use std::collections::BTreeMap;
@@ -54,9 +55,26 @@ pub enum Tool {
     Unknown,
 }
 
+/// A policy on the controller role as found: a managed policy's ARN or an inline policy's
+/// name, and its document when it could be read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FoundPolicy {
+    pub id: String,
+    pub document: Option<serde_json::Value>,
+}
+
+impl FoundPolicy {
+    fn managed(&self) -> bool {
+        self.id.starts_with("arn:")
+    }
+    fn name(&self) -> &str {
+        self.id.rsplit('/').next().unwrap_or(&self.id)
+    }
+}
+
 /// Everything `import` found, as plain data: the plan file and the let-go steps are pure
 /// functions of it.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Found {
     pub cluster: String,
     pub region: String,
@@ -65,9 +83,14 @@ pub struct Found {
     pub namespace: String,
     pub service_account: String,
     pub controller: Option<FoundRole>,
-    /// The controller's policies: managed policy ARNs and inline policy names.
-    pub controller_policies: Vec<String>,
+    /// The controller's policies: managed (by ARN) and inline (by name).
+    pub controller_policies: Vec<FoundPolicy>,
     pub node_role: Option<FoundRole>,
+    /// Why the node role is used as it is (`existing_node_role`) and never owned: it backs a
+    /// managed node group, or it is not recognisably Karpenter's. None: karpctl takes it over.
+    pub node_role_shared: Option<String>,
+    /// Node roles found but not taken, with why (a managed node group's, say).
+    pub node_roles_left: Vec<String>,
     /// Every managed policy attached to the node role (ARNs).
     pub node_attached: Vec<String>,
     /// Those the plan's Karpenter release does not attach: kept as `extra_node_policy_arns`, so
@@ -84,9 +107,81 @@ pub struct Found {
     pub rules: BTreeMap<String, String>,
     /// Rules to the queue that were not kept (a second rule of a kind, or one with several kinds).
     pub rules_left: Vec<String>,
+    /// Discovery subnets nodes can work from.
     pub subnets: Vec<String>,
+    /// Discovery subnets nodes cannot work from: (id, why), left out of the plan.
+    pub subnets_left: Vec<(String, String)>,
     pub security_group: Option<String>,
-    pub version: Option<KarpenterVersion>,
+    pub version: KarpenterVersion,
+}
+
+/// What becomes of each controller policy another tool made (pure: `sort_policies`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Policies {
+    /// Recognisably Karpenter's own, replaced by karpctl's split policies.
+    pub retire: Vec<String>,
+    /// Managed policies that are not Karpenter's: kept (`extra_controller_policy_arns`).
+    pub keep: Vec<String>,
+    /// Inline policies that are not Karpenter's: karpctl never touches them.
+    pub keep_inline: Vec<String>,
+    /// Karpenter's pre-v1 policy: kept until Karpenter runs 1.0 or later.
+    pub pre_v1: Vec<String>,
+    /// A policy grants `arc-zonal-shift:GetManagedResource`: the plan keeps zonal shift on.
+    pub zonal_shift: bool,
+}
+
+/// Every action any Karpenter release karpctl knows may need (zonal shift included).
+fn karpenter_actions() -> std::collections::BTreeSet<String> {
+    let docs: Vec<serde_json::Value> = KarpenterVersion::all()
+        .flat_map(|version: KarpenterVersion| {
+            let i = crate::karpenter_iam::ControllerPolicyInputs {
+                partition: "aws",
+                region: "us-east-1",
+                account_id: "111122223333",
+                cluster: "c",
+                node_role_arn: "arn:aws:iam::111122223333:role/n",
+                queue_arn: Some("arn:aws:sqs:us-east-1:111122223333:q"),
+                kms_key_arn: Some("arn:aws:kms:us-east-1:111122223333:key/k"),
+                zonal_shift: true,
+                version,
+            };
+            crate::karpenter_iam::controller_policies(&i).into_iter().map(|(_, d)| d)
+        })
+        .collect();
+    crate::doctor::analysis::actions_of(&docs)
+}
+
+/// Pure: which controller policies are Karpenter's (retired), which are the pre-v1 policy (kept
+/// until Karpenter runs 1.0), and which are someone else's (kept). `own` are the ARNs of the
+/// plan's own policies (adopted in place, never retired). Karpenter's own: the module's
+/// `KarpenterController-<suffix>`, `KarpenterController<Part>Policy-<c>`, the seed's
+/// `KarpenterInstanceProfileGarbageCollection`, or a document holding Karpenter's statements.
+pub fn sort_policies(f: &Found, own: &[String]) -> Policies {
+    let actions = karpenter_actions();
+    let mut out = Policies {
+        // Whichever policy grants it today, the plan's own included.
+        zonal_shift: f.controller_policies.iter().any(|p| {
+            p.document.as_ref().is_some_and(|d| crate::doctor::analysis::allows(&[d], "arc-zonal-shift:GetManagedResource"))
+        }),
+        ..Default::default()
+    };
+    for p in f.controller_policies.iter().filter(|p| !own.contains(&p.id)) {
+        let name = p.name();
+        let by_name = tf_generated(name, "KarpenterController-")
+            || (name.starts_with("KarpenterController") && name.ends_with(&format!("Policy-{}", f.cluster)))
+            || name == "KarpenterInstanceProfileGarbageCollection";
+        let by_doc = p.document.as_ref().is_some_and(|d| crate::doctor::analysis::is_karpenter_policy(d, &actions));
+        if p.document.as_ref().is_some_and(crate::doctor::analysis::is_pre_v1_policy) {
+            out.pre_v1.push(p.id.clone());
+        } else if by_name || by_doc {
+            out.retire.push(p.id.clone());
+        } else if p.managed() {
+            out.keep.push(p.id.clone());
+        } else {
+            out.keep_inline.push(p.id.clone());
+        }
+    }
+    out
 }
 
 /// `s` is `<prefix>` followed by the Terraform provider's generated suffix (a UTC timestamp and
@@ -95,24 +190,8 @@ fn tf_generated(s: &str, prefix: &str) -> bool {
     s.strip_prefix(prefix).is_some_and(|rest| rest.len() >= 14 && rest.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
-/// The terraform-aws-eks module's rule keys (`aws_cloudwatch_event_rule.this["<key>"]`) by the
-/// `<Name>` in its rule names `Karpenter<Name>-<suffix>`.
-const TF_RULE_KEYS: [(&str, &str); 5] = [
-    ("HealthEvent", "health_event"),
-    ("SpotInterrupt", "spot_interrupt"),
-    ("InstanceRebalance", "instance_rebalance"),
-    ("InstanceStateChange", "instance_state_change"),
-    ("CRInterruption", "capacity_reservation_interruption"),
-];
-
-/// The node role's AWS managed policies the module attaches, keyed by name since v20.8.
-const TF_NODE_POLICY_KEYS: [&str; 5] = [
-    "AmazonEKSWorkerNodePolicy",
-    "AmazonEC2ContainerRegistryReadOnly",
-    "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonEKS_CNI_Policy",
-    "AmazonEKS_CNI_IPv6_Policy",
-];
+/// The `<Name>` in the terraform-aws-eks module's rule names `Karpenter<Name>-<suffix>`.
+const TF_RULE_NAMES: [&str; 5] = ["HealthEvent", "SpotInterrupt", "InstanceRebalance", "InstanceStateChange", "CRInterruption"];
 
 /// The CloudFormation stack's rule logical ids; CloudFormation names an unnamed rule
 /// `<stack>-<LogicalId>-<random>`.
@@ -129,7 +208,7 @@ impl Found {
         let c = &self.cluster;
         let tf = self.controller.as_ref().is_some_and(|r| tf_generated(&r.name, "KarpenterController-"))
             || self.node_role.as_ref().is_some_and(|r| tf_generated(&r.name, &format!("Karpenter-{c}-")))
-            || self.rules.values().any(|n| TF_RULE_KEYS.iter().any(|(k, _)| tf_generated(n, &format!("Karpenter{k}-"))));
+            || self.rules.values().any(|n| TF_RULE_NAMES.iter().any(|k| tf_generated(n, &format!("Karpenter{k}-"))));
         if tf {
             return Tool::Terraform;
         }
@@ -162,8 +241,8 @@ fn q(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_default()
 }
 
-/// Pure: the plan file naming what was found, and what it could not tell (notes).
-pub fn plan_toml(f: &Found, retire: &[String]) -> (String, Vec<String>) {
+/// Pure: the plan file naming what was found, and what it could not tell or left alone (notes).
+pub fn plan_toml(f: &Found, pol: &Policies) -> (String, Vec<String>) {
     let mut notes = Vec::new();
     let mut t = String::new();
     t.push_str(&format!(
@@ -203,16 +282,13 @@ pub fn plan_toml(f: &Found, retire: &[String]) -> (String, Vec<String>) {
         _ => "pod_identity",
     };
     t.push_str(&format!("mode = {}\n", q(mode)));
-    match f.version {
-        Some(v) => t.push_str(&format!("karpenter_version = {}\n", q(&v.to_string()))),
-        None => {
-            t.push_str(&format!(
-                "karpenter_version = {}   # the newest: AWS does not say which release runs; set yours\n",
-                q(&KarpenterVersion::LATEST.to_string())
-            ));
+    t.push_str(&format!("karpenter_version = {}\n", q(&f.version.to_string())));
+    if pol.zonal_shift {
+        t.push_str("# The controller may read zonal shift today (settings.enableZonalShift): Karpenter stops at start without it.\nzonal_shift = true\n");
+        if f.version.minor < 12 {
             notes.push(format!(
-                "Karpenter's version cannot be read from AWS (it is the cluster's Helm release): the plan pins the newest, {}; set identity.karpenter_version (or import --karpenter-version) to the release you run",
-                KarpenterVersion::LATEST
+                "a controller policy grants arc-zonal-shift:GetManagedResource, which karpctl grants from Karpenter 1.12 on; with {} that policy is kept",
+                f.version
             ));
         }
     }
@@ -222,32 +298,57 @@ pub fn plan_toml(f: &Found, retire: &[String]) -> (String, Vec<String>) {
         Some(r) => t.push_str(&format!("controller_role_name = {}\n", q(&r.name))),
         None => notes.push("no controller role found: the plan makes a new one".into()),
     }
-    match &f.node_role {
-        Some(r) if r.path == path => t.push_str(&format!("node_role_name = {}\n", q(&r.name))),
-        Some(r) => {
+    if f.controller.is_some() && !f.association && f.mode != Some(IdentityMode::Irsa) {
+        notes.push(format!(
+            "controller role {} is trusted by Pod Identity but no association uses it: up --adopt makes the association {}/{}",
+            f.controller.as_ref().map(|r| r.name.as_str()).unwrap_or_default(),
+            f.namespace,
+            f.service_account
+        ));
+    }
+    let node_owned = match (&f.node_role, &f.node_role_shared) {
+        (Some(r), Some(why)) => {
+            t.push_str(&format!("# Used as it is, never changed or deleted: {why}.\nexisting_node_role = {}\n", q(&r.arn)));
+            notes.push(format!("node role {}: {why}; the plan uses it as it is (existing_node_role) and never owns it", r.name));
+            false
+        }
+        (Some(r), None) if r.path == path => {
+            t.push_str(&format!("node_role_name = {}\n", q(&r.name)));
+            true
+        }
+        (Some(r), None) => {
             t.push_str(&format!("existing_node_role = {}\n", q(&r.arn)));
             notes.push(format!(
                 "node role {} lives under {} and the controller role under {path}: the plan uses it as it is (existing_node_role), without managing it",
                 r.name, r.path
             ));
+            false
         }
-        None => notes.push("no node role found: the plan makes a new one".into()),
+        (None, _) => {
+            notes.push("no node role found: the plan makes a new one".into());
+            false
+        }
+    };
+    for n in &f.node_roles_left {
+        notes.push(n.clone());
     }
     if let Some((name, p)) = &f.instance_profile {
-        if *p == path {
+        if *p == path && node_owned {
             t.push_str(&format!("instance_profile = true\ninstance_profile_name = {}\n", q(name)));
         } else {
-            notes.push(format!("instance profile {name} lives under {p}, not {path}: left alone"));
+            notes.push(format!("instance profile {name} is left alone (under {p}, or its role is not karpctl's)"));
         }
     }
-    if !f.extra_node_policies.is_empty() && f.node_role.as_ref().is_some_and(|r| r.path == path) {
+    if !f.extra_node_policies.is_empty() && node_owned {
         let arns: Vec<String> = f.extra_node_policies.iter().map(|a| q(a)).collect();
         t.push_str(&format!(
             "# Attached to the node role today; kept so that nodes lose nothing.\nextra_node_policy_arns = [{}]\n",
             arns.join(", ")
         ));
     }
-    if let Some(kind) = &f.access_entry_type {
+    if let Some(kind) = &f.access_entry_type
+        && node_owned
+    {
         t.push_str(&format!("access_entry_type = {}\n", q(kind)));
     }
     if f.namespace != "kube-system" {
@@ -256,16 +357,38 @@ pub fn plan_toml(f: &Found, retire: &[String]) -> (String, Vec<String>) {
     if f.service_account != "karpenter" {
         t.push_str(&format!("service_account = {}\n", q(&f.service_account)));
     }
-    if !retire.is_empty() {
-        t.push_str("# Replaced by karpctl's split policies: detached once those are attached; a customer\n# managed one that nothing else uses is then deleted.\nretire_policies = [\n");
-        for r in retire {
+    let kept: Vec<&String> = pol.keep.iter().chain(&pol.pre_v1).collect();
+    if !kept.is_empty() {
+        t.push_str("# On the controller role today and not replaced by karpctl's policies: kept attached.\nextra_controller_policy_arns = [\n");
+        for k in &kept {
+            let why = if pol.pre_v1.contains(k) { "   # Karpenter's pre-v1 policy: see the note" } else { "" };
+            t.push_str(&format!("  {},{why}\n", q(k)));
+        }
+        t.push_str("]\n");
+    }
+    for k in &pol.keep_inline {
+        notes.push(format!("inline policy {k} on the controller role is not Karpenter's: kept as it is"));
+    }
+    for k in &pol.pre_v1 {
+        notes.push(format!(
+            "{k} is Karpenter's pre-v1 controller policy (v0.33-v0.37): karpctl's permissions need Karpenter 1.0 or later. \
+             Upgrade Karpenter first; until then the plan keeps it attached (extra_controller_policy_arns). Once 1.0 or later runs, \
+             move it to retire_policies"
+        ));
+    }
+    if !pol.retire.is_empty() {
+        t.push_str("# Karpenter's own, replaced by karpctl's split policies: detached once those are attached;\n# a customer managed one that nothing else uses is then deleted.\nretire_policies = [\n");
+        for r in &pol.retire {
             t.push_str(&format!("  {},\n", q(r)));
         }
         t.push_str("]\n");
     }
 
-    if !f.subnets.is_empty() || f.security_group.is_some() {
+    if !f.subnets.is_empty() || !f.subnets_left.is_empty() || f.security_group.is_some() {
         t.push_str("\n[discovery]\n");
+        for (id, why) in &f.subnets_left {
+            t.push_str(&format!("# left out: {id} is tagged for discovery but nodes cannot work from it: {why}\n"));
+        }
         if !f.subnets.is_empty() {
             let ids: Vec<String> = f.subnets.iter().map(|s| q(s)).collect();
             t.push_str(&format!("subnet_ids = [{}]\n", ids.join(", ")));
@@ -274,75 +397,34 @@ pub fn plan_toml(f: &Found, retire: &[String]) -> (String, Vec<String>) {
             t.push_str(&format!("security_group_id = {}\n", q(g)));
         }
     }
+    for (id, why) in &f.subnets_left {
+        notes.push(format!(
+            "subnet {id} carries the discovery tag but nodes cannot work from it ({why}): left out of the plan; remove its tag where it was set (e.g. Terraform's public_subnet_tags), or Karpenter still picks it"
+        ));
+    }
     (t, notes)
 }
 
-/// Pure: the controller's policies that karpctl's own replace (`own` are the ARNs of the
-/// plan's policies: those are adopted in place, never retired). An AWS managed one is only
-/// detached, never deleted (see `retired_policy`).
-pub fn retired(f: &Found, own: &[String]) -> Vec<String> {
-    f.controller_policies.iter().filter(|p| !own.contains(p)).cloned().collect()
-}
-
-/// Pure: how to let go of the objects in the tool that made them.
-pub fn let_go(f: &Found, retire: &[String], module: &str) -> LetGo {
+/// Pure: how to let go of the objects in the tool that made them. Terraform forgets the whole
+/// module (never a hand-picked list: that misses what the module made for the user's settings,
+/// and Terraform destroys what stays in state). CloudFormation: the guide's stack, and eksctl's
+/// stack of the controller role (`<c>-karpenter`) when that role is the one found.
+pub fn let_go(f: &Found, module: &str) -> LetGo {
     match f.tool() {
-        Tool::Terraform => {
-            let mut addresses = Vec::new();
-            let m = module;
-            if let Some(r) = &f.controller
-                && tf_generated(&r.name, "KarpenterController-")
-            {
-                addresses.push(format!("{m}.aws_iam_role.controller[0]"));
-            }
-            for p in retire {
-                let name = p.rsplit('/').next().unwrap_or(p);
-                if tf_generated(name, "KarpenterController-") {
-                    if p.starts_with("arn:") {
-                        addresses.push(format!("{m}.aws_iam_policy.controller[0]"));
-                        addresses.push(format!("{m}.aws_iam_role_policy_attachment.controller[0]"));
-                    } else {
-                        addresses.push(format!("{m}.aws_iam_role_policy.controller[0]"));
-                    }
-                }
-            }
-            if f.association {
-                addresses.push(format!("{m}.aws_eks_pod_identity_association.karpenter[0]"));
-            }
-            if f.queue.is_some() {
-                addresses.push(format!("{m}.aws_sqs_queue.this[0]"));
-                addresses.push(format!("{m}.aws_sqs_queue_policy.this[0]"));
-            }
-            for n in f.rules.values() {
-                if let Some((_, key)) = TF_RULE_KEYS.iter().find(|(k, _)| tf_generated(n, &format!("Karpenter{k}-"))) {
-                    addresses.push(format!("{m}.aws_cloudwatch_event_rule.this[\"{key}\"]"));
-                    addresses.push(format!("{m}.aws_cloudwatch_event_target.this[\"{key}\"]"));
-                }
-            }
-            if let Some(r) = &f.node_role
-                && tf_generated(&r.name, &format!("Karpenter-{}-", f.cluster))
-            {
-                addresses.push(format!("{m}.aws_iam_role.node[0]"));
-                // The module's node attachments are keyed by the AWS managed policy's name.
-                let aws_managed = f.node_attached.iter().filter(|a| a.contains(":iam::aws:policy/"));
-                for p in aws_managed.filter_map(|a| a.rsplit('/').next()).filter(|p| TF_NODE_POLICY_KEYS.contains(p)) {
-                    addresses.push(format!("{m}.aws_iam_role_policy_attachment.node[\"{p}\"]"));
-                }
-                if f.access_entry_type.is_some() {
-                    addresses.push(format!("{m}.aws_eks_access_entry.node[0]"));
-                }
-                if f.instance_profile.is_some() {
-                    addresses.push(format!("{m}.aws_iam_instance_profile.this[0]"));
-                }
-            }
-            LetGo::Terraform { module: m.to_string(), addresses }
-        }
+        Tool::Terraform => LetGo::Terraform { module: module_address(module) },
         Tool::CloudFormation { stack } => {
-            let mut stacks = vec![stack];
+            let mut stacks = vec![Stack { name: stack, parameters: vec!["ClusterName".into()] }];
             // eksctl makes the getting-started guide's controller role `<cluster>-karpenter` in a
-            // stack of its own.
+            // stack of its own, with no parameters: Pod Identity and IRSA name it differently.
             if f.controller.as_ref().is_some_and(|r| r.name == format!("{}-karpenter", f.cluster)) {
-                stacks.push(format!("eksctl-{}-podidentityrole-{}-{}", f.cluster, f.namespace, f.service_account));
+                let kind = match f.mode {
+                    Some(IdentityMode::Irsa) => "addon-iamserviceaccount",
+                    _ => "podidentityrole",
+                };
+                stacks.push(Stack {
+                    name: format!("eksctl-{}-{kind}-{}-{}", f.cluster, f.namespace, f.service_account),
+                    parameters: vec![],
+                });
             }
             LetGo::CloudFormation { stacks }
         }
@@ -350,8 +432,48 @@ pub fn let_go(f: &Found, retire: &[String], module: &str) -> LetGo {
     }
 }
 
+/// `--terraform-module` as a module address: `karpenter` and `module.karpenter` alike.
+fn module_address(m: &str) -> String {
+    let m = m.trim();
+    if m.starts_with("module.") { m.to_string() } else { format!("module.{m}") }
+}
+
+/// Pure: which node role is Karpenter's, and whether karpctl may own it. The role the controller
+/// may `iam:PassRole` is the one Karpenter launches nodes with and wins outright; an access entry
+/// decides only when PassRole names none. A role behind a managed node group is never taken as
+/// Karpenter's own: used as it is (`existing_node_role`) when the controller passes it, else left.
+/// Returns (the role, why it is only used, notes on roles left).
+fn pick_node_role(s: &Setup) -> (Option<&NodeRole>, Option<String>, Vec<String>) {
+    let c = &s.cluster;
+    let group_of = |arn: &str| s.nodegroup_roles.iter().find(|(_, r)| role_name(r) == role_name(arn)).map(|(g, _)| g.clone());
+    let passed = |n: &NodeRole| n.how.iter().any(|h| h.contains("iam:PassRole") || h == "--node-role");
+    let existing = s.node_roles.iter().filter(|n| n.exists);
+    let mut left = Vec::new();
+    let chosen = match existing.clone().find(|n| passed(n)) {
+        Some(n) => Some(n),
+        None => existing.clone().find(|n| group_of(&n.arn).is_none()),
+    };
+    let chosen_name = chosen.map(|x| x.name.as_str());
+    for n in existing.filter(|n| Some(n.name.as_str()) != chosen_name && group_of(&n.arn).is_none()) {
+        left.push(format!("role {} ({}) is not the role the controller passes: left alone", n.name, n.how.join("; ")));
+    }
+    for (g, arn) in s.nodegroup_roles.iter().filter(|(_, r)| Some(role_name(r)) != chosen_name) {
+        left.push(format!("role {} backs managed node group {g}: not Karpenter's, left alone", role_name(arn)));
+    }
+    let Some(n) = chosen else { return (None, None, left) };
+    let karpenterish = n.name.to_ascii_lowercase().contains("karpenter") || n.name == *c;
+    let shared = match group_of(&n.arn) {
+        Some(g) => Some(format!("it also backs managed node group {g}")),
+        None if !passed(n) && !karpenterish => {
+            Some("it is not recognisably Karpenter's (found by its access entry only, not named for Karpenter)".to_string())
+        }
+        None => None,
+    };
+    (Some(n), shared, left)
+}
+
 /// What doctor read, as `import` needs it (the instance profile is read after: doctor does not).
-fn found_of(s: &Setup, version: Option<KarpenterVersion>) -> Found {
+fn found_of(s: &Setup, version: KarpenterVersion) -> Found {
     let queue_arn = s.queue.as_ref().filter(|q| q.exists).map(|q| q.arn.clone());
     let mut rules = BTreeMap::new();
     let mut rules_left = Vec::new();
@@ -365,9 +487,32 @@ fn found_of(s: &Setup, version: Option<KarpenterVersion>) -> Found {
         }
     }
     let controller = s.controller.as_ref().filter(|c| c.exists);
-    // The node role found most ways (the controller passes it and it has an access entry).
-    let node = s.node_roles.iter().filter(|n| n.exists).max_by_key(|n| n.how.len());
+    let (node, node_role_shared, node_roles_left) = pick_node_role(s);
     let access_entry_type = node.and_then(|n| s.access_entries.iter().find(|e| e.principal_arn == n.arn)).map(|e| e.kind.clone());
+    // Subnets nodes cannot work from are left out, with why (the readiness verdict doctor gives).
+    let in_vpc: Vec<&crate::doctor::model::TaggedSubnet> =
+        s.discovery.subnets.iter().filter(|x| s.cluster_vpc.is_empty() || x.vpc_id == s.cluster_vpc).collect();
+    let cands: Vec<crate::egress::Candidate> = in_vpc
+        .iter()
+        .map(|t| crate::egress::Candidate {
+            id: t.id.clone(),
+            map_public_ip: t.map_public_ip,
+            way: crate::egress::way_out(&t.id, &s.route_tables),
+        })
+        .collect();
+    let missing = if cands.iter().any(|x| x.way == crate::egress::Way::None) {
+        crate::egress::missing_endpoints(&s.endpoints, &s.region, s.queue.as_ref().is_some_and(|q| q.exists))
+    } else {
+        vec![]
+    };
+    let (mut subnets, mut subnets_left) = (Vec::new(), Vec::new());
+    for c in &cands {
+        // Without route tables read (an emulator's made-up VPC), nothing can be judged: keep.
+        match crate::egress::why_unusable(c, &missing).filter(|_| !s.route_tables.is_empty()) {
+            Some(why) => subnets_left.push((c.id.clone(), why)),
+            None => subnets.push(c.id.clone()),
+        }
+    }
     Found {
         cluster: s.cluster.clone(),
         region: s.region.clone(),
@@ -377,25 +522,27 @@ fn found_of(s: &Setup, version: Option<KarpenterVersion>) -> Found {
         service_account: s.service_account.clone(),
         controller: controller.map(|c| FoundRole::of_arn(&c.arn)),
         controller_policies: controller
-            .map(|c| c.policies.iter().map(|p| p.arn.clone().unwrap_or_else(|| p.name.clone())).collect())
+            .map(|c| {
+                c.policies
+                    .iter()
+                    .map(|p| FoundPolicy { id: p.arn.clone().unwrap_or_else(|| p.name.clone()), document: p.document.clone() })
+                    .collect()
+            })
             .unwrap_or_default(),
         node_role: node.map(|n| FoundRole::of_arn(&n.arn)),
+        node_role_shared,
+        node_roles_left,
         node_attached: node.map(|n| n.attached.clone()).unwrap_or_default(),
         extra_node_policies: vec![],
         access_entry_type,
         instance_profile: None,
-        association: controller.is_some_and(|c| c.how.starts_with("Pod Identity association")),
+        association: controller.is_some_and(|c| c.how.contains("Pod Identity association")),
         queue: s.queue.as_ref().filter(|q| q.exists).map(|q| q.name.clone()),
         queue_kms_key: s.queue.as_ref().and_then(|q| q.kms_master_key_id.clone()),
         rules,
         rules_left,
-        subnets: s
-            .discovery
-            .subnets
-            .iter()
-            .filter(|x| s.cluster_vpc.is_empty() || x.vpc_id == s.cluster_vpc)
-            .map(|x| x.id.clone())
-            .collect(),
+        subnets,
+        subnets_left,
         security_group: match s.discovery.groups.as_slice() {
             [one] => Some(one.id.clone()),
             _ => None,
@@ -439,12 +586,21 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
             UserError::new("karpctl import needs a cluster").hint("pass --cluster NAME (or set KARPCTL_CLUSTER)")
         })?;
     crate::plan_file::validate_cluster_name(&cluster).map_err(|e| UserError::new(format!("--cluster {cluster:?}: {e}")))?;
-    let version = args
-        .karpenter_version
-        .as_deref()
-        .map(KarpenterVersion::parse)
-        .transpose()
-        .map_err(|e| UserError::new(format!("--karpenter-version: {e}")).hint("pass a release such as 1.14"))?;
+    // The permissions follow the release that runs: AWS does not say which one does (it is the
+    // cluster's Helm release), and the newest may grant what an older controller never asks for
+    // or lack nothing an older one needs only by luck. Never guessed.
+    let version = match args.karpenter_version.as_deref() {
+        Some(v) => KarpenterVersion::parse(v)
+            .map_err(|e| UserError::new(format!("--karpenter-version: {e}")).hint("pass the release that runs, such as 1.14"))?,
+        None => {
+            return Err(UserError::new("import needs the Karpenter release that runs: pass --karpenter-version")
+                .hint(format!(
+                    "read it with `helm list -n {}` (the karpenter chart's APP VERSION, e.g. 1.6.3 -> --karpenter-version 1.6); nothing was read or written",
+                    args.namespace
+                ))
+                .into());
+        }
+    };
     let path = target(global, &cluster);
     if path.exists() && !args.force {
         return Err(UserError::new(format!("{} exists; import never overwrites a plan file", path.display()))
@@ -468,7 +624,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         account_id: connected.account_id.clone(),
         partition: connected.partition.clone(),
         region: connected.region.clone(),
-        version: version.unwrap_or(KarpenterVersion::LATEST),
+        version,
         namespace: args.namespace.clone(),
         service_account: args.service_account.clone(),
         controller_role: None,
@@ -484,13 +640,14 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
             .into());
     }
     let mut found = found_of(&setup, version);
-    if let Some(n) = &found.node_role {
+    if let Some(n) = found.node_role.as_ref().filter(|_| found.node_role_shared.is_none()) {
         found.instance_profile = instance_profiles(&connected.clients, &n.name).await?.into_iter().next();
     }
 
     // The plan without retirements, parsed as `up` will parse it: its own policies' ARNs are
     // adopted in place (the getting-started stack names them as karpctl does), never retired.
-    let (draft, _) = plan_toml(&found, &[]);
+    let zonal = Policies { zonal_shift: sort_policies(&found, &[]).zonal_shift, ..Default::default() };
+    let (draft, _) = plan_toml(&found, &zonal);
     let spec = crate::plan_file::parse(&draft, &path.display().to_string(), Some(&cluster))?;
     let plan_facts = Facts {
         account_id: connected.account_id.clone(),
@@ -501,8 +658,11 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         existing_node_role_arn: None,
         kms_key: None,
     };
-    let own: Vec<String> =
-        crate::resources::iam_policy::controller_policies(&spec, &plan_facts).into_iter().map(|p| p.arn).collect();
+    let own: Vec<String> = crate::resources::iam_policy::controller_policies(&spec, &plan_facts)
+        .into_iter()
+        .filter(|p| p.doc.is_some())
+        .map(|p| p.arn)
+        .collect();
     let ipv6 = plan_facts.cluster.ip_family.eq_ignore_ascii_case("ipv6");
     let node_wanted = crate::karpenter_iam::node_managed_policy_arns(
         &plan_facts.partition,
@@ -511,9 +671,31 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         spec.identity.karpenter_version,
     );
     found.extra_node_policies = found.node_attached.iter().filter(|a| !node_wanted.contains(a)).cloned().collect();
-    let retire = retired(&found, &own);
-    let (text, notes) = plan_toml(&found, &retire);
-    crate::plan_file::parse(&text, &path.display().to_string(), Some(&cluster))?;
+    let mut policies = sort_policies(&found, &own);
+    if policies.zonal_shift && version.minor < 12 {
+        // karpctl grants zonal shift from 1.12 on: the policy that grants it today stays.
+        let grants = |id: &String| {
+            found.controller_policies.iter().any(|p| {
+                &p.id == id
+                    && p.document
+                        .as_ref()
+                        .is_some_and(|d| crate::doctor::analysis::allows(&[d], "arc-zonal-shift:GetManagedResource"))
+            })
+        };
+        let (keep, retire): (Vec<String>, Vec<String>) = policies.retire.iter().cloned().partition(grants);
+        policies.retire = retire;
+        for k in keep {
+            if k.starts_with("arn:") { policies.keep.push(k) } else { policies.keep_inline.push(k) }
+        }
+    }
+    let let_go = let_go(&found, &args.terraform_module);
+    let found_lines = summary(&found, &policies);
+    let (text, mut notes) = plan_toml(&found, &policies);
+    // What was found and how to let go are said even when the plan cannot be used as it is.
+    let parsed = crate::plan_file::parse(&text, &path.display().to_string(), Some(&cluster));
+    if let Err(e) = &parsed {
+        notes.push(format!("the plan written needs a change before up --adopt can use it: {}", e.message));
+    }
 
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| UserError::new(format!("cannot create {}: {e}", dir.display())))?;
@@ -530,26 +712,25 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         .and_then(|mut f| f.write_all(text.as_bytes()))
         .map_err(|e| UserError::new(format!("cannot write {}: {e}", path.display())))?;
 
-    // What `up --adopt` will change: the same read-only diff, with the file just written.
-    let mut with_plan = global.clone();
-    with_plan.config = Some(path.clone());
-    with_plan.cluster = Some(cluster.clone());
-    let diff = crate::engine::diff(&with_plan, true, None).await?;
-    let let_go = let_go(&found, &retire, &args.terraform_module);
-    Ok(ImportReport {
-        cluster,
-        path,
-        text,
-        notes,
-        found_lines: summary(&found, &retire),
-        diff,
-        let_go,
-        stats: connected.stats.report(),
-    })
+    // What `up --adopt` will change: the same read-only diff, with the file just written. A
+    // refusal (a preflight check, say) is reported after what was found, not instead of it.
+    let diff = match parsed {
+        Ok(_) => {
+            let mut with_plan = global.clone();
+            with_plan.config = Some(path.clone());
+            with_plan.cluster = Some(cluster.clone());
+            crate::engine::diff(&with_plan, true, None).await.map_err(|e| {
+                let hint = crate::report::hint_of(&e).map(|h| format!("\nhint: {h}")).unwrap_or_default();
+                format!("{e:#}{hint}")
+            })
+        }
+        Err(e) => Err(e.message.clone()),
+    };
+    Ok(ImportReport { cluster, path, text, notes, found_lines, diff, let_go, stats: connected.stats.report() })
 }
 
 /// One line per piece found, for the report.
-fn summary(f: &Found, retire: &[String]) -> Vec<(String, String)> {
+fn summary(f: &Found, pol: &Policies) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let tool = match f.tool() {
         Tool::Terraform => "the terraform-aws-eks karpenter module (by its names)".to_string(),
@@ -560,21 +741,38 @@ fn summary(f: &Found, retire: &[String]) -> Vec<(String, String)> {
     let role =
         |r: &Option<FoundRole>| r.as_ref().map(|r| format!("{} (path {})", r.name, r.path)).unwrap_or_else(|| "none".into());
     out.push(("controller role".into(), role(&f.controller)));
-    out.push(("node role".into(), role(&f.node_role)));
+    let node = match (&f.node_role, &f.node_role_shared) {
+        (Some(_), Some(why)) => format!("{}, used as it is: {why}", role(&f.node_role)),
+        _ => role(&f.node_role),
+    };
+    out.push(("node role".into(), node));
     out.push(("queue".into(), f.queue.clone().unwrap_or_else(|| "none".into())));
     let rules: Vec<String> = f.rules.iter().map(|(p, n)| format!("{p}: {n}")).collect();
     out.push(("rules kept".into(), if rules.is_empty() { "none".into() } else { rules.join(", ") }));
-    out.push(("policies replaced".into(), if retire.is_empty() { "none".into() } else { retire.join(", ") }));
+    let list = |l: &[String]| if l.is_empty() { "none".to_string() } else { l.join(", ") };
+    out.push(("policies replaced".into(), list(&pol.retire)));
+    let kept: Vec<String> = pol.keep.iter().chain(&pol.keep_inline).chain(&pol.pre_v1).cloned().collect();
+    out.push(("policies kept".into(), list(&kept)));
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    const TS: &str = "2024031512000012340000000a";
+
+    fn doc(stmts: serde_json::Value) -> Option<serde_json::Value> {
+        Some(json!({"Version": "2012-10-17", "Statement": stmts}))
+    }
+
+    fn managed(arn: &str, d: Option<serde_json::Value>) -> FoundPolicy {
+        FoundPolicy { id: arn.into(), document: d }
+    }
 
     fn tf() -> Found {
         let c = "say-when-east";
-        let ts = "2024031512000012340000000a";
         Found {
             cluster: c.into(),
             region: "us-east-1".into(),
@@ -582,85 +780,219 @@ mod tests {
             mode: Some(IdentityMode::PodIdentity),
             namespace: "kube-system".into(),
             service_account: "karpenter".into(),
-            controller: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/KarpenterController-{ts}"))),
+            controller: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/KarpenterController-{TS}"))),
             controller_policies: vec![
-                format!("arn:aws:iam::123456789012:policy/KarpenterController-{ts}"),
-                "ListInstanceProfiles".into(),
-                "arn:aws:iam::aws:policy/ReadOnlyAccess".into(),
+                managed(&format!("arn:aws:iam::123456789012:policy/KarpenterController-{TS}"), None),
+                FoundPolicy {
+                    id: "ListInstanceProfiles".into(),
+                    document: doc(json!([{"Effect": "Allow", "Action": "iam:ListInstanceProfiles", "Resource": "*"}])),
+                },
+                managed(
+                    "arn:aws:iam::123456789012:policy/ebs-kms",
+                    doc(json!([{"Effect": "Allow", "Action": ["kms:CreateGrant", "kms:Decrypt"], "Resource": "*"}])),
+                ),
+                managed("arn:aws:iam::aws:policy/ReadOnlyAccess", None),
+                managed(
+                    &format!("arn:aws:iam::123456789012:policy/KarpenterControllerZonalShiftPolicy-{c}"),
+                    doc(json!([{"Effect": "Allow", "Action": "arc-zonal-shift:GetManagedResource", "Resource": "*"}])),
+                ),
+                FoundPolicy {
+                    id: "team-s3".into(),
+                    document: doc(json!([{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}])),
+                },
             ],
-            node_role: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/Karpenter-{c}-{ts}"))),
+            node_role: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/{c}"))),
+            node_role_shared: None,
+            node_roles_left: vec![],
             node_attached: vec![
                 "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy".into(),
                 "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore".into(),
             ],
+            extra_node_policies: vec![],
             access_entry_type: Some("EC2_LINUX".into()),
+            instance_profile: None,
             association: true,
             queue: Some(format!("Karpenter-{c}")),
-            rules: [("SpotInterrupt".to_string(), format!("KarpenterSpotInterrupt-{ts}"))].into_iter().collect(),
+            queue_kms_key: None,
+            rules: [("SpotInterrupt".to_string(), format!("KarpenterSpotInterrupt-{TS}"))].into_iter().collect(),
+            rules_left: vec![],
             subnets: vec!["subnet-1".into()],
+            subnets_left: vec![("subnet-2".into(), "public (default route to igw-1) but MapPublicIpOnLaunch is false".into())],
             security_group: Some("sg-1".into()),
-            ..Default::default()
+            version: KarpenterVersion::LATEST,
         }
+    }
+
+    #[test]
+    fn only_karpenters_own_policies_are_retired() {
+        let f = tf();
+        let p = sort_policies(&f, &[]);
+        assert_eq!(
+            p.retire,
+            [
+                format!("arn:aws:iam::123456789012:policy/KarpenterController-{TS}"),
+                "ListInstanceProfiles".to_string(),
+                "arn:aws:iam::123456789012:policy/KarpenterControllerZonalShiftPolicy-say-when-east".to_string(),
+            ],
+            "the module's policy, a document of Karpenter's statements, a KarpenterController*Policy-<c>"
+        );
+        assert_eq!(p.keep, ["arn:aws:iam::123456789012:policy/ebs-kms", "arn:aws:iam::aws:policy/ReadOnlyAccess"]);
+        assert_eq!(p.keep_inline, ["team-s3"]);
+        assert!(p.zonal_shift, "a found arc-zonal-shift:GetManagedResource keeps zonal shift on");
+        // A policy the plan itself names is adopted in place, never retired.
+        let own = ["arn:aws:iam::123456789012:policy/KarpenterControllerZonalShiftPolicy-say-when-east".to_string()];
+        assert!(!sort_policies(&f, &own).retire.iter().any(|r| r.contains("ZonalShift")));
+    }
+
+    #[test]
+    fn a_pre_v1_policy_is_kept_and_said() {
+        let mut f = tf();
+        f.controller_policies = vec![managed(
+            &format!("arn:aws:iam::123456789012:policy/KarpenterController-{TS}"),
+            doc(
+                json!([{"Sid": "AllowScopedEC2InstanceActions", "Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": "*"}]),
+            ),
+        )];
+        let p = sort_policies(&f, &[]);
+        assert!(p.retire.is_empty(), "{p:?}");
+        assert_eq!(p.pre_v1.len(), 1);
+        let (text, notes) = plan_toml(&f, &p);
+        let spec = crate::plan_file::parse(&text, "x.toml", Some("say-when-east")).expect(&text);
+        assert_eq!(spec.identity.extra_controller_policy_arns, p.pre_v1, "kept attached");
+        assert!(notes.iter().any(|n| n.contains("pre-v1") && n.contains("Upgrade Karpenter first")), "{notes:?}");
     }
 
     #[test]
     fn a_terraform_setup_becomes_a_plan_naming_its_objects() {
         let f = tf();
         assert_eq!(f.tool(), Tool::Terraform);
-        let retire = retired(&f, &[]);
-        assert_eq!(retire.len(), 3, "customer managed, inline and AWS managed: {retire:?}");
-        let (text, notes) = plan_toml(&f, &retire);
+        let p = sort_policies(&f, &[]);
+        let (text, notes) = plan_toml(&f, &p);
         let spec = crate::plan_file::parse(&text, "x.toml", Some("say-when-east")).expect(&text);
         assert_eq!(spec.identity.path, "/");
-        assert_eq!(spec.identity.controller_role.name, "KarpenterController-2024031512000012340000000a");
-        assert_eq!(spec.identity.node_role_name(), "Karpenter-say-when-east-2024031512000012340000000a");
+        assert_eq!(spec.identity.controller_role.name, format!("KarpenterController-{TS}"));
+        assert_eq!(spec.identity.node_role_name(), "say-when-east", "the module example's fixed node role name");
         assert_eq!(spec.interruption.queue_name, "Karpenter-say-when-east");
-        assert_eq!(spec.interruption.rule_names["SpotInterrupt"], "KarpenterSpotInterrupt-2024031512000012340000000a");
-        assert_eq!(spec.identity.retire_policies, retire);
-        assert_eq!(spec.discovery.subnet_ids, Some(vec!["subnet-1".to_string()]));
-        assert!(notes.iter().any(|n| n.contains("version")), "the version it could not tell is said: {notes:?}");
+        assert_eq!(spec.interruption.rule_names["SpotInterrupt"], format!("KarpenterSpotInterrupt-{TS}"));
+        assert_eq!(spec.identity.retire_policies, p.retire);
+        assert_eq!(spec.identity.extra_controller_policy_arns, p.keep);
+        assert!(spec.identity.zonal_shift);
+        assert_eq!(spec.discovery.subnet_ids, Some(vec!["subnet-1".to_string()]), "the unusable subnet is left out");
+        assert!(text.contains("# left out: subnet-2"), "{text}");
+        assert!(notes.iter().any(|n| n.contains("subnet-2") && n.contains("public_subnet_tags")), "{notes:?}");
+        assert!(notes.iter().any(|n| n.contains("team-s3")), "{notes:?}");
     }
 
     #[test]
-    fn terraform_let_go_names_the_module_addresses() {
+    fn a_shared_node_role_is_used_never_owned() {
+        let mut f = tf();
+        f.node_role_shared = Some("it also backs managed node group ng-1".into());
+        let (text, _) = plan_toml(&f, &sort_policies(&f, &[]));
+        let spec = crate::plan_file::parse(&text, "x.toml", Some("say-when-east")).expect(&text);
+        assert!(spec.identity.node_role.is_none(), "{text}");
+        assert_eq!(spec.identity.existing_node_role.as_deref(), Some("arn:aws:iam::123456789012:role/say-when-east"));
+        assert!(!text.contains("extra_node_policy_arns") && !text.contains("access_entry_type"), "{text}");
+    }
+
+    fn setup_with_roles() -> Setup {
+        use crate::doctor::model::NodeRole;
+        let mut s = Setup::empty("c1");
+        let role = |name: &str, how: &str| NodeRole {
+            name: name.into(),
+            arn: format!("arn:aws:iam::111122223333:role/{name}"),
+            how: vec![how.into()],
+            exists: true,
+            created: None,
+            attached: vec![],
+        };
+        s.node_roles =
+            vec![role("KarpenterNodeRole-c1", "the controller's iam:PassRole"), role("ng-role", "EC2_LINUX access entry")];
+        s.nodegroup_roles = vec![("ng-1".into(), "arn:aws:iam::111122223333:role/ng-role".into())];
+        s
+    }
+
+    #[test]
+    fn the_passed_role_wins_and_a_node_groups_role_is_never_taken() {
+        let s = setup_with_roles();
+        let (n, shared, left) = pick_node_role(&s);
+        assert_eq!(n.unwrap().name, "KarpenterNodeRole-c1");
+        assert_eq!(shared, None);
+        assert!(left.iter().any(|l| l.contains("ng-role") && l.contains("ng-1")), "{left:?}");
+        // Passed but also a node group's: used as it is.
+        let mut s = setup_with_roles();
+        s.node_roles.retain(|n| n.name == "ng-role");
+        s.node_roles[0].how.push("the controller's iam:PassRole".into());
+        let (n, shared, _) = pick_node_role(&s);
+        assert_eq!(n.unwrap().name, "ng-role");
+        assert!(shared.unwrap().contains("ng-1"));
+        // Only a node group's entry: no node role taken.
+        let mut s = setup_with_roles();
+        s.node_roles.retain(|n| n.name == "ng-role");
+        assert!(pick_node_role(&s).0.is_none());
+    }
+
+    #[test]
+    fn terraform_let_go_forgets_the_whole_module() {
         let f = tf();
-        let LetGo::Terraform { addresses, .. } = let_go(&f, &retired(&f, &[]), "module.karpenter") else { panic!() };
-        for a in [
-            "module.karpenter.aws_iam_role.controller[0]",
-            "module.karpenter.aws_iam_policy.controller[0]",
-            "module.karpenter.aws_iam_role_policy_attachment.controller[0]",
-            "module.karpenter.aws_eks_pod_identity_association.karpenter[0]",
-            "module.karpenter.aws_sqs_queue.this[0]",
-            "module.karpenter.aws_sqs_queue_policy.this[0]",
-            "module.karpenter.aws_cloudwatch_event_rule.this[\"spot_interrupt\"]",
-            "module.karpenter.aws_cloudwatch_event_target.this[\"spot_interrupt\"]",
-            "module.karpenter.aws_iam_role.node[0]",
-            "module.karpenter.aws_iam_role_policy_attachment.node[\"AmazonEKSWorkerNodePolicy\"]",
-            "module.karpenter.aws_eks_access_entry.node[0]",
-        ] {
-            assert!(addresses.iter().any(|x| x == a), "{a} in {addresses:?}");
-        }
-        assert!(!addresses.iter().any(|x| x.contains("AmazonSSMManagedInstanceCore")), "not the module's: {addresses:?}");
+        assert_eq!(let_go(&f, "module.karpenter"), LetGo::Terraform { module: "module.karpenter".into() });
+        assert_eq!(let_go(&f, "karpenter_prod"), LetGo::Terraform { module: "module.karpenter_prod".into() });
+        let text = crate::report::import::let_go_text(&let_go(&f, "module.karpenter"));
+        assert!(text.lines().any(|l| l.trim() == "terraform state rm 'module.karpenter'"), "its own line: {text}");
+        let rm = text.find("terraform state rm").unwrap();
+        let removed = text.find("removed {").unwrap();
+        let zero = text.find("`terraform plan` must show 0 to destroy before you apply").unwrap();
+        assert!(rm < removed && removed < zero, "{text}");
+        assert!(!text.contains("aws_iam_role"), "no hand-picked addresses: {text}");
     }
 
     #[test]
     fn a_cloudformation_setup_is_told_by_its_rule_names() {
         let c = "say-when-east";
-        let f = Found {
-            cluster: c.into(),
-            namespace: "kube-system".into(),
-            service_account: "karpenter".into(),
-            controller: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/{c}-karpenter"))),
-            node_role: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/KarpenterNodeRole-{c}"))),
-            queue: Some(c.into()),
-            rules: [("SpotInterrupt".to_string(), format!("Karpenter-{c}-SpotInterruptionRule-AbC123"))].into_iter().collect(),
-            ..Default::default()
-        };
+        let mut f = tf();
+        f.controller = Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/{c}-karpenter")));
+        f.node_role = Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/KarpenterNodeRole-{c}")));
+        f.queue = Some(c.into());
+        f.rules = [("SpotInterrupt".to_string(), format!("Karpenter-{c}-SpotInterruptionRule-AbC123"))].into_iter().collect();
         assert_eq!(f.tool(), Tool::CloudFormation { stack: format!("Karpenter-{c}") });
         let mut cut = f.clone();
         cut.rules.insert("SpotInterrupt".into(), "Karpenter-say-whe-SpotInterruptionRule-AbC123".into());
         assert_eq!(cut.tool(), Tool::CloudFormation { stack: format!("Karpenter-{c}") }, "a cut stack name is made whole");
-        let LetGo::CloudFormation { stacks } = let_go(&f, &[], "module.karpenter") else { panic!() };
-        assert_eq!(stacks, [format!("Karpenter-{c}"), format!("eksctl-{c}-podidentityrole-kube-system-karpenter")]);
+        let LetGo::CloudFormation { stacks } = let_go(&f, "module.karpenter") else { panic!() };
+        assert_eq!(
+            stacks,
+            [
+                Stack { name: format!("Karpenter-{c}"), parameters: vec!["ClusterName".into()] },
+                Stack { name: format!("eksctl-{c}-podidentityrole-kube-system-karpenter"), parameters: vec![] },
+            ]
+        );
+        f.mode = Some(IdentityMode::Irsa);
+        let LetGo::CloudFormation { stacks } = let_go(&f, "module.karpenter") else { panic!() };
+        assert_eq!(stacks[1].name, format!("eksctl-{c}-addon-iamserviceaccount-kube-system-karpenter"));
+    }
+
+    #[test]
+    fn cloudformation_steps_are_chained_and_check_retain_before_delete() {
+        let l = LetGo::CloudFormation {
+            stacks: vec![
+                Stack { name: "Karpenter-c1".into(), parameters: vec!["ClusterName".into()] },
+                Stack { name: "eksctl-c1-podidentityrole-kube-system-karpenter".into(), parameters: vec![] },
+            ],
+        };
+        let text = crate::report::import::let_go_text(&l);
+        assert!(text.contains("--query TemplateBody --output json"), "{text}");
+        assert!(!text.contains("--output text >"), "text output mangles JSON templates: {text}");
+        let blocks: Vec<&str> = text.split("\n  s=").skip(1).collect();
+        assert_eq!(blocks.len(), 2, "{text}");
+        for b in &blocks {
+            let chain = &b[b.find("aws cloudformation update-stack").unwrap()..];
+            let chain = &chain[..chain.find("stack-delete-complete").unwrap()];
+            // Every step after update-stack is chained, and the Retain check comes before delete-stack.
+            let and_steps: Vec<&str> = chain.split("&& ").skip(1).collect();
+            assert_eq!(and_steps.len(), 4, "update && wait && test && delete && wait: {b}");
+            assert!(and_steps[1].starts_with("test \"$(") && and_steps[1].contains("DeletionPolicy"), "{b}");
+            assert!(and_steps[2].starts_with("aws cloudformation delete-stack"), "{b}");
+        }
+        assert!(blocks[0].contains("ParameterKey=ClusterName,UsePreviousValue=true"), "{}", blocks[0]);
+        assert!(!blocks[1].contains("--parameters"), "eksctl's role stack has no parameters: {}", blocks[1]);
     }
 }

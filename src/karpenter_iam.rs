@@ -61,7 +61,6 @@ impl KarpenterVersion {
     }
 
     /// Every supported version, oldest first.
-    #[cfg(test)]
     pub fn all() -> impl Iterator<Item = Self> {
         (Self::OLDEST.minor..=Self::LATEST.minor).map(|minor| Self { minor })
     }

@@ -153,6 +153,10 @@ pub struct Node {
     /// delete waits for them (an old rule goes only once the rule that replaces it exists).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delete_after: Vec<String>,
+    /// `--adopt` takes this object over even when it is someone else's (`Owner::External`): the
+    /// node role's access entry that the tool karpctl takes over from made for the same role.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt_external: bool,
 }
 
 impl Node {
@@ -171,6 +175,7 @@ impl Node {
             bound_to: vec![],
             immutable: vec![],
             delete_after: vec![],
+            adopt_external: false,
         }
     }
     pub fn with_fields(mut self, fields: Option<Fields>) -> Node {
@@ -192,6 +197,11 @@ impl Node {
     /// Replace this node whenever the plan makes `id` anew, for the reason given.
     pub fn bound_to(mut self, id: &str, why: &str) -> Node {
         self.bound_to.push((id.to_string(), why.to_string()));
+        self
+    }
+    /// `--adopt` takes it over also when it belongs to someone else (see `adopt_external`).
+    pub fn adopt_external(mut self) -> Node {
+        self.adopt_external = true;
         self
     }
     pub fn unlisted(mut self) -> Node {

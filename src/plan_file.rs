@@ -50,6 +50,10 @@ pub struct RawIdentity {
     pub controller_role_name: Option<String>,
     #[serde(default)]
     pub extra_node_policy_arns: Vec<String>,
+    /// Managed policies kept on the controller role besides karpctl's own (KMS rights for
+    /// encrypted volumes, say); `karpctl import` fills it with what is not Karpenter's.
+    #[serde(default)]
+    pub extra_controller_policy_arns: Vec<String>,
     pub instance_profile: Option<bool>,
     pub instance_profile_name: Option<String>,
     pub access_entry_type: Option<String>,
@@ -544,6 +548,18 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
                 .hint("use ARNs like arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess"));
         }
     }
+    for a in &i.extra_controller_policy_arns {
+        if !is_policy_arn(a) {
+            return Err(ctx
+                .err("identity", "extra_controller_policy_arns", &format!("{a:?} is not an IAM policy ARN"))
+                .hint("use ARNs like arn:aws:iam::123456789012:policy/KarpenterKms"));
+        }
+        if i.retire_policies.contains(a) {
+            return Err(ctx
+                .err("identity", "extra_controller_policy_arns", &format!("{a:?} is also in identity.retire_policies"))
+                .hint("a policy is either kept on the controller role or retired: remove it from one of the two lists"));
+        }
+    }
     for r in &i.retire_policies {
         if !(is_policy_arn(r) || valid_iam_name(r, 128)) {
             return Err(ctx
@@ -592,6 +608,7 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
             "controller role",
         ),
         extra_node_policy_arns: i.extra_node_policy_arns.clone(),
+        extra_controller_policy_arns: i.extra_controller_policy_arns.clone(),
         instance_profile: i.instance_profile.unwrap_or(false).then(|| instance_profile_name.clone()),
         instance_profile_name,
         access_entry_type,
@@ -795,6 +812,12 @@ mod tests {
         assert!(e.message.contains("identity.retire_policies"), "{}", e.message);
         let s = p("[identity]\nretire_policies = [\"arn:aws:iam::123456789012:policy/P\", \"Inline\"]\n").unwrap();
         assert_eq!(s.identity.retire_policies.len(), 2);
+        let e = p("[identity]\nextra_controller_policy_arns = [\"Kms\"]\n").unwrap_err();
+        assert!(e.message.contains("identity.extra_controller_policy_arns"), "{}", e.message);
+        let both = "[identity]\nextra_controller_policy_arns = [\"arn:aws:iam::123456789012:policy/P\"]\nretire_policies = [\"arn:aws:iam::123456789012:policy/P\"]\n";
+        assert!(p(both).unwrap_err().message.contains("retire_policies"));
+        let s = p("[identity]\nextra_controller_policy_arns = [\"arn:aws:iam::123456789012:policy/Kms\"]\n").unwrap();
+        assert_eq!(s.identity.extra_controller_policy_arns, ["arn:aws:iam::123456789012:policy/Kms"]);
     }
 
     #[test]

@@ -91,7 +91,9 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                         p.steps.push(step(Action::Update, ch));
                     }
                 }
-                Owner::Unowned if opts.adopt => {
+                // The access entry the tool taken over made for karpctl's node role is adopted
+                // too (`adopt_external`): else it outlives the role after `down`.
+                Owner::Unowned | Owner::External if opts.adopt && (obs.owner == Owner::Unowned || node.adopt_external) => {
                     let ch = changes(&node.immutable, want, obs);
                     if let Some(c) = ch.iter().find(|c| c.forces_replacement) {
                         // Adopting must not destroy the object: stop instead.

@@ -86,6 +86,8 @@ pub struct Identity {
     pub existing_node_role: Option<String>,
     pub controller_role: Named,
     pub extra_node_policy_arns: Vec<String>,
+    /// Managed policies kept attached to the controller role besides karpctl's own.
+    pub extra_controller_policy_arns: Vec<String>,
     pub instance_profile: Option<Named>,
     /// The name the instance profile would have (also when switched off, to find and remove it).
     pub instance_profile_name: Named,

@@ -483,3 +483,28 @@ fn eks_deferred_deletes_flip_flop_or_read_gone_and_creates_answer_409() {
 fn entry_exists_directly(c: &str, arn: &str) -> bool {
     rt().block_on(crate::common::sdk().eks.describe_access_entry().cluster_name(c).principal_arn(arn).send()).is_ok()
 }
+
+#[test]
+fn eks_access_entry_tags_are_answered_by_describe_access_entry() {
+    let c = cluster_name("lag-aetags");
+    seed(&c, &[]);
+    let (arn, _) = entry_and_association(&c);
+    let px = proxy("lag-aetags-px");
+    let through = sdk_at(px.url());
+    let tags_of = |s: &Sdk| {
+        let e = rt()
+            .block_on(s.eks.describe_access_entry().cluster_name(&c).principal_arn(&arn).send())
+            .expect("DescribeAccessEntry");
+        e.access_entry().unwrap().tags().cloned().unwrap_or_default()
+    };
+    let entry_arn = {
+        let e = rt().block_on(through.eks.describe_access_entry().cluster_name(&c).principal_arn(&arn).send()).unwrap();
+        e.access_entry().unwrap().access_entry_arn().unwrap().to_string()
+    };
+    rt().block_on(through.eks.tag_resource().resource_arn(&entry_arn).tags("team", "platform").send()).expect("TagResource");
+    assert!(tags_of(&through).is_empty(), "without the rule the emulator's answer is passed on as it is");
+    px.set(json!({"eks_access_entry_tags": {&c: true}}));
+    assert_eq!(tags_of(&through).get("team").map(String::as_str), Some("platform"), "with the rule, as AWS answers");
+    px.set(json!({"eks_access_entry_tags": {&c: null, "another-cluster": true}}));
+    assert!(tags_of(&through).is_empty(), "scoped to its cluster");
+}

@@ -48,6 +48,54 @@ pub fn pass_role(docs: &[&Value]) -> (Vec<String>, bool) {
     (roles, unscoped)
 }
 
+/// Whether the document names `cluster` the way Karpenter's policies do: its ARN
+/// (`...:cluster/<c>`) or its ownership tag key (`kubernetes.io/cluster/<c>`).
+pub fn names_cluster(doc: &Value, cluster: &str) -> bool {
+    let text = doc.to_string();
+    [format!(":cluster/{cluster}\""), format!("kubernetes.io/cluster/{cluster}\"")].iter().any(|n| text.contains(n.as_str()))
+}
+
+/// Sids only Karpenter's controller policies use (v0.33 to v1.x, the terraform-aws-eks module's
+/// and the CloudFormation guide's documents alike).
+const KARPENTER_SIDS: [&str; 12] = [
+    "AllowScopedEC2InstanceAccessActions",
+    "AllowScopedEC2InstanceActions",
+    "AllowScopedEC2LaunchTemplateAccessActions",
+    "AllowScopedEC2InstanceActionsWithTags",
+    "AllowScopedResourceCreationTagging",
+    "AllowScopedResourceTagging",
+    "AllowScopedDeletion",
+    "AllowPassingInstanceRole",
+    "AllowScopedInstanceProfileCreationActions",
+    "AllowInterruptionQueueActions",
+    "AllowAPIServerEndpointDiscovery",
+    "AllowUnscopedInstanceProfileListAction",
+];
+
+/// Whether a controller policy document is recognisably Karpenter's own: one of its statements
+/// carries a Sid only Karpenter's policies use, or every action it allows is one Karpenter's
+/// controller needs (`karpenter_actions`: every action of every release) and it allows
+/// something. A policy holding anything else (KMS rights for encrypted volumes, say) is not.
+pub fn is_karpenter_policy(doc: &Value, karpenter_actions: &BTreeSet<String>) -> bool {
+    let st = statements(doc);
+    if st.iter().any(|s| s["Sid"].as_str().is_some_and(|sid| KARPENTER_SIDS.contains(&sid))) {
+        return true;
+    }
+    let allowed: Vec<String> = st.iter().filter(|s| is_allow(s)).flat_map(|s| strings(&s["Action"])).collect();
+    !allowed.is_empty() && allowed.iter().all(|a| karpenter_actions.contains(a))
+}
+
+/// Whether a controller policy document is the pre-v1 one (Karpenter v0.33-v0.37, the
+/// terraform-aws-eks module v20's default `enable_v1_permissions = false`): its instance
+/// statement is `AllowScopedEC2InstanceActions`, or it scopes by the v0.32 `provisioner-name`
+/// tag, and it lacks v1's `AllowScopedEC2InstanceAccessActions`.
+pub fn is_pre_v1_policy(doc: &Value) -> bool {
+    let st = statements(doc);
+    let sid = |want: &str| st.iter().any(|s| s["Sid"].as_str() == Some(want));
+    (sid("AllowScopedEC2InstanceActions") || doc.to_string().contains("karpenter.sh/provisioner-name"))
+        && !sid("AllowScopedEC2InstanceAccessActions")
+}
+
 /// The SQS queue ARNs the documents let the holder receive from, named exactly.
 pub fn receive_queues(docs: &[&Value]) -> Vec<String> {
     let mut out = Vec::new();

@@ -62,9 +62,10 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     // Everything that needs only the cluster's name, at once; the controller role's chain
     // (association -> role -> policies) alongside. Each read stands alone: one AWS refuses
     // becomes a `<piece>-unreadable` finding and the checks it feeds are skipped.
-    let (controller, entries, rules, agent, cluster_subnets, tagged_subnets, tagged_groups, spot, clusters) = tokio::join!(
+    let (controller, entries, nodegroups, rules, agent, cluster_subnets, tagged_subnets, tagged_groups, spot, clusters) = tokio::join!(
         controller(aws, i),
         access_entries(aws, c),
+        nodegroup_roles(aws, c),
         karpenter_rules(aws),
         addon_installed(aws, c),
         subnets(aws, vec![filter("subnet-id", i.cluster.subnet_ids.clone())]),
@@ -78,6 +79,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     s.controller_searched = searched;
     s.mode = mode;
     s.access_entries = stand_alone(&mut s, "access-entries-unreadable", entries)?;
+    s.nodegroup_roles = stand_alone(&mut s, "nodegroups-unreadable", nodegroups)?;
     // EKS Auto Mode has the Pod Identity agent built in (no add-on).
     s.pod_identity_agent = stand_alone(&mut s, "pod-identity-agent-unreadable", agent)? || i.cluster.auto_mode;
     s.spot_service_linked_role = stand_alone(&mut s, "spot-role-unreadable", spot)?;
@@ -134,7 +136,9 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
         for arn in analysis::pass_role(&controller_docs).0 {
             add(arn, "the controller's iam:PassRole");
         }
-        for e in &s.access_entries {
+        // A managed node group's role has an entry too, but it is the node group's, not Karpenter's.
+        let of_nodegroup = |arn: &str| s.nodegroup_roles.iter().any(|(_, r)| role_name(r) == role_name(arn));
+        for e in s.access_entries.iter().filter(|e| !of_nodegroup(&e.principal_arn)) {
             add(e.principal_arn.clone(), &format!("{} access entry", e.kind));
         }
     } else {
@@ -295,17 +299,38 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
     if issuer.is_empty() {
         return Ok((None, format!("no Pod Identity association for {sa}, and the cluster has no OIDC issuer for IRSA"), None));
     }
-    match irsa_role(aws, &issuer, &i.namespace, &i.service_account).await? {
-        Some(arn) => {
-            let role = read_controller(aws, &arn, &format!("IRSA trust of {sa} on the cluster's OIDC provider")).await?;
-            Ok((Some(role), String::new(), Some(IdentityMode::Irsa)))
-        }
-        None => Ok((
-            None,
-            format!("no Pod Identity association for {sa}, and no IAM role trusts the cluster's OIDC provider ({issuer}) for it"),
-            None,
-        )),
+    if let Some(arn) = irsa_role(aws, &issuer, &i.namespace, &i.service_account).await? {
+        let role = read_controller(aws, &arn, &format!("IRSA trust of {sa} on the cluster's OIDC provider")).await?;
+        return Ok((Some(role), String::new(), Some(IdentityMode::Irsa)));
     }
+    if let Some(role) = unassociated_pod_identity_role(aws, &i.cluster.name).await? {
+        return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity)));
+    }
+    Ok((
+        None,
+        format!("no Pod Identity association for {sa}, and no IAM role trusts the cluster's OIDC provider ({issuer}) for it"),
+        None,
+    ))
+}
+
+/// A Karpenter controller role trusted by Pod Identity that no association uses yet (the
+/// terraform-aws-eks module v20's defaults make the role and no association): a role trusting
+/// `pods.eks.amazonaws.com`, named like Karpenter's, whose policies name this cluster.
+async fn unassociated_pod_identity_role(aws: &Clients, cluster: &str) -> Result<Option<ControllerRole>> {
+    let roles = aws.iam.list_roles().into_paginator().items().send().collect::<Vec<_>>().await;
+    let mut candidates = Vec::new();
+    for r in roles {
+        let r = r.map_err(|e| aws_err("iam:ListRoles", e))?;
+        let Some(trust) = doc(r.assume_role_policy_document()) else { continue };
+        if mode_of_trust(&trust) == Some(IdentityMode::PodIdentity) && r.role_name().to_ascii_lowercase().contains("karpenter") {
+            candidates.push(r.arn().to_string());
+        }
+    }
+    let how = "a role trusted by Pod Identity that names this cluster in its policies; no association uses it yet";
+    let read = try_join_all(candidates.iter().map(|arn| read_controller(aws, arn, how))).await?;
+    Ok(read
+        .into_iter()
+        .find(|role| role.policies.iter().filter_map(|p| p.document.as_ref()).any(|d| analysis::names_cluster(d, cluster))))
 }
 
 fn mode_of_trust(trust: &Value) -> Option<IdentityMode> {
@@ -472,6 +497,28 @@ async fn node_role(aws: &Clients, arn: String, how: Vec<String>) -> Result<NodeR
 }
 
 // ---------------------------------------------------------------------------------------- EKS
+
+/// (node group, node role ARN) of every managed node group of the cluster.
+async fn nodegroup_roles(aws: &Clients, cluster: &str) -> Result<Vec<(String, String)>> {
+    let names = aws.eks.list_nodegroups().cluster_name(cluster).into_paginator().items().send().collect::<Vec<_>>().await;
+    let mut groups = Vec::new();
+    for n in names {
+        match n {
+            Ok(n) => groups.push(n),
+            Err(e) if e.is_not_found() => return Ok(vec![]),
+            Err(e) => return Err(aws_err("eks:ListNodegroups", e)),
+        }
+    }
+    let described = try_join_all(groups.iter().map(|g| async move {
+        match aws.eks.describe_nodegroup().cluster_name(cluster).nodegroup_name(g).send().await {
+            Ok(o) => Ok(o.nodegroup().and_then(|n| n.node_role()).map(|r| (g.clone(), r.to_string()))),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(aws_err("eks:DescribeNodegroup", e)),
+        }
+    }))
+    .await?;
+    Ok(described.into_iter().flatten().collect())
+}
 
 /// Every EC2_LINUX / EC2_WINDOWS access entry of the cluster (none on a CONFIG_MAP cluster).
 async fn access_entries(aws: &Clients, cluster: &str) -> Result<Vec<AccessEntry>> {

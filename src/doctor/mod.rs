@@ -3,7 +3,7 @@
 //! returns each finding with a stable code and the fix (rendered by `report::doctor`). Exit 0 when nothing is wrong,
 //! 2 on findings, 1 when it cannot run.
 
-mod analysis;
+pub(crate) mod analysis;
 pub(crate) mod checks;
 pub(crate) mod discover;
 pub(crate) mod model;

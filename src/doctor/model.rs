@@ -169,6 +169,9 @@ pub struct Setup {
     pub mode: Option<IdentityMode>,
     pub pod_identity_agent: bool,
     pub node_roles: Vec<NodeRole>,
+    /// (managed node group, its node role ARN): roles that belong to a node group, never
+    /// Karpenter's to take.
+    pub nodegroup_roles: Vec<(String, String)>,
     /// Every access entry of type EC2_LINUX / EC2_WINDOWS (and those of the node roles).
     pub access_entries: Vec<AccessEntry>,
     pub queue: Option<Queue>,
@@ -212,6 +215,7 @@ impl Setup {
             mode: None,
             pod_identity_agent: false,
             node_roles: vec![],
+            nodegroup_roles: vec![],
             access_entries: vec![],
             queue: None,
             other_queues: vec![],

@@ -10,16 +10,25 @@ use std::path::PathBuf;
 /// How to let go of the objects in the tool that made them.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LetGo {
-    /// `terraform state rm` of the module's resource addresses (and the `removed` block).
+    /// `terraform state rm` of the whole module (or the `removed` block): a hand-picked list of
+    /// addresses misses what the module made for the user's settings, and Terraform destroys
+    /// whatever stays in state once the module block is deleted.
     Terraform {
         module: String,
-        addresses: Vec<String>,
     },
-    /// Delete the stacks while retaining their resources.
+    /// Give every resource of each stack `DeletionPolicy: Retain`, then delete the stack.
     CloudFormation {
-        stacks: Vec<String>,
+        stacks: Vec<Stack>,
     },
     Unknown,
+}
+
+/// A CloudFormation stack to let go of, with the parameters it really has (eksctl's role stacks
+/// have none; the getting-started stack has `ClusterName`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stack {
+    pub name: String,
+    pub parameters: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -32,8 +41,9 @@ pub struct ImportReport {
     pub notes: Vec<String>,
     /// (piece, what was found).
     pub found_lines: Vec<(String, String)>,
-    /// The read-only `diff --adopt` with the written plan.
-    pub diff: PlanReport,
+    /// The read-only `diff --adopt` with the written plan, or why it was refused (the error and
+    /// its hint, as text).
+    pub diff: Result<PlanReport, String>,
     pub let_go: LetGo,
     pub stats: StatsReport,
 }
@@ -43,45 +53,40 @@ fn sh(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-/// The let-go steps, as lines of text.
+/// The let-go steps, as lines of text. Nothing printed here can delete an object: Terraform
+/// forgets the whole module, and `delete-stack` runs only after the stored template was checked
+/// to retain every resource (docs/import.md).
 pub fn let_go_text(l: &LetGo) -> String {
     let mut t = String::new();
     match l {
-        LetGo::Terraform { module, addresses } => {
-            t.push_str("Let go of them in Terraform first (no AWS change), so that it does not fight karpctl:\n\n");
-            if addresses.is_empty() {
-                t.push_str(&format!("  terraform state rm {}\n", sh(module)));
-            } else {
-                t.push_str("  terraform state rm \\\n");
-                let lines: Vec<String> = addresses.iter().map(|a| format!("    {}", sh(a))).collect();
-                t.push_str(&lines.join(" \\\n"));
-                t.push('\n');
-            }
+        LetGo::Terraform { module } => {
+            t.push_str(
+                "Let go of them in Terraform first (no AWS change), so that it neither fights karpctl nor destroys them:\n\n",
+            );
+            t.push_str(&format!("  terraform state rm {}\n", sh(module)));
             t.push_str(&format!(
-                "\nthen delete the `{m}` block from your configuration (else the next plan makes them again).\n\
-                 With Terraform 1.7 or later, instead of state rm: delete the block and add\n\n\
+                "\nthen delete the `{m}` block from your configuration (else the next apply makes them again).\n\
+                 Or, with Terraform 1.7 or later, instead of state rm: delete the block and add\n\n\
                  \x20 removed {{\n    from = {m}\n    lifecycle {{\n      destroy = false\n    }}\n  }}\n\n\
-                 (`removed` takes a whole module or resource, never one instance, and only once its block is gone.)\n",
+                 Either way, `terraform plan` must show 0 to destroy before you apply.\n",
                 m = module
             ));
         }
         LetGo::CloudFormation { stacks } => {
-            t.push_str("Let go of them in CloudFormation first: delete each stack while retaining its resources.\n");
+            t.push_str(
+                "Let go of them in CloudFormation first: give every resource of each stack `DeletionPolicy: Retain`,\n\
+                 then delete the stack (its resources stay). Each block below is one command chained with `&&`:\n\
+                 a failed step stops it, so a failed update never reaches delete-stack, and delete-stack runs\n\
+                 only once the stored template retains as many resources as the stack has. Needs jq.\n",
+            );
             for s in stacks {
-                t.push_str(&format!(
-                    "\n  aws cloudformation get-template --stack-name {s} --query TemplateBody --output text > {s}.yaml\n\
-                     \x20 # add `DeletionPolicy: Retain` to every resource in {s}.yaml, then:\n\
-                     \x20 aws cloudformation update-stack --stack-name {s} --template-body file://{s}.yaml \\\n\
-                     \x20   --capabilities CAPABILITY_NAMED_IAM --parameters ParameterKey=ClusterName,UsePreviousValue=true\n\
-                     \x20 aws cloudformation wait stack-update-complete --stack-name {s}\n\
-                     \x20 aws cloudformation delete-stack --stack-name {s}\n\
-                     \x20 aws cloudformation wait stack-delete-complete --stack-name {s}\n"
-                ));
+                t.push_str(&cfn_steps(s));
             }
             t.push_str(
-                "\n(`delete-stack --retain-resources` works only on a stack that already failed to delete; the\n\
-                 update with `Retain` works from any state. Leave out `--parameters` for a stack without\n\
-                 a ClusterName parameter. Do not run `eksctl delete podidentityassociation`: it deletes the role.)\n",
+                "\n(If update-stack says \"No updates are to be performed\", the template already retains: run the\n\
+                 chain from `test`. `delete-stack --retain-resources` works only on a stack that already failed\n\
+                 to delete. Do not run `eksctl delete podidentityassociation` or `eksctl delete iamserviceaccount`:\n\
+                 they delete the role.)\n",
             );
         }
         LetGo::Unknown => t.push_str(
@@ -90,6 +95,31 @@ pub fn let_go_text(l: &LetGo) -> String {
         ),
     }
     t
+}
+
+/// One stack's chained steps. `get-template --output json` keeps a JSON template whole (text
+/// output flattens it) and `jq -r .` prints a YAML body as it is.
+fn cfn_steps(s: &Stack) -> String {
+    let get = "aws cloudformation get-template --stack-name \"$s\" --query TemplateBody --output json | jq -r .";
+    let params = if s.parameters.is_empty() {
+        String::new()
+    } else {
+        let p: Vec<String> = s.parameters.iter().map(|p| format!("ParameterKey={p},UsePreviousValue=true")).collect();
+        format!(" \\\n      --parameters {}", p.join(" "))
+    };
+    format!(
+        "\n  s={name}\n\
+         \x20 {get} > \"$s.template\"\n\
+         \x20 # edit $s.template: add `DeletionPolicy: Retain` (JSON: \"DeletionPolicy\": \"Retain\") to every resource, then:\n\
+         \x20 aws cloudformation update-stack --stack-name \"$s\" --template-body \"file://$s.template\" \\\n\
+         \x20     --capabilities CAPABILITY_NAMED_IAM{params} \\\n\
+         \x20   && aws cloudformation wait stack-update-complete --stack-name \"$s\" \\\n\
+         \x20   && test \"$({get} | grep -cE 'DeletionPolicy\"?: *\"?Retain')\" \\\n\
+         \x20        -ge \"$(aws cloudformation list-stack-resources --stack-name \"$s\" --query 'length(StackResourceSummaries)' --output text)\" \\\n\
+         \x20   && aws cloudformation delete-stack --stack-name \"$s\" \\\n\
+         \x20   && aws cloudformation wait stack-delete-complete --stack-name \"$s\"\n",
+        name = s.name
+    )
 }
 
 pub fn human(r: &ImportReport, style: Style) -> String {
@@ -108,25 +138,44 @@ pub fn human(r: &ImportReport, style: Style) -> String {
     if !r.notes.is_empty() {
         t.push('\n');
     }
-    t.push_str(&format!("\nWhat `karpctl up --cluster {} --adopt` will then change:\n\n", r.cluster));
-    t.push_str(&super::human::render_plan(&r.diff.plan, style));
-    // An error-level check makes `up --adopt` exit 1 after applying: say so now.
-    if let Some(checks) = &r.diff.readiness {
-        t.push_str(&super::human::readiness(checks, style));
+    match &r.diff {
+        Ok(diff) => {
+            t.push_str(&format!("\nWhat `karpctl up --cluster {} --adopt` will then change:\n\n", r.cluster));
+            t.push_str(&super::human::render_plan(&diff.plan, style));
+            // An error-level check makes `up --adopt` exit 1 after applying: say so now.
+            if let Some(checks) = &diff.readiness {
+                t.push_str(&super::human::readiness(checks, style));
+            }
+        }
+        Err(e) => t.push_str(&format!(
+            "\n{} `karpctl up --cluster {} --adopt` would refuse the plan as written: {e}\nMend {} (the notes above say what was left out), then run `karpctl diff --cluster {} --adopt`.\n",
+            style.red("error:"),
+            r.cluster,
+            r.path.display(),
+            r.cluster
+        )),
     }
     t.push('\n');
     t.push_str(&let_go_text(&r.let_go));
     t.push_str(&format!(
-        "\nThen: karpctl up --cluster {c} --adopt   (one run; nothing is deleted or made again)\n      karpctl diff --cluster {c}          (exit 0)\n",
-        c = r.cluster
+        "\nThen: karpctl up --cluster {c} --adopt   (one run; nothing is made again{retired})\n      karpctl diff --cluster {c}          (exit 0)\n",
+        c = r.cluster,
+        retired = if r.text.contains("retire_policies") {
+            "; the policies in retire_policies are detached, and deleted where nothing else uses them"
+        } else {
+            ""
+        }
     ));
     t
 }
 
 pub fn json_doc(r: &ImportReport) -> Value {
     let let_go = match &r.let_go {
-        LetGo::Terraform { module, addresses } => json!({"tool": "terraform", "module": module, "state_rm": addresses}),
-        LetGo::CloudFormation { stacks } => json!({"tool": "cloudformation", "stacks": stacks}),
+        LetGo::Terraform { module } => json!({"tool": "terraform", "module": module, "state_rm": [module]}),
+        LetGo::CloudFormation { stacks } => json!({
+            "tool": "cloudformation",
+            "stacks": stacks.iter().map(|s| json!({"name": s.name, "parameters": s.parameters})).collect::<Vec<_>>(),
+        }),
         LetGo::Unknown => json!({"tool": null}),
     };
     json!({
@@ -137,7 +186,8 @@ pub fn json_doc(r: &ImportReport) -> Value {
         "plan_text": r.text,
         "found": r.found_lines.iter().map(|(k, v)| json!({"piece": k, "found": v})).collect::<Vec<_>>(),
         "notes": r.notes,
-        "up_adopt": super::json::plan_doc(&r.diff),
+        "up_adopt": r.diff.as_ref().map(super::json::plan_doc).unwrap_or(Value::Null),
+        "error": r.diff.as_ref().err(),
         "let_go": let_go,
         "stats": serde_json::to_value(&r.stats).unwrap_or_default(),
     })

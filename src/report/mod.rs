@@ -18,7 +18,8 @@ mod style;
 mod values;
 
 pub use crate::events::{Event, Reporter, Silent};
-pub use import::{ImportReport, LetGo};
+pub use hint::hint_of;
+pub use import::{ImportReport, LetGo, Stack};
 pub use progress::{Prefixed, Progress};
 pub use style::Style;
 pub use values::{AccountUse, Applied, ClusterRun, DoctorReport, FleetReport, PlanReport, ValuesReport};
@@ -198,7 +199,8 @@ impl Printer {
                 self.stats_table(&r.stats);
             }
         }
-        crate::exit::EXIT_OK
+        // The plan is written and the let-go steps said; `up --adopt` would refuse it as it is.
+        if r.diff.is_err() { crate::exit::EXIT_ERROR } else { crate::exit::EXIT_OK }
     }
 
     /// A many-cluster run's summary: one JSON document, one Markdown comment, or each cluster's

@@ -68,7 +68,9 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     // EKS binds an entry to the role's unique id, not its ARN: a role made again (deleted out of
     // band, or moved to another path) needs its entry made again (docs/aws-behaviour.md section 9).
     let why = "EKS binds an access entry to its role's unique id, so the entry made for the old role would let no node join";
-    vec![node.with_deps(["node-role"]).bound_to("node-role", why)]
+    // The role is karpctl's, so its entry is too: `--adopt` takes over the one the tool karpctl
+    // replaces made (an existing_node_role's entry, a node group's say, is never taken).
+    vec![node.with_deps(["node-role"]).bound_to("node-role", why).adopt_external()]
 }
 
 /// Who owns an entry, from its tags: without karpctl's ownership tag it belongs to someone else

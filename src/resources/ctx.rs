@@ -230,6 +230,7 @@ pub fn may_write(step: &Step, current: Option<&Current>) -> Result<bool> {
         (Action::Delete, None) => return Ok(false),
         (_, Some(Owner::Ours)) => true,
         (Action::Adopt, Some(Owner::Unowned)) => true,
+        (Action::Adopt, Some(Owner::External)) => step.node.adopt_external,
         _ => false,
     };
     if ok {

@@ -127,6 +127,15 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         n.deps.push(p.id.clone());
         out.push(n);
     }
+    // Policies kept on the controller role besides karpctl's own (`extra_controller_policy_arns`):
+    // attached and kept, never detached as unlisted.
+    for arn in &id.extra_controller_policy_arns {
+        let short = policy_short_name(arn);
+        out.push(
+            attachment(format!("controller-extra-policy-{short}"), "controller-role", ctrl, arn, short)
+                .with_fields(Some(crate::model::fields_of(vec![("PolicyArn", json!(arn))]))),
+        );
+    }
     out
 }
 
