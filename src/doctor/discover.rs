@@ -297,6 +297,9 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
     let issuer =
         i.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/').to_string();
     if issuer.is_empty() {
+        if let Some(role) = unassociated_pod_identity_role(aws, &i.cluster.name).await? {
+            return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity)));
+        }
         return Ok((None, format!("no Pod Identity association for {sa}, and the cluster has no OIDC issuer for IRSA"), None));
     }
     if let Some(arn) = irsa_role(aws, &issuer, &i.namespace, &i.service_account).await? {
