@@ -18,6 +18,10 @@ pub enum ErrorKind {
     Consistency,
     AccessDenied,
     Validation,
+    /// A service quota is full (EventBridge rules per bus or targets per rule, a KMS resource
+    /// quota): retrying cannot help until the quota is raised or room is made. Never throttling
+    /// (see [`quota_not_throttling`]).
+    Quota,
     Other,
 }
 
@@ -163,6 +167,50 @@ impl Condition {
     }
 }
 
+/// The code EventBridge and KMS answer when a resource quota is full: EventBridge PutRule (rules
+/// per event bus), PutTargets (targets per rule); KMS CreateKey (keys per Region), CreateAlias
+/// (aliases per key). Both services throttle with `ThrottlingException` instead. IAM's quota
+/// answer is `LimitExceeded` ([`Condition::PolicyVersionLimit`] for policy versions).
+const QUOTA_CODE: &str = "LimitExceededException";
+
+/// The services (signing names) whose `LimitExceededException` is a quota, not throttling.
+const QUOTA_SERVICES: &[&str] = &["events", "kms"];
+
+/// Whether an answer of `service` with `code` is a full quota although the SDK's standard retry
+/// classifier lists the code among throttling codes (it does so for services where the code
+/// means a request rate). Such an answer fails at once: no retry, no cut of the pace, not
+/// counted as throttling (`throttle::QuotaIsNotThrottling`).
+pub fn quota_not_throttling(service: &str, code: &str) -> bool {
+    code == QUOTA_CODE && QUOTA_SERVICES.contains(&service)
+}
+
+/// How to raise an adjustable quota of `service_code` (the Service Quotas service code).
+fn raise(service_code: &str, console: &str) -> String {
+    format!(
+        "raise it in Service Quotas ({console}; `aws service-quotas request-service-quota-increase --service-code {service_code} --quota-code <code> --desired-value <n>`, the codes from `aws service-quotas list-service-quotas --service-code {service_code}`)"
+    )
+}
+
+/// Which quota an operation answered `LimitExceededException` for, and what to do: named for
+/// the calls karpctl makes, AWS's message otherwise. Sources: EventBridge quotas and the
+/// PutTargets reference (300 rules per event bus, 5 targets per rule); KMS resource quotas
+/// (100,000 keys per Region, whatever their state; 50 aliases per key; all adjustable).
+pub fn quota_advice(operation: &str) -> String {
+    match operation {
+        "events:PutRule" => format!(
+            "EventBridge's quota of rules per event bus (300 by default) is full: {} and set KARPCTL_RULES_PER_BUS to it, or use interruption.rules = \"merged\" (one rule per cluster instead of five)",
+            raise("events", "Amazon EventBridge")
+        ),
+        "events:PutTargets" => "the rule has the 5 targets EventBridge allows per rule by default: something else added targets to it; list them with `aws events list-targets-by-rule --rule <name>` and remove one that is not karpctl's, or see in Service Quotas (Amazon EventBridge) whether the account can raise the quota".to_string(),
+        "kms:CreateKey" => format!(
+            "the account's quota of KMS keys in this Region (100,000 by default, keys pending deletion included) is full: {}",
+            raise("kms", "AWS Key Management Service")
+        ),
+        "kms:CreateAlias" => format!("the key has the 50 aliases KMS allows per key by default: {}", raise("kms", "AWS Key Management Service")),
+        _ => "a service quota is full (AWS's message names it): raise it in Service Quotas (`aws service-quotas request-service-quota-increase`)".to_string(),
+    }
+}
+
 /// What an AWS error code (and, where one code means two things, its message) says.
 pub fn classify(code: &str, message: &str) -> ErrorKind {
     let is = |c: Condition| c.matches(code, message);
@@ -191,8 +239,9 @@ pub fn classify(code: &str, message: &str) -> ErrorKind {
         | "RequestThrottled"
         | "TooManyRequestsException"
         | "RequestLimitExceeded"
-        | "LimitExceededException"
         | "RequestThrottledException" => ErrorKind::Throttled,
+        // EventBridge and KMS: a quota is full (the SDK lists the code among throttling codes).
+        QUOTA_CODE => ErrorKind::Quota,
         "ConcurrentModification" | "DeleteConflict" | "QueueDeletedRecently" => ErrorKind::Consistency,
         "InvalidParameterException"
             if is(Condition::PrincipalNotYetVisible) || is(Condition::RoleNotYetVisible) || is(Condition::TrustPolicyRefused) =>
@@ -225,7 +274,9 @@ pub fn classify(code: &str, message: &str) -> ErrorKind {
 
 /// An AWS error as karpctl keeps it: the operation, AWS's code and message, and its class.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("{operation}: {code}{}", if message.is_empty() { String::new() } else { format!(": {message}") })]
+#[error("{operation}: {code}{}{}",
+    if message.is_empty() { String::new() } else { format!(": {message}") },
+    if *kind == ErrorKind::Quota { format!(" ({}; retrying cannot help)", quota_advice(operation)) } else { String::new() })]
 pub struct AwsError {
     pub operation: String,
     pub code: String,
@@ -381,6 +432,38 @@ mod tests {
         assert_eq!(classify("AccessDenied", "explicit deny"), ErrorKind::AccessDenied);
         assert_eq!(classify("MalformedPolicyDocument", "Invalid principal"), ErrorKind::Validation);
         assert_eq!(classify("Weird", ""), ErrorKind::Other);
+    }
+
+    #[test]
+    fn a_full_quota_is_not_throttling_and_says_which_quota_and_how_to_raise_it() {
+        assert_eq!(
+            classify("LimitExceededException", "The requested resource exceeds the maximum number allowed."),
+            ErrorKind::Quota
+        );
+        // IAM's own spelling stays what it was (policy versions: PolicyVersionLimit).
+        assert_eq!(classify("LimitExceeded", "A managed policy can have up to 5 versions."), ErrorKind::Validation);
+        assert!(err("LimitExceeded", "").is(Condition::PolicyVersionLimit));
+        assert!(!err("LimitExceededException", "").is(Condition::PolicyVersionLimit));
+        for service in ["events", "kms"] {
+            assert!(quota_not_throttling(service, "LimitExceededException"), "{service}");
+            assert!(!quota_not_throttling(service, "ThrottlingException"), "{service} throttles with ThrottlingException");
+        }
+        assert!(!quota_not_throttling("iam", "LimitExceededException"), "only where the code is a quota");
+        let rules = AwsError {
+            operation: "events:PutRule".into(),
+            code: "LimitExceededException".into(),
+            message: "The requested resource exceeds the maximum number allowed.".into(),
+            kind: ErrorKind::Quota,
+        }
+        .to_string();
+        for needle in
+            ["rules per event bus", "Service Quotas", "request-service-quota-increase", "KARPCTL_RULES_PER_BUS", "merged"]
+        {
+            assert!(rules.contains(needle), "{needle}: {rules}");
+        }
+        assert!(quota_advice("events:PutTargets").contains("targets") && quota_advice("kms:CreateKey").contains("KMS keys"));
+        assert!(quota_advice("kms:CreateAlias").contains("aliases"));
+        assert!(!err("AccessDenied", "x").to_string().contains("Service Quotas"), "only a quota says so");
     }
 
     fn err(code: &str, message: &str) -> AwsError {
