@@ -122,6 +122,14 @@ pub enum Condition {
     /// SQS SetQueueAttributes(Policy): `InvalidAttributeValue` "Invalid value for the parameter
     /// Policy", for a policy naming what SQS cannot resolve yet (propagation).
     QueuePolicyNotYetValid,
+    /// KMS: `NotFoundException`. Right after CreateKey, CreateAlias, DescribeKey and EnableKey
+    /// can answer it for a key (or an alias) that exists: KMS has not propagated it yet (KMS
+    /// developer guide, "eventual consistency"). Otherwise the key or alias is not there.
+    KmsNotFound,
+    /// KMS: `KMSInvalidStateException`, the key's state does not allow the call. Right after
+    /// CreateKey or CancelKeyDeletion it is propagation (KMS still sees the key being made, or
+    /// pending deletion); otherwise the state is what it says (a key pending deletion).
+    KmsInvalidState,
     /// SQS CreateQueue: `QueueAlreadyExists` / `QueueNameExists`, a queue of that name exists with
     /// other attributes.
     QueueNameTaken,
@@ -157,6 +165,8 @@ impl Condition {
             Condition::QueueDeletedRecently => code == "QueueDeletedRecently",
             Condition::MissingQueue => matches!(code, "NonExistentQueue" | "QueueDoesNotExist"),
             Condition::QueuePolicyNotYetValid => code == "InvalidAttributeValue" && has(QUEUE_POLICY_INVALID),
+            Condition::KmsNotFound => code == "NotFoundException",
+            Condition::KmsInvalidState => code == "KMSInvalidStateException",
             Condition::QueueNameTaken => matches!(code, "QueueAlreadyExists" | "QueueNameExists"),
             Condition::InvalidResourceId => code == "InvalidID",
             Condition::TagOnCreateUnsupported => {
@@ -475,7 +485,7 @@ mod tests {
     #[test]
     fn each_condition_is_its_code_and_message() {
         use Condition::*;
-        let cases: [(Condition, &str, &str); 21] = [
+        let cases: [(Condition, &str, &str); 23] = [
             (ConcurrentModification, "ConcurrentModification", "Rate exceeded for this role"),
             (DeleteConflict, "DeleteConflict", "Cannot delete entity, must detach all policies first."),
             (PolicyVersionLimit, "LimitExceeded", "A managed policy can have up to 5 versions."),
@@ -497,6 +507,8 @@ mod tests {
             (QueueDeletedRecently, "AWS.SimpleQueueService.QueueDeletedRecently", "You must wait 60 seconds"),
             (MissingQueue, "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."),
             (QueuePolicyNotYetValid, "InvalidAttributeValue", "Invalid value for the parameter Policy."),
+            (KmsNotFound, "NotFoundException", "Key 'arn:aws:kms:us-east-1:111122223333:key/k' does not exist"),
+            (KmsInvalidState, "KMSInvalidStateException", "arn:aws:kms:us-east-1:111122223333:key/k is pending deletion."),
             (QueueNameTaken, "QueueAlreadyExists", "A queue already exists with the same name"),
             (InvalidResourceId, "InvalidID", "The ID 'subnet-x' is not valid"),
             (TagOnCreateUnsupported, "AWS.SimpleQueueService.UnsupportedOperation", "Tagging on create is not supported"),
