@@ -87,6 +87,25 @@ test names, answers the way AWS does during such a window:
   eks_delete_lag_s       {cluster: N}  the same deferred delete, but every read in the window
                                        finds the object gone (404 / left out of List*) while a
                                        Create* of it answers 409 ResourceInUseException
+  kms_key_lag_s          {name: N}     KMS is eventually consistent. For N s after a CreateKey of a
+                                       key tagged with the value `name` (karpctl tags its key with
+                                       the cluster's name): CreateAlias naming the key, EnableKey and
+                                       DescribeKey of it (by id or ARN) answer 400 NotFoundException;
+                                       then for N s after a CreateAlias of that key, DescribeKey by
+                                       the alias answers NotFoundException. For N s after a
+                                       CancelKeyDeletion of such a key: EnableKey and CreateAlias
+                                       answer 400 KMSInvalidStateException (still pending deletion)
+  A full quota (not throttling: AWS answers 400 LimitExceededException, which the SDK's standard
+  retry classifier takes for throttling):
+  events_rules_full      {rule: true}  the event bus is at its rules quota: PutRule of a rule of
+                                       that name that does not exist yet (DescribeRule upstream)
+                                       answers 400 LimitExceededException; an update of an
+                                       existing rule goes through
+  events_targets_full    {rule: true}  the rule is at its targets quota: PutTargets on it answers
+                                       400 LimitExceededException
+  kms_keys_full          {name: true}  the Region is at its KMS keys quota: CreateKey of a key
+                                       tagged with the value `name` answers 400
+                                       LimitExceededException
   sts_partition          "aws-cn"      GetCallerIdentity answers with the caller's ARN in that
                                        partition (a proxy of the test's own: not scoped by name)
   upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
@@ -145,8 +164,9 @@ SQS_FLIP_READ_OPS = {"GetQueueAttributes", "ListQueueTags", "GetQueueUrl"}
 NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_delete_lag_s", "eks_role_propagation_s",
                  "iam_policy_version_lag_s", "sqs_attr_flipflop_s", "sqs_create_flipflop_s",
                  "sqs_delete_flipflop_s", "sqs_deleted_recently_s", "sqs_tags_lag_s",
-                 "eks_delete_flipflop_s", "eks_delete_lag_s")
-BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "eks_access_entry_tags")
+                 "eks_delete_flipflop_s", "eks_delete_lag_s", "kms_key_lag_s")
+BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "events_rules_full",
+              "events_targets_full", "kms_keys_full", "eks_access_entry_tags")
 MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
@@ -250,6 +270,9 @@ class Req:
         if self.service == "events":
             j = self.json or {}
             return j.get("Name") or j.get("Rule")
+        if self.service == "kms":
+            j = self.json or {}
+            return j.get("AliasName") or j.get("KeyId") or j.get("TargetKeyId")
         return None
 
 
@@ -326,6 +349,31 @@ def query_error(status: int, code: str, message: str) -> tuple[int, list, bytes]
     return status, [("Content-Type", "text/xml")], body
 
 
+def json_error(code: str, message: str, status: int = 400) -> tuple[int, list, bytes]:
+    """An error on the awsJson 1.1 wire (EventBridge, KMS)."""
+    body = json.dumps({"__type": code, "message": message}).encode()
+    return status, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))], body
+
+
+QUOTA_MESSAGE = "The requested resource exceeds the maximum number allowed."
+
+
+def kms_key_id(ref: str | None) -> str:
+    """The key id in a KMS KeyId / TargetKeyId (a key id or a key ARN)."""
+    ref = ref or ""
+    return ref.split(":key/", 1)[1] if ":key/" in ref else ref
+
+
+def kms_alias(ref: str | None) -> str | None:
+    """The alias name (alias/...) in a KMS KeyId that names an alias or an alias ARN, else None."""
+    ref = ref or ""
+    if ref.startswith("alias/"):
+        return ref
+    if ref.startswith("arn:") and ":alias/" in ref:
+        return "alias/" + ref.split(":alias/", 1)[1]
+    return None
+
+
 def throttled(service: str) -> tuple[int, list, bytes]:
     """The answer AWS gives a throttled request of `service`."""
     if service in ("iam", "sts"):
@@ -381,6 +429,12 @@ class Lag:
         self.assoc_tags: dict[str, dict] = {}
         # role -> [{"after": operation, "actions": [...]}] (iam_watch_role)
         self.iam_watch: dict[str, list] = {}
+        # KMS key id -> the tag values it was made with (or that ListResourceTags showed)
+        self.kms_names: dict[str, set] = {}
+        # KMS key id -> {"until": t, "after": "CreateKey" | "CancelKeyDeletion", "n": N} (kms_key_lag_s)
+        self.kms_windows: dict[str, dict] = {}
+        # alias name -> t (DescribeKey by the alias answers NotFoundException until t)
+        self.kms_alias_windows: dict[str, float] = {}
         self._next_id = 0
 
     # ------------------------------------------------------------- rules
@@ -472,6 +526,9 @@ class Lag:
             self.iam_watch.clear()
             self.assoc_tags.clear()
             self.buckets.clear()
+            self.kms_names.clear()
+            self.kms_windows.clear()
+            self.kms_alias_windows.clear()
             eks = list(self.eks_pending.values())
             self.eks_pending.clear()
         for _, (_, req, timer) in pending:
@@ -513,6 +570,9 @@ class Lag:
                 "eks_delete": [{"cluster": k[0], "kind": k[1], "id": k[2], "mode": v["mode"],
                                 "due_in_s": round(v["due"] - now, 3)} for k, v in self.eks_pending.items()],
                 "iam_watch": json.loads(json.dumps(self.iam_watch)),
+                "kms_key": {k: {"remaining_s": round(w["until"] - now, 3), "after": w["after"]}
+                            for k, w in self.kms_windows.items() if w["until"] > now},
+                "kms_alias": {a: round(t - now, 3) for a, t in self.kms_alias_windows.items() if t > now},
             }
 
     def record(self, req: Req, status: int, lag: str | None) -> None:
@@ -668,6 +728,12 @@ class Lag:
             return self.handle_eks(req)
         if req.service == "iam":
             return self.handle_iam(req)
+        if req.service == "kms":
+            return self.handle_kms(req)
+        if req.service == "events":
+            answered = self.handle_events(req)
+            if answered is not None:
+                return answered
         if req.service == "sts" and req.operation == "GetCallerIdentity":
             with self.lock:
                 partition = self.rules.get("sts_partition")
@@ -836,6 +902,133 @@ class Lag:
                 "sqs_delete_flipflop_s" if flip_n else "sqs_delete_lag_s"
 
         return (*self.forward(req), None)
+
+    def json_call(self, like: Req, target: str, payload: dict) -> tuple[int, dict]:
+        """An awsJson call of our own upstream (`target`: the X-Amz-Target, e.g.
+        "TrentService.ListResourceTags"), with the client's other headers (the emulators accept
+        any signature)."""
+        headers = [(k, target) if k.lower() == "x-amz-target" else (k, v) for k, v in like.headers]
+        status, _, data = self.forward(like, headers=headers, body=json.dumps(payload).encode())
+        try:
+            return status, json.loads(data or b"{}")
+        except ValueError:
+            return status, {}
+
+    def rule_any(self, key: str, names) -> object:
+        """The rule value for the first of `names` that has one, else for "*", else None."""
+        with self.lock:
+            m = self.rules.get(key) or {}
+            for n in names:
+                if n in m:
+                    return m[n]
+            return m.get("*")
+
+    def kms_names_of(self, like: Req, key_id: str) -> set:
+        """The tag values of a KMS key: as it was made through this proxy, else read upstream."""
+        with self.lock:
+            known = self.kms_names.get(key_id)
+        if known is not None:
+            return known
+        status, doc = self.json_call(like, "TrentService.ListResourceTags", {"KeyId": key_id})
+        names = {t.get("TagValue") for t in doc.get("Tags") or [] if isinstance(t, dict)} if status == 200 else set()
+        with self.lock:
+            self.kms_names[key_id] = names
+        return names
+
+    def kms_window(self, key_id: str) -> dict | None:
+        with self.lock:
+            w = self.kms_windows.get(key_id)
+            if w is not None and w["until"] <= time.monotonic():
+                del self.kms_windows[key_id]
+                w = None
+            return w
+
+    def handle_kms(self, req: Req):
+        """kms_key_lag_s and kms_keys_full."""
+        op, j, now = req.operation, req.json or {}, time.monotonic()
+        if op == "CreateKey":
+            names = {t.get("TagValue") for t in j.get("Tags") or [] if isinstance(t, dict)}
+            if self.rule_any("kms_keys_full", names):
+                return (*json_error("LimitExceededException", "The request was rejected because a quota was exceeded."),
+                        "kms_keys_full")
+            status, headers, body = self.forward(req)
+            kid = None
+            if 200 <= status < 300:
+                try:
+                    kid = (json.loads(body).get("KeyMetadata") or {}).get("KeyId")
+                except ValueError:
+                    kid = None
+            if kid:
+                n = self.rule_any("kms_key_lag_s", names)
+                with self.lock:
+                    self.kms_names[kid] = names
+                    if n:
+                        self.kms_windows[kid] = {"until": now + n, "after": "CreateKey", "n": n}
+                return status, headers, body, "kms_key_lag_s" if n else None
+            return status, headers, body, None
+        if op == "CancelKeyDeletion":
+            status, headers, body = self.forward(req)
+            if 200 <= status < 300:
+                try:
+                    kid = kms_key_id(json.loads(body).get("KeyId") or j.get("KeyId"))
+                except ValueError:
+                    kid = kms_key_id(j.get("KeyId"))
+                n = self.rule_any("kms_key_lag_s", self.kms_names_of(req, kid))
+                if n:
+                    with self.lock:
+                        self.kms_windows[kid] = {"until": now + n, "after": "CancelKeyDeletion", "n": n}
+                    return status, headers, body, "kms_key_lag_s"
+            return status, headers, body, None
+        if op in ("CreateAlias", "EnableKey"):
+            ref = j.get("TargetKeyId") if op == "CreateAlias" else j.get("KeyId")
+            kid = kms_key_id(ref)
+            w = self.kms_window(kid)
+            if w is not None:
+                if w["after"] == "CreateKey":
+                    return (*json_error("NotFoundException", f"Key '{ref}' does not exist"), "kms_key_lag_s")
+                return (*json_error("KMSInvalidStateException", f"{ref} is pending deletion."), "kms_key_lag_s")
+            status, headers, body = self.forward(req)
+            if op == "CreateAlias" and 200 <= status < 300 and j.get("AliasName"):
+                n = self.rule_any("kms_key_lag_s", self.kms_names_of(req, kid))
+                if n:
+                    with self.lock:
+                        self.kms_alias_windows[j["AliasName"]] = now + n
+                    return status, headers, body, "kms_key_lag_s"
+            return status, headers, body, None
+        if op == "DescribeKey":
+            ref = j.get("KeyId")
+            alias = kms_alias(ref)
+            if alias is not None:
+                with self.lock:
+                    until = self.kms_alias_windows.get(alias)
+                if until is not None and now < until:
+                    return (*json_error("NotFoundException", f"Alias {ref} is not found."), "kms_key_lag_s")
+            status, headers, body = self.forward(req)
+            if 200 <= status < 300:
+                try:
+                    kid = (json.loads(body).get("KeyMetadata") or {}).get("KeyId")
+                except ValueError:
+                    kid = None
+                w = self.kms_window(kid) if kid else None
+                if w is not None and w["after"] == "CreateKey":
+                    return (*json_error("NotFoundException", f"Key '{ref}' does not exist"), "kms_key_lag_s")
+            return status, headers, body, None
+        return (*self.forward(req), None)
+
+    def handle_events(self, req: Req):
+        """events_rules_full and events_targets_full; None: not ours."""
+        op, j = req.operation, req.json or {}
+        if op == "PutRule" and self.rule("events_rules_full", j.get("Name")):
+            # A full bus refuses new rules only: an existing rule can still be updated.
+            probe = {"Name": j.get("Name")}
+            if j.get("EventBusName"):
+                probe["EventBusName"] = j["EventBusName"]
+            status, _ = self.json_call(req, "AWSEvents.DescribeRule", probe)
+            if status != 200:
+                return (*json_error("LimitExceededException", QUOTA_MESSAGE), "events_rules_full")
+        if op == "PutTargets" and self.rule("events_targets_full", j.get("Rule")):
+            return (*json_error("LimitExceededException", QUOTA_MESSAGE), "events_targets_full")
+        return None
 
     def handle_eks(self, req: Req):
         cluster = req.cluster_name()

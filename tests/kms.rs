@@ -237,3 +237,68 @@ fn a_key_karpctl_made_that_someone_scheduled_for_deletion_is_brought_back_by_up(
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
 }
+
+/// The proxy's answers that the `kms_key_lag_s` rule made: (operation, HTTP status).
+fn lagged_kms(px: &crate::common::lag::LagProxy) -> Vec<(String, u64)> {
+    px.calls_json()
+        .iter()
+        .filter(|c| c["lag"] == "kms_key_lag_s")
+        .map(|c| (c["operation"].as_str().unwrap_or("").to_string(), c["status"].as_u64().unwrap_or(0)))
+        .collect()
+}
+
+#[test]
+fn a_key_kms_shows_late_after_create_and_after_cancelled_deletion_is_waited_for_and_diff_is_clean() {
+    // KMS is eventually consistent: for seconds after CreateKey, CreateAlias and DescribeKey
+    // answer NotFoundException; after CancelKeyDeletion, EnableKey answers
+    // KMSInvalidStateException. `up` retries them (the old code failed at CreateAlias and
+    // scheduled the new key's deletion), keeps the ARN CreateKey answered, and `diff` is clean.
+    let c = cluster_name("kms-late");
+    seed(&c, &[]);
+    let sdk = sdk();
+    let wd = Workdir::new();
+    plan(&wd, &c, "create");
+    let alias = format!("alias/karpenter-{c}");
+    let px = crate::common::lag::LagProxy::start(&cluster_name("kms-late-px"), &endpoint());
+    px.set(json!({"kms_key_lag_s": {&c: 2}}));
+
+    let up = karpctl_at(&wd, px.url(), &["up", "--cluster", &c], &[]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let lagged = lagged_kms(&px);
+    for op in ["CreateAlias", "DescribeKey"] {
+        assert!(lagged.contains(&(op.to_string(), 400)), "KMS answered {op} late: {lagged:?}");
+    }
+    assert!(up.stderr.contains("kms:CreateAlias returned NotFoundException"), "the retry is shown: {up:?}");
+    let (key_arn, state) = rt().block_on(async {
+        let d = sdk.kms.describe_key().key_id(&alias).send().await.expect("the alias names the key");
+        let m = d.key_metadata().unwrap();
+        (m.arn().unwrap().to_string(), m.key_state().unwrap().as_str().to_string())
+    });
+    assert_eq!(state, "Enabled", "the key made is kept, not scheduled for deletion");
+    assert_eq!(px.count("CreateKey"), 1, "one key: {:?}", px.calls());
+    let decrypt = find_sid(&statements(&interruption_policy(&sdk, &c)), "AllowInterruptionQueueDecryption").clone();
+    assert_eq!(strings(&decrypt["Resource"]), [key_arn.clone()], "the ARN CreateKey answered");
+    let diff = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c], &[]);
+    assert_eq!(diff.code, 0, "{diff:?}");
+
+    // Someone schedules the key's deletion; `up` cancels it and enables the key while KMS still
+    // sees it pending deletion.
+    rt().block_on(sdk.kms.schedule_key_deletion().key_id(&key_arn).pending_window_in_days(7).send())
+        .expect("ScheduleKeyDeletion");
+    let up = karpctl_at(&wd, px.url(), &["up", "--cluster", &c], &[]);
+    assert_eq!(up.code, 0, "{up:?}");
+    assert!(lagged_kms(&px).contains(&("EnableKey".to_string(), 400)), "KMS answered EnableKey late: {:?}", lagged_kms(&px));
+    assert!(up.stderr.contains("kms:EnableKey returned KMSInvalidStateException"), "{up:?}");
+    let diff = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c], &[]);
+    assert_eq!(diff.code, 0, "{diff:?}");
+    let state = rt()
+        .block_on(sdk.kms.describe_key().key_id(&alias).send())
+        .unwrap()
+        .key_metadata()
+        .unwrap()
+        .key_state()
+        .unwrap()
+        .as_str()
+        .to_string();
+    assert_eq!(state, "Enabled");
+}

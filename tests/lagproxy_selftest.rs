@@ -508,3 +508,97 @@ fn eks_access_entry_tags_are_answered_by_describe_access_entry() {
     px.set(json!({"eks_access_entry_tags": {&c: null, "another-cluster": true}}));
     assert!(tags_of(&through).is_empty(), "scoped to its cluster");
 }
+
+/// Ok, or the code of the AWS error.
+fn code_of<T, E: ProvideErrorMetadata>(r: Result<T, E>) -> Result<(), String> {
+    r.map(|_| ()).map_err(|e| e.code().unwrap_or("").to_string())
+}
+
+/// A KMS key tagged `karpctl.io/cluster = <name>`, made through `sdk`: its id.
+fn kms_key_tagged(sdk: &Sdk, name: &str) -> String {
+    let tag = aws_sdk_kms::types::Tag::builder().tag_key(OWNER_TAG).tag_value(name).build().unwrap();
+    let k = rt().block_on(sdk.kms.create_key().tags(tag).send()).expect("CreateKey");
+    k.key_metadata().unwrap().key_id().to_string()
+}
+
+#[test]
+fn lag_kms_key_reads_back_late_after_create_and_after_cancelled_deletion() {
+    let px = proxy("lagkms");
+    let (name, other) = (cluster_name("lagkms-c"), cluster_name("lagkms-other"));
+    px.set(json!({"kms_key_lag_s": {&name: 1.5}}));
+    let sdk = sdk_at(px.url());
+    let alias = format!("alias/{name}");
+    let key = kms_key_tagged(&sdk, &name);
+    let made = Instant::now();
+    // Each call's answer: Ok, or the error's code.
+    let create_alias = || code_of(rt().block_on(sdk.kms.create_alias().alias_name(&alias).target_key_id(&key).send()));
+    assert_eq!(create_alias(), Err("NotFoundException".into()), "CreateAlias right after CreateKey");
+    let e = rt().block_on(sdk.kms.describe_key().key_id(&key).send()).expect_err("DescribeKey right after CreateKey");
+    assert_eq!(e.code(), Some("NotFoundException"), "{e:?}");
+    let e = rt().block_on(sdk.kms.enable_key().key_id(&key).send()).expect_err("EnableKey right after CreateKey");
+    assert_eq!(e.code(), Some("NotFoundException"), "{e:?}");
+    rt().block_on(crate::common::sdk().kms.describe_key().key_id(&key).send()).expect("the emulator has the key");
+    // Scoped: a key made for another name is usable at once.
+    let other_key = kms_key_tagged(&sdk, &other);
+    rt().block_on(sdk.kms.create_alias().alias_name(format!("alias/{other}")).target_key_id(&other_key).send())
+        .expect("CreateAlias of another name's key");
+    rt().block_on(sdk.kms.describe_key().key_id(format!("alias/{other}")).send()).expect("DescribeKey by its alias");
+
+    eventually(Duration::from_secs(5), "CreateAlias after the window", || create_alias().is_ok());
+    assert!(made.elapsed() >= Duration::from_millis(1500), "{:?}", made.elapsed());
+    // The new alias reads back late in its turn.
+    let named = Instant::now();
+    let by_alias = || code_of(rt().block_on(sdk.kms.describe_key().key_id(&alias).send()));
+    assert_eq!(by_alias(), Err("NotFoundException".into()), "DescribeKey by the new alias");
+    rt().block_on(crate::common::sdk().kms.describe_key().key_id(&alias).send()).expect("the emulator has the alias");
+    eventually(Duration::from_secs(5), "DescribeKey by the alias", || by_alias().is_ok());
+    assert!(named.elapsed() >= Duration::from_millis(1500), "{:?}", named.elapsed());
+
+    // CancelKeyDeletion: for the window, KMS still sees the key pending deletion.
+    rt().block_on(crate::common::sdk().kms.schedule_key_deletion().key_id(&key).pending_window_in_days(7).send())
+        .expect("ScheduleKeyDeletion");
+    rt().block_on(sdk.kms.cancel_key_deletion().key_id(&key).send()).expect("CancelKeyDeletion");
+    let cancelled = Instant::now();
+    let enable = || code_of(rt().block_on(sdk.kms.enable_key().key_id(&key).send()));
+    assert_eq!(enable(), Err("KMSInvalidStateException".into()), "EnableKey right after CancelKeyDeletion");
+    eventually(Duration::from_secs(5), "EnableKey after the window", || enable().is_ok());
+    assert!(cancelled.elapsed() >= Duration::from_millis(1500), "{:?}", cancelled.elapsed());
+    let lagged: Vec<String> = px
+        .calls_json()
+        .iter()
+        .filter(|c| c["lag"] == "kms_key_lag_s" && c["status"] == 400)
+        .map(|c| c["operation"].as_str().unwrap_or("").to_string())
+        .collect();
+    for op in ["CreateAlias", "DescribeKey", "EnableKey"] {
+        assert!(lagged.iter().any(|o| o == op), "{op}: {lagged:?}");
+    }
+}
+
+#[test]
+fn full_quotas_answer_limit_exceeded_for_new_rules_targets_and_keys() {
+    let px = proxy("quota");
+    let (full, free) = (cluster_name("quota-full"), cluster_name("quota-free"));
+    px.set(json!({"events_rules_full": {&full: true}, "events_targets_full": {&free: true}, "kms_keys_full": {&full: true}}));
+    let sdk = sdk_at(px.url());
+    let put_rule =
+        |name: &str| code_of(rt().block_on(sdk.events.put_rule().name(name).event_pattern(r#"{"source":["aws.ec2"]}"#).send()));
+    assert_eq!(put_rule(&full), Err("LimitExceededException".into()), "a new rule on a full bus");
+    put_rule(&free).expect("another name's rule");
+    // An existing rule can still be updated.
+    rt().block_on(crate::common::sdk().events.put_rule().name(&full).event_pattern(r#"{"source":["aws.ec2"]}"#).send())
+        .expect("PutRule directly");
+    put_rule(&full).expect("an update of an existing rule on a full bus");
+    let target =
+        aws_sdk_eventbridge::types::Target::builder().id("t").arn("arn:aws:sqs:us-east-1:000000000000:q").build().unwrap();
+    let e =
+        rt().block_on(sdk.events.put_targets().rule(&free).targets(target.clone()).send()).expect_err("a target on a full rule");
+    assert_eq!(e.code(), Some("LimitExceededException"), "{e:?}");
+    rt().block_on(sdk.events.put_targets().rule(&full).targets(target).send()).expect("a target on another rule");
+    let tag = |v: &str| aws_sdk_kms::types::Tag::builder().tag_key(OWNER_TAG).tag_value(v).build().unwrap();
+    let e = rt().block_on(sdk.kms.create_key().tags(tag(&full)).send()).expect_err("a key past the keys quota");
+    assert_eq!(e.code(), Some("LimitExceededException"), "{e:?}");
+    rt().block_on(sdk.kms.create_key().tags(tag(&free)).send()).expect("another name's key");
+    for rule in ["events_rules_full", "events_targets_full", "kms_keys_full"] {
+        assert!(px.calls_json().iter().any(|c| c["lag"] == rule && c["status"] == 400), "{rule}: {:?}", px.calls_json());
+    }
+}

@@ -24,6 +24,7 @@ mod merged_rules;
 mod ownership;
 mod performance;
 mod plans_and_outputs;
+mod quotas;
 mod readiness;
 mod replicas;
 mod sqs_lag;

@@ -18,6 +18,10 @@ pub enum ErrorKind {
     Consistency,
     AccessDenied,
     Validation,
+    /// A service quota is full (EventBridge rules per bus or targets per rule, a KMS resource
+    /// quota): retrying cannot help until the quota is raised or room is made. Never throttling
+    /// (see [`quota_not_throttling`]).
+    Quota,
     Other,
 }
 
@@ -118,6 +122,14 @@ pub enum Condition {
     /// SQS SetQueueAttributes(Policy): `InvalidAttributeValue` "Invalid value for the parameter
     /// Policy", for a policy naming what SQS cannot resolve yet (propagation).
     QueuePolicyNotYetValid,
+    /// KMS: `NotFoundException`. Right after CreateKey, CreateAlias, DescribeKey and EnableKey
+    /// can answer it for a key (or an alias) that exists: KMS has not propagated it yet (KMS
+    /// developer guide, "eventual consistency"). Otherwise the key or alias is not there.
+    KmsNotFound,
+    /// KMS: `KMSInvalidStateException`, the key's state does not allow the call. Right after
+    /// CreateKey or CancelKeyDeletion it is propagation (KMS still sees the key being made, or
+    /// pending deletion); otherwise the state is what it says (a key pending deletion).
+    KmsInvalidState,
     /// SQS CreateQueue: `QueueAlreadyExists` / `QueueNameExists`, a queue of that name exists with
     /// other attributes.
     QueueNameTaken,
@@ -153,6 +165,8 @@ impl Condition {
             Condition::QueueDeletedRecently => code == "QueueDeletedRecently",
             Condition::MissingQueue => matches!(code, "NonExistentQueue" | "QueueDoesNotExist"),
             Condition::QueuePolicyNotYetValid => code == "InvalidAttributeValue" && has(QUEUE_POLICY_INVALID),
+            Condition::KmsNotFound => code == "NotFoundException",
+            Condition::KmsInvalidState => code == "KMSInvalidStateException",
             Condition::QueueNameTaken => matches!(code, "QueueAlreadyExists" | "QueueNameExists"),
             Condition::InvalidResourceId => code == "InvalidID",
             Condition::TagOnCreateUnsupported => {
@@ -160,6 +174,50 @@ impl Condition {
                     || (code == "InvalidParameterValue" && (has("tag") || has("Tag")))
             }
         }
+    }
+}
+
+/// The code EventBridge and KMS answer when a resource quota is full: EventBridge PutRule (rules
+/// per event bus), PutTargets (targets per rule); KMS CreateKey (keys per Region), CreateAlias
+/// (aliases per key). Both services throttle with `ThrottlingException` instead. IAM's quota
+/// answer is `LimitExceeded` ([`Condition::PolicyVersionLimit`] for policy versions).
+const QUOTA_CODE: &str = "LimitExceededException";
+
+/// The services (signing names) whose `LimitExceededException` is a quota, not throttling.
+const QUOTA_SERVICES: &[&str] = &["events", "kms"];
+
+/// Whether an answer of `service` with `code` is a full quota although the SDK's standard retry
+/// classifier lists the code among throttling codes (it does so for services where the code
+/// means a request rate). Such an answer fails at once: no retry, no cut of the pace, not
+/// counted as throttling (`throttle::QuotaIsNotThrottling`).
+pub fn quota_not_throttling(service: &str, code: &str) -> bool {
+    code == QUOTA_CODE && QUOTA_SERVICES.contains(&service)
+}
+
+/// How to raise an adjustable quota of `service_code` (the Service Quotas service code).
+fn raise(service_code: &str, console: &str) -> String {
+    format!(
+        "raise it in Service Quotas ({console}; `aws service-quotas request-service-quota-increase --service-code {service_code} --quota-code <code> --desired-value <n>`, the codes from `aws service-quotas list-service-quotas --service-code {service_code}`)"
+    )
+}
+
+/// Which quota an operation answered `LimitExceededException` for, and what to do: named for
+/// the calls karpctl makes, AWS's message otherwise. Sources: EventBridge quotas and the
+/// PutTargets reference (300 rules per event bus, 5 targets per rule); KMS resource quotas
+/// (100,000 keys per Region, whatever their state; 50 aliases per key; all adjustable).
+pub fn quota_advice(operation: &str) -> String {
+    match operation {
+        "events:PutRule" => format!(
+            "EventBridge's quota of rules per event bus (300 by default) is full: {} and set KARPCTL_RULES_PER_BUS to it, or use interruption.rules = \"merged\" (one rule per cluster instead of five)",
+            raise("events", "Amazon EventBridge")
+        ),
+        "events:PutTargets" => "the rule has the 5 targets EventBridge allows per rule by default: something else added targets to it; list them with `aws events list-targets-by-rule --rule <name>` and remove one that is not karpctl's, or see in Service Quotas (Amazon EventBridge) whether the account can raise the quota".to_string(),
+        "kms:CreateKey" => format!(
+            "the account's quota of KMS keys in this Region (100,000 by default, keys pending deletion included) is full: {}",
+            raise("kms", "AWS Key Management Service")
+        ),
+        "kms:CreateAlias" => format!("the key has the 50 aliases KMS allows per key by default: {}", raise("kms", "AWS Key Management Service")),
+        _ => "a service quota is full (AWS's message names it): raise it in Service Quotas (`aws service-quotas request-service-quota-increase`)".to_string(),
     }
 }
 
@@ -191,8 +249,9 @@ pub fn classify(code: &str, message: &str) -> ErrorKind {
         | "RequestThrottled"
         | "TooManyRequestsException"
         | "RequestLimitExceeded"
-        | "LimitExceededException"
         | "RequestThrottledException" => ErrorKind::Throttled,
+        // EventBridge and KMS: a quota is full (the SDK lists the code among throttling codes).
+        QUOTA_CODE => ErrorKind::Quota,
         "ConcurrentModification" | "DeleteConflict" | "QueueDeletedRecently" => ErrorKind::Consistency,
         "InvalidParameterException"
             if is(Condition::PrincipalNotYetVisible) || is(Condition::RoleNotYetVisible) || is(Condition::TrustPolicyRefused) =>
@@ -225,7 +284,9 @@ pub fn classify(code: &str, message: &str) -> ErrorKind {
 
 /// An AWS error as karpctl keeps it: the operation, AWS's code and message, and its class.
 #[derive(Clone, Debug, thiserror::Error)]
-#[error("{operation}: {code}{}", if message.is_empty() { String::new() } else { format!(": {message}") })]
+#[error("{operation}: {code}{}{}",
+    if message.is_empty() { String::new() } else { format!(": {message}") },
+    if *kind == ErrorKind::Quota { format!(" ({}; retrying cannot help)", quota_advice(operation)) } else { String::new() })]
 pub struct AwsError {
     pub operation: String,
     pub code: String,
@@ -383,6 +444,38 @@ mod tests {
         assert_eq!(classify("Weird", ""), ErrorKind::Other);
     }
 
+    #[test]
+    fn a_full_quota_is_not_throttling_and_says_which_quota_and_how_to_raise_it() {
+        assert_eq!(
+            classify("LimitExceededException", "The requested resource exceeds the maximum number allowed."),
+            ErrorKind::Quota
+        );
+        // IAM's own spelling stays what it was (policy versions: PolicyVersionLimit).
+        assert_eq!(classify("LimitExceeded", "A managed policy can have up to 5 versions."), ErrorKind::Validation);
+        assert!(err("LimitExceeded", "").is(Condition::PolicyVersionLimit));
+        assert!(!err("LimitExceededException", "").is(Condition::PolicyVersionLimit));
+        for service in ["events", "kms"] {
+            assert!(quota_not_throttling(service, "LimitExceededException"), "{service}");
+            assert!(!quota_not_throttling(service, "ThrottlingException"), "{service} throttles with ThrottlingException");
+        }
+        assert!(!quota_not_throttling("iam", "LimitExceededException"), "only where the code is a quota");
+        let rules = AwsError {
+            operation: "events:PutRule".into(),
+            code: "LimitExceededException".into(),
+            message: "The requested resource exceeds the maximum number allowed.".into(),
+            kind: ErrorKind::Quota,
+        }
+        .to_string();
+        for needle in
+            ["rules per event bus", "Service Quotas", "request-service-quota-increase", "KARPCTL_RULES_PER_BUS", "merged"]
+        {
+            assert!(rules.contains(needle), "{needle}: {rules}");
+        }
+        assert!(quota_advice("events:PutTargets").contains("targets") && quota_advice("kms:CreateKey").contains("KMS keys"));
+        assert!(quota_advice("kms:CreateAlias").contains("aliases"));
+        assert!(!err("AccessDenied", "x").to_string().contains("Service Quotas"), "only a quota says so");
+    }
+
     fn err(code: &str, message: &str) -> AwsError {
         AwsError { operation: "op".into(), code: code.into(), message: message.into(), kind: classify(code, message) }
     }
@@ -392,7 +485,7 @@ mod tests {
     #[test]
     fn each_condition_is_its_code_and_message() {
         use Condition::*;
-        let cases: [(Condition, &str, &str); 21] = [
+        let cases: [(Condition, &str, &str); 23] = [
             (ConcurrentModification, "ConcurrentModification", "Rate exceeded for this role"),
             (DeleteConflict, "DeleteConflict", "Cannot delete entity, must detach all policies first."),
             (PolicyVersionLimit, "LimitExceeded", "A managed policy can have up to 5 versions."),
@@ -414,6 +507,8 @@ mod tests {
             (QueueDeletedRecently, "AWS.SimpleQueueService.QueueDeletedRecently", "You must wait 60 seconds"),
             (MissingQueue, "AWS.SimpleQueueService.NonExistentQueue", "The specified queue does not exist."),
             (QueuePolicyNotYetValid, "InvalidAttributeValue", "Invalid value for the parameter Policy."),
+            (KmsNotFound, "NotFoundException", "Key 'arn:aws:kms:us-east-1:111122223333:key/k' does not exist"),
+            (KmsInvalidState, "KMSInvalidStateException", "arn:aws:kms:us-east-1:111122223333:key/k is pending deletion."),
             (QueueNameTaken, "QueueAlreadyExists", "A queue already exists with the same name"),
             (InvalidResourceId, "InvalidID", "The ID 'subnet-x' is not valid"),
             (TagOnCreateUnsupported, "AWS.SimpleQueueService.UnsupportedOperation", "Tagging on create is not supported"),

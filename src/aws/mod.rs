@@ -120,6 +120,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
                     .interceptor(counter.clone())
                     .retry_partition(throttle::partition($service, &bucket))
                     .retry_classifier(throttle::AttemptBudget)
+                    .retry_classifier(throttle::QuotaIsNotThrottling { service: $service })
                     .interceptor(throttle::ThrottleWatch {
                         service: $service,
                         stats: stats.clone(),

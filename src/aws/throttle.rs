@@ -21,7 +21,11 @@
 //!   retries cannot spend another's;
 //! - counts every throttling answer by service (`CallStats::throttled`), which the output reports,
 //!   once per attempt (`ThrottleWatch`, an interceptor: the SDK runs the retry classifiers more
-//!   than once per attempt, so they must not count).
+//!   than once per attempt, so they must not count);
+//! - takes a full quota for what it is (`QuotaIsNotThrottling`): EventBridge and KMS answer
+//!   `LimitExceededException` when rules per bus, targets per rule or keys are at their quota,
+//!   and the SDK lists that code among throttling codes; retrying it (16 attempts, the pace cut
+//!   each second) only delayed the quota's message by a minute and reported throttling.
 
 use super::stats::CallStats;
 use aws_smithy_runtime::client::retries::classifiers::run_classifiers_on_ctx;
@@ -217,6 +221,59 @@ impl ClassifyRetry for AttemptBudget {
     }
 }
 
+/// The AWS error code of an attempt's response (awsJson: the `x-amzn-ErrorType` header, else the
+/// body's `__type` or `code`, without a namespace or a suffix), None without one.
+fn error_code_of(ctx: &InterceptorContext) -> Option<String> {
+    let r = ctx.response()?;
+    if r.status().is_success() {
+        return None;
+    }
+    let raw = match r.headers().get("x-amzn-ErrorType") {
+        Some(h) => h.to_string(),
+        None => {
+            let body: serde_json::Value = serde_json::from_slice(r.body().bytes()?).ok()?;
+            body.get("__type").or_else(|| body.get("code")).and_then(|v| v.as_str())?.to_string()
+        }
+    };
+    let code = raw.rsplit('#').next().unwrap_or(&raw);
+    Some(code.split(':').next().unwrap_or(code).to_string())
+}
+
+/// Runs last: a full quota of EventBridge or KMS (`LimitExceededException`, which the SDK's
+/// standard classifier takes for throttling) is not retried. So it fails at once, with the quota
+/// named (`error::quota_advice`), instead of after every throttling attempt; and since
+/// `ThrottleWatch` asks the same classifiers, it neither cuts the pace nor counts as throttling.
+#[derive(Debug)]
+pub struct QuotaIsNotThrottling {
+    pub service: &'static str,
+}
+
+impl QuotaIsNotThrottling {
+    fn verdict(&self, ctx: &InterceptorContext, previous: &RetryAction) -> RetryAction {
+        let quota = error_code_of(ctx).is_some_and(|code| super::error::quota_not_throttling(self.service, &code));
+        match previous {
+            RetryAction::RetryIndicated(_) if quota => RetryAction::RetryForbidden,
+            _ => RetryAction::NoActionIndicated,
+        }
+    }
+}
+
+impl ClassifyRetry for QuotaIsNotThrottling {
+    fn classify_retry(&self, _ctx: &InterceptorContext) -> RetryAction {
+        RetryAction::NoActionIndicated
+    }
+    fn classify_retry_v2(&self, ctx: &InterceptorContext, previous: &RetryAction) -> RetryAction {
+        self.verdict(ctx, previous)
+    }
+    fn name(&self) -> &'static str {
+        "karpctl-quota-is-not-throttling"
+    }
+    fn priority(&self) -> RetryClassifierPriority {
+        // After `AttemptBudget` (which runs after the SDK's classifiers).
+        RetryClassifierPriority::run_after(AttemptBudget.priority())
+    }
+}
+
 /// Once per attempt, after it: writes the attempt number into the response for the classifiers
 /// (see `attempt_of`); asks the client's classifiers for their verdict, and tells the service's
 /// pacer of a throttling answer (and counts it) or of a success.
@@ -274,6 +331,78 @@ mod tests {
         assert_eq!(budget(&server, OTHER_ATTEMPTS - 1), (RetryAction::NoActionIndicated, false));
         assert_eq!(budget(&server, OTHER_ATTEMPTS), (RetryAction::RetryForbidden, false));
         assert_eq!(budget(&RetryAction::NoActionIndicated, 20), (RetryAction::NoActionIndicated, false), "nothing to retry");
+    }
+
+    use aws_smithy_runtime_api::client::http::{HttpConnector, HttpConnectorFuture, SharedHttpConnector};
+    use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An EventBridge (or KMS) endpoint that answers every call 400 with `code`, counting them.
+    #[derive(Debug, Clone)]
+    struct Refuses {
+        code: &'static str,
+        calls: Arc<AtomicUsize>,
+    }
+
+    impl HttpConnector for Refuses {
+        fn call(&self, _request: HttpRequest) -> HttpConnectorFuture {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let body =
+                format!(r#"{{"__type":"{}","message":"The requested resource exceeds the maximum number allowed."}}"#, self.code);
+            HttpConnectorFuture::new(async move {
+                let mut r = aws_smithy_runtime_api::http::Response::new(
+                    400u16.try_into().unwrap(),
+                    aws_smithy_types::body::SdkBody::from(body),
+                );
+                r.headers_mut().insert("content-type", "application/x-amz-json-1.1");
+                Ok(r)
+            })
+        }
+    }
+
+    /// A PutRule sent through the classifiers and interceptor `aws::connect` gives every client,
+    /// to an endpoint answering `code`: how many attempts it made, and what was counted.
+    async fn put_rule_answered(service: &'static str, code: &'static str) -> (usize, Arc<CallStats>, Arc<Pacer>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let connector = Refuses { code, calls: calls.clone() };
+        let (stats, pacer) = (Arc::new(CallStats::default()), Arc::new(Pacer::default()));
+        let conf = aws_sdk_eventbridge::Config::builder()
+            .behavior_version(aws_config::BehaviorVersion::v2026_01_12())
+            .region(aws_sdk_eventbridge::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_eventbridge::config::Credentials::new("AKID", "SECRET", None, None, "test"))
+            .endpoint_url("http://127.0.0.1:9")
+            .retry_config(
+                aws_config::retry::RetryConfig::standard()
+                    .with_max_attempts(4)
+                    .with_initial_backoff(Duration::from_millis(1))
+                    .with_max_backoff(Duration::from_millis(2)),
+            )
+            .http_client(aws_smithy_runtime_api::client::http::http_client_fn(move |_, _| {
+                SharedHttpConnector::new(connector.clone())
+            }))
+            .retry_classifier(AttemptBudget)
+            .retry_classifier(QuotaIsNotThrottling { service })
+            .interceptor(ThrottleWatch { service, stats: stats.clone(), pacer: pacer.clone() })
+            .build();
+        let e = aws_sdk_eventbridge::Client::from_conf(conf).put_rule().name("r").send().await.expect_err("refused");
+        assert_eq!(aws_smithy_types::error::metadata::ProvideErrorMetadata::code(&e), Some(code));
+        (calls.load(Ordering::SeqCst), stats, pacer)
+    }
+
+    #[tokio::test]
+    async fn a_full_quota_fails_at_once_and_is_neither_throttling_nor_a_cut_of_the_pace() {
+        let (attempts, stats, pacer) = put_rule_answered("events", "LimitExceededException").await;
+        assert_eq!(attempts, 1, "one attempt: retrying a full quota cannot help");
+        assert!(stats.report().throttled.is_empty(), "not counted as throttling");
+        assert_eq!(pacer.rate(), None, "the pace is not cut");
+        // The SDK's own verdict, for contrast: ThrottlingException is throttling.
+        let (attempts, stats, pacer) = put_rule_answered("events", "ThrottlingException").await;
+        assert_eq!(attempts, 4, "throttling is retried up to the attempts allowed");
+        assert_eq!(stats.report().throttled.get("events").map(|t| t.answers), Some(4));
+        assert!(pacer.rate().is_some());
+        // Where the code would mean a rate (no karpctl service), the SDK's verdict stands.
+        let (attempts, stats, _) = put_rule_answered("other", "LimitExceededException").await;
+        assert_eq!((attempts, stats.report().throttled.len()), (4, 1));
     }
 
     #[test]

@@ -13,7 +13,14 @@
 //! then CreateAlias. If CreateAlias fails, the new key is scheduled for deletion at once (it has
 //! no alias, so no later run could find it). The key policy lets the account's IAM policies grant
 //! use of the key (KMS's default statement: the controller's kms:Decrypt comes from its
-//! Interruption policy) and EventBridge use kms:GenerateDataKey and kms:Decrypt.
+//! Interruption policy) and EventBridge use kms:GenerateDataKey and kms:Decrypt. The key's ARN
+//! is the one CreateKey answered (kept for the Interruption policy, `arn_now`), and the step ends
+//! once DescribeKey finds the key by its alias, so that `diff` right after `up` finds it too.
+//!
+//! KMS is eventually consistent (docs/aws-behaviour.md section 9.19): right after CreateKey or
+//! CancelKeyDeletion, CreateAlias, DescribeKey and EnableKey can answer `NotFoundException` or
+//! `KMSInvalidStateException` for seconds. Those answers are retried on the consistency schedule,
+//! only for a key this step just made or brought back.
 //!
 //! Update / Adopt: PutKeyPolicy when the policy differs; CancelKeyDeletion and EnableKey when the
 //! key is pending deletion or disabled; UpdateKeyDescription; TagResource (Adopt always tags).
@@ -24,7 +31,7 @@
 
 use super::ctx::{Ctx, Current, changed, wanted_tags};
 use super::iam::{not_managed, tags_satisfied};
-use crate::aws::{Classify, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
@@ -49,6 +56,10 @@ super::kind::def!(
 pub const DELETION_WINDOW_DAYS: i32 = 7;
 /// The node id.
 pub const ID: &str = "kms-key";
+
+/// What KMS answers about a key it has not propagated yet (right after CreateKey or
+/// CancelKeyDeletion): retried for a key this step just made or brought back.
+const NOT_YET: [Condition; 2] = [Condition::KmsNotFound, Condition::KmsInvalidState];
 
 /// What the interruption policy's kms:Decrypt names until the key karpctl makes has an ARN:
 /// `iam_policy` puts the ARN in its place when it writes (the policy depends on the key).
@@ -223,58 +234,84 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         .await
         .map_err(|e| aws_err("kms:CreateKey", e))
         .with_context(|| format!("creating the KMS key for {alias}"))?;
-    let key_id = o.key_metadata().map(|m| m.key_id().to_string()).context("kms:CreateKey returned no key")?;
-    if let Err(e) = ctx.aws.kms.create_alias().alias_name(alias).target_key_id(&key_id).send().await {
+    let meta = o.key_metadata().context("kms:CreateKey returned no key")?;
+    let (key_id, arn) = (meta.key_id().to_string(), meta.arn().unwrap_or_default().to_string());
+    if !arn.is_empty() {
+        // The Interruption policy names this ARN (`arn_now`): no read of a key KMS may not show yet.
+        ctx.any.put(&made_memo_key(alias), std::sync::Arc::new(arn));
+    }
+    let named = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "kms:CreateAlias", &NOT_YET, || {
+        ctx.aws.kms.create_alias().alias_name(alias).target_key_id(&key_id).send()
+    })
+    .await;
+    if let Err(e) = named {
         let err = aws_err("kms:CreateAlias", e);
         // Without its alias no run could find the new key again: do not leave it behind.
         let _ = ctx.aws.kms.schedule_key_deletion().key_id(&key_id).pending_window_in_days(DELETION_WINDOW_DAYS).send().await;
+        ctx.forget_cached(&made_memo_key(alias));
         return Err(err.context(format!("naming KMS key {key_id} {alias} (the key is scheduled for deletion again)")));
     }
+    // Until DescribeKey finds the key by its alias, a read (`diff`, the next `up`) would take it
+    // for missing and plan a second key.
+    let what = format!("KMS to show key {key_id} under {alias}");
+    let shown = aws::wait_until(&ctx.consistency, ctx.reporter.as_ref(), &step.id, &what, || async {
+        Ok(describe(ctx, alias).await?.is_some_and(|k| k.key_id == key_id))
+    })
+    .await?;
+    if !shown {
+        bail!(
+            "KMS key {key_id} was made and named {alias}, but DescribeKey does not find it by that name yet (KMS has not propagated it); run `karpctl diff` in a minute: until KMS shows it, a run would plan a second key"
+        );
+    }
     Ok(())
+}
+
+/// Where `create` keeps the ARN CreateKey answered, for `arn_now`.
+fn made_memo_key(alias: &str) -> String {
+    format!("kms:CreateKey:arn:{alias}")
 }
 
 async fn update(ctx: &Ctx, step: &Step, current: &Current, adopt: bool) -> Result<()> {
     let node = &step.node;
     let key_id = current.get("key_id").unwrap_or_default().to_string();
     let state = current.get("state").unwrap_or_default();
-    if state == "PendingDeletion" {
+    let cancelled = state == "PendingDeletion";
+    if cancelled {
         ctx.aws.kms.cancel_key_deletion().key_id(&key_id).send().await.map_err(|e| aws_err("kms:CancelKeyDeletion", e))?;
     }
+    // Right after CancelKeyDeletion KMS may still see the key pending deletion, or not at all.
+    let retry: &[Condition] = if cancelled { &NOT_YET } else { &[] };
+    let (policy, reporter, id) = (&ctx.consistency, ctx.reporter.as_ref(), step.id.as_str());
     if state != "Enabled" {
         // A cancelled deletion leaves the key disabled.
-        ctx.aws.kms.enable_key().key_id(&key_id).send().await.map_err(|e| aws_err("kms:EnableKey", e))?;
+        aws::with_consistency(policy, reporter, id, "kms:EnableKey", retry, || ctx.aws.kms.enable_key().key_id(&key_id).send())
+            .await
+            .map_err(|e| aws_err("kms:EnableKey", e))?;
     }
     if adopt || changed(step, "KeyPolicy") {
-        ctx.aws
-            .kms
-            .put_key_policy()
-            .key_id(&key_id)
-            .policy_name("default")
-            .policy(want_policy(node))
-            .send()
-            .await
-            .map_err(|e| aws_err("kms:PutKeyPolicy", e))?;
+        let want = want_policy(node);
+        aws::with_consistency(policy, reporter, id, "kms:PutKeyPolicy", retry, || {
+            ctx.aws.kms.put_key_policy().key_id(&key_id).policy_name("default").policy(&want).send()
+        })
+        .await
+        .map_err(|e| aws_err("kms:PutKeyPolicy", e))?;
     }
     if adopt || changed(step, "Description") {
-        ctx.aws
-            .kms
-            .update_key_description()
-            .key_id(&key_id)
-            .description(super::ctx::want_str(node, "Description"))
-            .send()
-            .await
-            .map_err(|e| aws_err("kms:UpdateKeyDescription", e))?;
+        let want = super::ctx::want_str(node, "Description");
+        aws::with_consistency(policy, reporter, id, "kms:UpdateKeyDescription", retry, || {
+            ctx.aws.kms.update_key_description().key_id(&key_id).description(want).send()
+        })
+        .await
+        .map_err(|e| aws_err("kms:UpdateKeyDescription", e))?;
     }
     let want = wanted_tags(node);
     if adopt || !tags_satisfied(&current.tags, &want) {
-        ctx.aws
-            .kms
-            .tag_resource()
-            .key_id(&key_id)
-            .set_tags(Some(sdk_tags(&want)?))
-            .send()
-            .await
-            .map_err(|e| aws_err("kms:TagResource", e))?;
+        let tags = sdk_tags(&want)?;
+        aws::with_consistency(policy, reporter, id, "kms:TagResource", retry, || {
+            ctx.aws.kms.tag_resource().key_id(&key_id).set_tags(Some(tags.clone())).send()
+        })
+        .await
+        .map_err(|e| aws_err("kms:TagResource", e))?;
     }
     Ok(())
 }
@@ -313,14 +350,25 @@ async fn delete(ctx: &Ctx, step: &Step, current: &Current) -> Result<()> {
     Ok(())
 }
 
-/// The ARN of the key karpctl made for this cluster, read now (for a policy written after the
-/// key was made in the same run).
+/// The ARN of the key karpctl made for this cluster (for a policy written after the key was made
+/// in the same run): the one CreateKey answered, else read now by the alias. A key this run's
+/// step made or found may not read back at once (KMS is eventually consistent): the read is then
+/// retried on the consistency schedule.
 pub async fn arn_now(ctx: &Ctx) -> Result<String> {
     let alias = crate::plan_file::created_key_alias(&ctx.cluster);
-    match describe(ctx, &alias).await? {
-        Some(k) => Ok(k.arn),
-        None => bail!("KMS key {alias} does not exist yet; run `karpctl up` again"),
-    }
+    ctx.cached(&made_memo_key(&alias), || async {
+        let patient = ctx.wrote(ID, None);
+        let mut retry = aws::Retry::new(&ctx.consistency, ctx.reporter.as_ref(), ID, "kms:DescribeKey");
+        loop {
+            if let Some(k) = describe(ctx, &alias).await? {
+                return Ok(k.arn);
+            }
+            if !patient || !retry.again("NotFoundException").await {
+                bail!("KMS key {alias} does not exist yet; run `karpctl up` again");
+            }
+        }
+    })
+    .await
 }
 
 #[cfg(test)]
