@@ -3,16 +3,17 @@
 //! `KarpenterController-<suffix>` policy, a hand-added inline policy, the CloudFormation stack's
 //! single v1.0 policy.
 //!
-//! The desired state is "not on the controller role" (field `attached`). The node depends on the
-//! controller role and on every attachment of karpctl's own controller policies, so it is
-//! detached only once those are attached: the controller's permissions never shrink mid-way.
+//! The desired state is "not on the controller role" (field `attached`). One still on the role
+//! is planned as a delete (`-`, counted in "to destroy": the planner's `retirements_are_deletes`),
+//! and the node's `delete_after` names the controller role and every attachment of karpctl's own
+//! controller policies, so it is taken off only once those are attached: the controller's
+//! permissions never shrink mid-way.
 //!
 //! Read: ListAttachedRolePolicies (the memo the attachments share) for a managed policy, or
-//! ListRolePolicies for an inline one; ownership is the role's. Update / Adopt: DetachRolePolicy
-//! (or DeleteRolePolicy for an inline policy); then a customer managed policy that nothing else
-//! uses any more (ListEntitiesForPolicy) is deleted, since the plan took it over by naming it
-//! here; one still attached elsewhere, or an AWS managed one, is left and said so. Delete (`down`):
-//! goes with the controller role.
+//! ListRolePolicies for an inline one; ownership is the role's. Delete in `up`: DetachRolePolicy (or DeleteRolePolicy for an inline policy); then a customer managed policy
+//! that nothing else uses any more (ListEntitiesForPolicy) is deleted, since the plan took it over
+//! by naming it here; one still attached elsewhere, or an AWS managed one, is left and said so.
+//! Delete in `down`: goes with the controller role.
 
 use super::ctx::{Ctx, Current};
 use super::iam_role::{detach, get_role, get_role_fresh};
@@ -50,6 +51,11 @@ fn is_managed(policy: &str) -> bool {
     policy.starts_with("arn:")
 }
 
+/// An AWS managed policy (`arn:<partition>:iam::aws:policy/...`): never deleted.
+fn is_aws_managed(policy: &str) -> bool {
+    policy.contains(":iam::aws:policy/")
+}
+
 /// The last segment of a policy ARN, or the inline policy's name.
 fn short(policy: &str) -> &str {
     policy.rsplit('/').next().unwrap_or(policy)
@@ -68,11 +74,20 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         .filter(|r| !own.iter().any(|p| &p.arn == *r))
         .map(|r| {
             let a = AttachmentSpec { role: role.clone(), policy_arn: r.clone(), owner_from: "controller-role".into() };
-            let what = if is_managed(r) { "managed" } else { "inline" };
+            let what = if !is_managed(r) {
+                format!("inline policy {r}: karpctl's split policies replace it; deleted once they are all attached")
+            } else if is_aws_managed(r) {
+                format!("AWS managed policy {r}: karpctl's split policies replace it; detached once they are all attached (never deleted)")
+            } else {
+                format!(
+                    "managed policy {r}: karpctl's split policies replace it; detached once they are all attached, then deleted if nothing else uses it"
+                )
+            };
             Node::new(format!("retired-policy-{}", short(r)), format!("{role}/{}", short(r)), NodeSpec::RetiredPolicy(a))
                 .with_fields(Some(crate::model::fields_of(vec![("attached", json!(false))])))
                 .with_deps(deps.clone())
-                .with_notes([format!("{what} policy {r}: karpctl's split policies replace it")])
+                .delete_after(deps.clone())
+                .with_notes([what])
                 .contained_in("controller-role")
         })
         .collect()
@@ -146,6 +161,9 @@ pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result
         // The role is not there: nothing holds the policy.
         return Ok(());
     }
+    // `up` retires it (the plan wants it off the role); `down` only detaches what goes with the
+    // role anyway.
+    let retiring = step.node.fields.is_some();
     if !is_managed(policy) {
         return match ctx.aws.iam.delete_role_policy().role_name(role).policy_name(policy).send().await {
             Ok(_) => Ok(()),
@@ -156,7 +174,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result
         };
     }
     detach(ctx, &step.id, role, policy).await?;
-    if step.action == Action::Delete || policy.contains(":iam::aws:policy/") {
+    if !retiring || is_aws_managed(policy) {
         return Ok(());
     }
     let users = super::iam_policy::attached_anywhere(ctx, policy).await?;
@@ -199,10 +217,15 @@ mod tests {
         assert_eq!(n[1].id, "retired-policy-ListProfiles");
         for node in &n {
             assert!(node.deps.contains(&"controller-role".to_string()));
+            // A retirement is a delete: it waits for the role and the attachments through
+            // `delete_after` (a delete's deps give it no order after what is made).
+            assert_eq!(node.delete_after, node.deps);
             for p in own.iter().filter(|p| p.doc.is_some()) {
                 assert!(node.deps.contains(&format!("controller-policy-attachment-{}", p.part.name())), "{node:?}");
             }
             assert_eq!(node.fields.as_ref().unwrap()["attached"], json!(false));
         }
+        assert!(n[0].notes[0].contains("then deleted if nothing else uses it"), "{:?}", n[0].notes);
+        assert!(n[1].notes[0].starts_with("inline policy ListProfiles"), "{:?}", n[1].notes);
     }
 }

@@ -1,0 +1,88 @@
+//! A takeover's plan hides no delete, and its order keeps the controller's permissions: the old
+//! controller policy that `identity.retire_policies` names is shown with `-` and counted in "to
+//! destroy" (human and JSON); an attachment already in place is not "updated".
+
+use crate::common::*;
+use serde_json::{Value, json};
+
+fn trust_pods() -> String {
+    json!({"Version": "2012-10-17", "Statement": [
+        {"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}
+    ]})
+    .to_string()
+}
+
+fn allow(action: &str) -> String {
+    json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": action, "Resource": "*"}]}).to_string()
+}
+
+/// A setup another tool made, at path `/`: the controller role with its old combined policy and
+/// `extra` more managed policies attached, the node role with AmazonEKSWorkerNodePolicy. Returns
+/// the old policy's ARN and the plan that takes it over (retiring the old policy).
+fn premade(c: &str, extra: usize) -> (String, String) {
+    let sdk = sdk();
+    rt().block_on(async {
+        sdk.iam.create_role().role_name(node_role(c)).assume_role_policy_document(TRUST_EC2).send().await.unwrap();
+        sdk.iam
+            .attach_role_policy()
+            .role_name(node_role(c))
+            .policy_arn(aws_managed("AmazonEKSWorkerNodePolicy"))
+            .send()
+            .await
+            .unwrap();
+        sdk.iam.create_role().role_name(controller_role(c)).assume_role_policy_document(trust_pods()).send().await.unwrap();
+        let mut arns = Vec::new();
+        let names = std::iter::once(format!("OldKarpenter-{c}")).chain((0..extra).map(|i| format!("Extra{i}-{c}")));
+        for name in names {
+            let p = sdk.iam.create_policy().policy_name(&name).policy_document(allow("ec2:DescribeImages")).send().await.unwrap();
+            let arn = p.policy().unwrap().arn().unwrap().to_string();
+            sdk.iam.attach_role_policy().role_name(controller_role(c)).policy_arn(&arn).send().await.unwrap();
+            arns.push(arn);
+        }
+        let old = arns[0].clone();
+        let plan =
+            format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[identity]\npath = \"/\"\nretire_policies = [\"{old}\"]\n");
+        (old, plan)
+    })
+}
+
+/// The step id of the retired policy `arn`.
+fn retired_id(arn: &str) -> String {
+    format!("retired-policy-{}", arn.rsplit('/').next().unwrap())
+}
+
+#[test]
+fn a_retired_policy_is_shown_as_destroyed_and_a_kept_attachment_is_not_updated() {
+    let c = cluster_name("tp-diff");
+    seed(&c, &[]);
+    let _spot = spot_role_present(&sdk());
+    let (old, plan) = premade(&c, 0);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan);
+    let id = retired_id(&old);
+
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--adopt"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let b = block(&r.stdout, &format!("  - {id} retired_policy"));
+    assert!(b.contains("will be destroyed"), "{b}");
+    assert!(b.contains("deleted if nothing else uses it"), "{b}");
+    let summary = r.stdout.lines().find(|l| l.starts_with("Plan: ")).expect("a Plan: line");
+    assert!(summary.ends_with(" 1 to destroy."), "the retired policy is a destroy: {summary}\n{r:?}");
+    // The node role's attachment already in place: taken over with its role, nothing to update.
+    assert!(!r.stdout.contains("node-role-policy-AmazonEKSWorkerNodePolicy"), "{r:?}");
+    assert!(r.stdout.contains("~ node-role aws_iam_role"), "its role is adopted: {r:?}");
+
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--adopt", "--output", "json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["summary"]["destroy"], 1, "{doc}");
+    let actions = steps(&r);
+    assert_eq!(actions.get(&id).map(String::as_str), Some("delete"), "{actions:?}");
+    assert!(!actions.contains_key("node-role-policy-AmazonEKSWorkerNodePolicy"), "{actions:?}");
+    let unchanged: Vec<&str> = doc["unchanged"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(unchanged.contains(&"node-role-policy-AmazonEKSWorkerNodePolicy"), "{unchanged:?}");
+    // Every change counted is a step that changes something.
+    for s in doc["steps"].as_array().unwrap() {
+        assert!(s["action"] == "create" || s["action"] == "delete" || !s["changes"].as_array().unwrap().is_empty(), "{s}");
+    }
+}
