@@ -483,3 +483,32 @@ fn eks_deferred_deletes_flip_flop_or_read_gone_and_creates_answer_409() {
 fn entry_exists_directly(c: &str, arn: &str) -> bool {
     rt().block_on(crate::common::sdk().eks.describe_access_entry().cluster_name(c).principal_arn(arn).send()).is_ok()
 }
+
+/// `iam_account_summary`: GetAccountSummary answers with the rule's entries over the emulator's
+/// (an account whose quota of managed policies per role was raised), or refuses.
+#[test]
+fn iam_account_summary_overrides_entries_or_refuses() {
+    use aws_sdk_iam::types::SummaryKeyType;
+    let px = proxy("lagsummary");
+    let summary = |sdk: &Sdk| {
+        rt().block_on(sdk.iam.get_account_summary().send())
+            .map(|o| o.summary_map().cloned().unwrap_or_default())
+            .map_err(|e| e.code().unwrap_or("?").to_string())
+    };
+    let per_role = |sdk: &Sdk| summary(sdk).expect("GetAccountSummary")[&SummaryKeyType::AttachedPoliciesPerRoleQuota];
+    let sdk = sdk_at(px.url());
+    let direct = crate::common::sdk();
+    assert_eq!(per_role(&sdk), per_role(&direct), "no rule: the emulator's answer as it is");
+    px.set(json!({"iam_account_summary": {"AttachedPoliciesPerRoleQuota": 20}}));
+    let raised = summary(&sdk).expect("GetAccountSummary");
+    assert_eq!(raised[&SummaryKeyType::AttachedPoliciesPerRoleQuota], 20);
+    assert!(raised.contains_key(&SummaryKeyType::RolesQuota), "the emulator's other entries are kept: {raised:?}");
+    assert_eq!(per_role(&direct), 10, "the emulator itself is unchanged");
+    px.set(json!({"iam_account_summary": "AccessDenied"}));
+    assert_eq!(summary(&sdk).expect_err("refused"), "AccessDenied");
+    let e = px.try_set(json!({"iam_account_summary": {"AttachedPoliciesPerRoleQuota": "20"}})).expect_err("a number is needed");
+    assert!(e.contains("integer"), "{e}");
+    px.set(json!({"iam_account_summary": null}));
+    assert_eq!(per_role(&sdk), 10);
+    assert!(px.calls_json().iter().any(|c| c["operation"] == "GetAccountSummary" && c["lag"] == "iam_account_summary"));
+}

@@ -1,7 +1,10 @@
 //! A takeover's plan hides no delete, and its order keeps the controller's permissions: the old
 //! controller policy that `identity.retire_policies` names is shown with `-` and counted in "to
-//! destroy" (human and JSON); an attachment already in place is not "updated".
+//! destroy" (human and JSON); an attachment already in place is not "updated"; and `up --adopt`
+//! stops before any write when attaching karpctl's policies would pass the role's quota of
+//! managed policies (read from `iam:GetAccountSummary`, raised through the lag proxy).
 
+use crate::common::lag::LagProxy;
 use crate::common::*;
 use serde_json::{Value, json};
 
@@ -85,4 +88,49 @@ fn a_retired_policy_is_shown_as_destroyed_and_a_kept_attachment_is_not_updated()
     for s in doc["steps"].as_array().unwrap() {
         assert!(s["action"] == "create" || s["action"] == "delete" || !s["changes"].as_array().unwrap().is_empty(), "{s}");
     }
+}
+
+#[test]
+fn up_adopt_stops_before_any_write_when_the_role_has_no_room_for_karpctls_policies() {
+    let c = cluster_name("tp-quota");
+    seed(&c, &[]);
+    let _spot = spot_role_present(&sdk());
+    // The old policy and 8 more: 9 managed policies on the controller role; karpctl attaches 5.
+    let (old, plan) = premade(&c, 8);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan);
+    let role = controller_role(&c);
+    let before = attached(&sdk(), &role);
+    assert_eq!(before.len(), 9);
+
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--adopt", "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.writes(), 0, "nothing written: {}", r.stdout);
+    let doc = r.json();
+    let msg = doc["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains(&format!("IAM role {role} has 9 managed policies attached and this plan attaches 5 more")), "{msg}");
+    assert!(msg.contains("14 in all, over the account's quota of 10"), "{msg}");
+    assert!(doc["error"]["hint"].as_str().unwrap_or_default().contains("Managed policies per role"), "{doc}");
+    assert_eq!(doc["error"]["policies_per_role"]["quota"], 10, "{doc}");
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--adopt"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&format!("error: IAM role {role} has 9 managed policies")), "{r:?}");
+    assert!(r.stderr.contains("hint: raise the quota in Service Quotas"), "{r:?}");
+    assert_eq!(attached(&sdk(), &role), before, "nothing attached or detached");
+    let tags = rt().block_on(sdk().iam.get_role().role_name(&role).send()).unwrap().role().unwrap().tags().to_vec();
+    assert!(tags.iter().all(|t| t.key() != OWNER_TAG), "the role was not adopted: {tags:?}");
+    // diff says what up would do.
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--adopt"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.contains("warning: IAM role") && r.stdout.contains("`karpctl up` stops before any write"), "{r:?}");
+
+    // A raised quota (GetAccountSummary through the lag proxy): it fits, and up goes through.
+    let px = LagProxy::start(&cluster_name("tp-quota-px"), &endpoint());
+    px.set(json!({"iam_account_summary": {"AttachedPoliciesPerRoleQuota": 20}}));
+    let r = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--adopt"], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(px.calls_json().iter().any(|c| c["operation"] == "GetAccountSummary" && c["lag"] == "iam_account_summary"));
+    let now = attached(&sdk(), &role);
+    assert_eq!(now.len(), 13, "8 kept, 5 of karpctl's, the old one off: {now:?}");
+    assert!(!now.contains(&old), "{now:?}");
 }
