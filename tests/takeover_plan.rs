@@ -1,8 +1,9 @@
 //! A takeover's plan hides no delete, and its order keeps the controller's permissions: the old
 //! controller policy that `identity.retire_policies` names is shown with `-` and counted in "to
-//! destroy" (human and JSON); an attachment already in place is not "updated"; and `up --adopt`
+//! destroy" (human and JSON); an attachment already in place is not "updated"; `up --adopt`
 //! stops before any write when attaching karpctl's policies would pass the role's quota of
-//! managed policies (read from `iam:GetAccountSummary`, raised through the lag proxy).
+//! managed policies (read from `iam:GetAccountSummary`, raised through the lag proxy); and between
+//! the last attach and the first detach it waits for IAM to settle, saying so in progress.
 
 use crate::common::lag::LagProxy;
 use crate::common::*;
@@ -133,4 +134,50 @@ fn up_adopt_stops_before_any_write_when_the_role_has_no_room_for_karpctls_polici
     let now = attached(&sdk(), &role);
     assert_eq!(now.len(), 13, "8 kept, 5 of karpctl's, the old one off: {now:?}");
     assert!(!now.contains(&old), "{now:?}");
+}
+
+#[test]
+fn retiring_waits_for_iam_to_settle_between_the_last_attach_and_the_first_detach() {
+    let c = cluster_name("tp-settle");
+    seed(&c, &[]);
+    let _spot = spot_role_present(&sdk());
+    let (old, plan) = premade(&c, 0);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan);
+    let role = controller_role(&c);
+    let id = retired_id(&old);
+    let px = LagProxy::start(&cluster_name("tp-settle-px"), &endpoint());
+
+    let r = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--adopt"], &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // Progress: every attachment complete, then the wait, then the retirement done.
+    let line = |needle: &str| r.stderr.lines().position(|l| l.contains(needle));
+    let last_attach = r
+        .stderr
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("controller-policy-attachment-") && l.contains("Creation complete"))
+        .map(|(i, _)| i)
+        .max()
+        .unwrap_or_else(|| panic!("attachments made: {r:?}"));
+    let wait = line(&format!("{id}: waiting for IAM to settle")).unwrap_or_else(|| panic!("the wait is said: {r:?}"));
+    let done = line(&format!("{id}: Destruction complete")).unwrap_or_else(|| panic!("retired: {r:?}"));
+    assert!(last_attach < wait && wait < done, "attach ({last_attach}) < wait ({wait}) < detach ({done}):\n{}", r.stderr);
+    // The calls: the last AttachRolePolicy on the role, then the reads that agree, then the
+    // first DetachRolePolicy.
+    let calls: Vec<(String, Option<String>)> = px
+        .calls_json()
+        .iter()
+        .map(|c| (c["operation"].as_str().unwrap_or_default().to_string(), c["resource"].as_str().map(str::to_string)))
+        .collect();
+    let on_role = |op: &str| -> Vec<usize> {
+        calls.iter().enumerate().filter(|(_, (o, r))| o == op && r.as_deref() == Some(role.as_str())).map(|(i, _)| i).collect()
+    };
+    let attach = *on_role("AttachRolePolicy").last().expect("AttachRolePolicy on the controller role");
+    let detach = *on_role("DetachRolePolicy").first().expect("DetachRolePolicy on the controller role");
+    let reads = on_role("ListAttachedRolePolicies").into_iter().filter(|i| *i > attach && *i < detach).count();
+    assert!(attach < detach, "{calls:?}");
+    assert!(reads >= 5, "the role's policies read until they agree between the attach and the detach ({reads}): {calls:?}");
+    assert!(!attached(&sdk(), &role).contains(&old));
+    assert!(rt().block_on(sdk().iam.get_policy().policy_arn(&old).send()).is_err(), "the old policy is deleted");
 }
