@@ -108,6 +108,12 @@ test names, answers the way AWS does during such a window:
                                        LimitExceededException
   sts_partition          "aws-cn"      GetCallerIdentity answers with the caller's ARN in that
                                        partition (a proxy of the test's own: not scoped by name)
+  iam_account_summary    {key: N}      not a lag: IAM GetAccountSummary answers with these
+                                       SummaryMap entries over the upstream's (e.g.
+                                       {"AttachedPoliciesPerRoleQuota": 20}: an account whose
+                                       quota was raised); "AccessDenied" instead answers 403
+                                       AccessDenied (credentials without iam:GetAccountSummary).
+                                       Account-wide like sts_partition: not scoped by name
   upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
                                        e.g. {"iam": moto} with EKS on ministack
 
@@ -468,6 +474,14 @@ class Lag:
                             cur[name] = v
                     if not cur:
                         new.pop(key)
+                elif key == "iam_account_summary":
+                    ok = val == "AccessDenied" or (isinstance(val, dict) and all(
+                        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                        for k, v in val.items()))
+                    if not ok:
+                        raise BadRules("iam_account_summary must be {SummaryMap key: integer >= 0} "
+                                       "(e.g. {\"AttachedPoliciesPerRoleQuota\": 20}) or \"AccessDenied\"")
+                    new[key] = val
                 elif key == "sts_partition":
                     if not (isinstance(val, str) and val.startswith("aws")):
                         raise BadRules("sts_partition must be a partition name such as \"aws-cn\"")
@@ -486,7 +500,8 @@ class Lag:
                     else:
                         new.pop(key, None)
                 else:
-                    raise BadRules(f"unknown rule {key!r}; known: {', '.join(MAP_RULES + ('eks_cluster_gone', 'sts_partition'))}")
+                    raise BadRules(f"unknown rule {key!r}; known: "
+                                   f"{', '.join(MAP_RULES + ('eks_cluster_gone', 'sts_partition', 'iam_account_summary'))}")
             self.rules = new
             return json.loads(json.dumps(new))
 
@@ -1216,6 +1231,11 @@ class Lag:
 
     def handle_iam(self, req: Req):
         op, arn = req.operation, req.form.get("PolicyArn", "")
+        if op == "GetAccountSummary":
+            with self.lock:
+                summary = self.rules.get("iam_account_summary")
+            if summary is not None:
+                return (*self.account_summary(req, summary), "iam_account_summary")
         policy = arn.rsplit("/", 1)[-1] if arn else None
         if op == "CreatePolicyVersion" and req.form.get("SetAsDefault", "").lower() == "true":
             n = self.rule("iam_policy_version_lag_s", policy)
@@ -1258,6 +1278,26 @@ class Lag:
                 return status, headers, body, "eks_role_propagation_s"
         return status, headers, body, None
 
+
+    def account_summary(self, req: Req, rule) -> tuple[int, list, bytes]:
+        """iam_account_summary: GetAccountSummary with the rule's entries over the upstream's
+        (an upstream that does not answer it gives none), or AWS's refusal."""
+        if rule == "AccessDenied":
+            return query_error(403, "AccessDenied", "User: arn:aws:iam::000000000000:user/test is not authorized "
+                                                    "to perform: iam:GetAccountSummary on resource: *")
+        status, _, body = self.forward(req)
+        entries: dict[str, str] = {}
+        if 200 <= status < 300:
+            for k, v in re.findall(rb"<entry>\s*<key>([^<]*)</key>\s*<value>([^<]*)</value>\s*</entry>", body):
+                entries[k.decode()] = v.decode()
+        entries.update({k: str(v) for k, v in rule.items()})
+        xml = "".join(f"<entry><key>{html.escape(k)}</key><value>{html.escape(v)}</value></entry>"
+                      for k, v in entries.items())
+        out = ('<GetAccountSummaryResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/">'
+               f"<GetAccountSummaryResult><SummaryMap>{xml}</SummaryMap></GetAccountSummaryResult>"
+               f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata>"
+               "</GetAccountSummaryResponse>")
+        return 200, [("Content-Type", "text/xml")], out.encode()
 
     def iam_query(self, like: Req, params: dict) -> bytes:
         """One IAM query-protocol call upstream, with the client's headers (the emulator does not

@@ -63,6 +63,7 @@ pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<P
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
+    plan.findings.extend(crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
     if let Some(path) = out {
         let saved = SavedPlan {
             format_version: SAVED_PLAN_VERSION,
@@ -89,6 +90,8 @@ pub async fn up(global: &Options, adopt: bool) -> Result<PlanReport> {
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
+    // Over a role's managed-policy quota: stop here, before any write.
+    crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Up).await?;
     apply_plan("up", &p, plan).await
 }
 
@@ -149,6 +152,7 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
             .hint("run `karpctl diff --out FILE` again and review the new plan")
             .into());
     }
+    crate::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
     apply_plan("up", &p, saved.plan).await
 }
 

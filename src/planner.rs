@@ -1,7 +1,7 @@
 //! Pure planning: desired nodes + what was observed -> steps with field-level changes.
 //! `diff` renders the result; `up` and `down` execute it. Nothing here talks to AWS.
 
-use crate::model::{Action, Change, Conflict, Finding, Level, Node, Observed, Owner, Plan, Step};
+use crate::model::{Action, Change, Conflict, Finding, Kind, Level, Node, Observed, Owner, Plan, Step};
 use serde_json::Value;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -107,6 +107,11 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
                                 c.field, c.before, c.after
                             )),
                         });
+                    } else if ch.is_empty() {
+                        // Nothing of its own to change: an object whose ownership is another's
+                        // (a policy attachment is its role's) is taken over with that one. An
+                        // object with tags of its own always differs here, by karpctl's tags.
+                        p.in_sync.push(node.id.clone());
                     } else {
                         p.steps.push(step(Action::Adopt, ch));
                     }
@@ -170,6 +175,7 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
         }
     }
     remake_bound(&mut p, bound);
+    retirements_are_deletes(&mut p);
     // A delete whose parent object is deleted too needs no call of its own.
     let deleted: std::collections::BTreeSet<String> =
         p.steps.iter().filter(|s| s.action == Action::Delete).map(|s| s.id.clone()).collect();
@@ -185,6 +191,18 @@ pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
     p.conflicts.sort_by(|a, b| a.id.cmp(&b.id));
     p.in_sync.sort();
     p
+}
+
+/// A retirement (`retired_policy`) that finds its policy on the role takes it off (a detach, then
+/// the delete of a customer managed policy nothing else uses): it is a delete, shown with `-` and
+/// counted in "to destroy", whether the role is karpctl's already or adopted in this run. It is
+/// ordered after the attachments that replace it by its node's `delete_after`.
+fn retirements_are_deletes(p: &mut Plan) {
+    for s in &mut p.steps {
+        if s.kind == Kind::RetiredPolicy && matches!(s.action, Action::Update | Action::Adopt) {
+            s.action = Action::Delete;
+        }
+    }
 }
 
 /// Objects bound to another's identity (`Node::bound_to`) are replaced when the plan makes that
@@ -244,7 +262,7 @@ fn remake_bound(p: &mut Plan, bound: Vec<(Node, Option<Observed>)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Fields, Kind};
+    use crate::model::Fields;
     use serde_json::json;
 
     fn node(id: &str, kind: Kind, fields: Option<Fields>) -> Node {
@@ -301,9 +319,9 @@ mod tests {
 
     #[test]
     fn unowned_or_foreign_objects_are_conflicts_unless_adopted() {
-        let want = fields(json!({"a": "1"}));
+        let want = fields(json!({"a": "1", "tags": {"karpctl.io/cluster": "c"}}));
         let entries = vec![
-            (node("x", Kind::Queue, Some(want.clone())), Some(obs(json!({"a": "1"}), Owner::Unowned))),
+            (node("x", Kind::Queue, Some(want.clone())), Some(obs(json!({"a": "1", "tags": {}}), Owner::Unowned))),
             (node("y", Kind::Queue, Some(want.clone())), Some(obs(json!({"a": "1"}), Owner::OtherCluster("other".into())))),
         ];
         let p = plan(entries.clone(), PlanOptions::default());
@@ -340,6 +358,53 @@ mod tests {
         let p = plan(entries, PlanOptions::default());
         let child = p.steps.iter().find(|s| s.id == "queue-policy").unwrap();
         assert_eq!(child.removed_with.as_deref(), Some("queue"));
+    }
+
+    #[test]
+    fn an_adopted_object_with_nothing_to_change_is_in_sync_not_updated() {
+        // A node role's attachment, the role not karpctl's yet: the role's adoption takes it
+        // over; the attachment itself has nothing to change.
+        let want = fields(json!({"PolicyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}));
+        let live = obs(json!({"PolicyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}), Owner::Unowned);
+        let p = plan(
+            vec![(node("node-role-policy-w", Kind::RolePolicyAttachment, Some(want)), Some(live))],
+            PlanOptions { adopt: true },
+        );
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        assert_eq!(p.in_sync, vec!["node-role-policy-w".to_string()]);
+        assert_eq!(p.counts(), (0, 0, 0));
+    }
+
+    #[test]
+    fn a_retired_policy_still_attached_is_a_delete_counted_as_destroyed() {
+        let want = || fields(json!({"attached": false}));
+        let retired = |owner| {
+            (
+                node("retired-policy-Old", Kind::RetiredPolicy, Some(want())).delete_after(["controller-role"]),
+                Some(obs(json!({"attached": true}), owner)),
+            )
+        };
+        // Adopted in this run (the role is not karpctl's yet) or karpctl's already: a delete.
+        for (owner, adopt) in [(Owner::Unowned, true), (Owner::Ours, false)] {
+            let p = plan(vec![retired(owner.clone())], PlanOptions { adopt });
+            assert_eq!(p.steps.len(), 1, "{owner:?}");
+            let s = &p.steps[0];
+            assert_eq!(s.action, Action::Delete, "{owner:?}");
+            assert_eq!(s.removed_with, None, "the role stays: the retirement makes its own calls");
+            assert_eq!(p.counts(), (0, 0, 1), "{owner:?}");
+        }
+        // Without --adopt a role that is not karpctl's is a conflict, as before.
+        let p = plan(vec![retired(Owner::Unowned)], PlanOptions::default());
+        assert!(p.steps.is_empty());
+        assert_eq!(p.conflicts.len(), 1);
+        // Already off the role: nothing to do, adopted or not.
+        let off = (
+            node("retired-policy-Old", Kind::RetiredPolicy, Some(want())),
+            Some(obs(json!({"attached": false}), Owner::Unowned)),
+        );
+        let p = plan(vec![off], PlanOptions { adopt: true });
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        assert_eq!(p.counts(), (0, 0, 0));
     }
 
     #[test]

@@ -12,6 +12,12 @@
 //!   which also turns an alias into the key's ARN); its key policy is read (GetKeyPolicy) for the
 //!   readiness checks. For `"create"`, karpctl's own key's ARN if it exists already.
 //!
+//! - Managed-policy headroom (`policy_headroom`, once the plan is known): every role the plan
+//!   attaches policies to must have room for them under the account's quota of managed policies
+//!   per role, counting what is attached today (the old policies `identity.retire_policies` names
+//!   are taken off only after karpctl's are attached, so they count). `up` stops before any write;
+//!   `diff` says so in a warning.
+//!
 //! `down` skips them all: removing what karpctl made must work on a half-configured cluster.
 
 use crate::aws::{self, Classify, aws_err};
@@ -19,10 +25,11 @@ use crate::error::combine_errors;
 use crate::events::Event;
 use crate::facts::Facts;
 use crate::facts::Intent;
-use crate::model::Level;
+use crate::model::{Action, Finding, Level, NodeSpec, Plan};
 use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::resources::{Background, Ctx};
 use anyhow::Result;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::resources::eks;
@@ -129,6 +136,137 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result
         create_spot_role: create_spot_role && cmd == Intent::Up,
         kms_key,
     })
+}
+
+/// AWS's default quota of managed policies attached to one IAM role (Service Quotas, IAM:
+/// "Managed policies per role"; adjustable up to 20). No account has less, so a role that ends
+/// with at most this many needs no look-up.
+pub const POLICIES_PER_ROLE: usize = 10;
+
+/// One role the plan attaches managed policies to: how many are attached today and the policies
+/// the plan attaches that are not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoleHeadroom {
+    pub role: String,
+    pub attached: usize,
+    pub adding: Vec<String>,
+}
+
+impl RoleHeadroom {
+    pub fn total(&self) -> usize {
+        self.attached + self.adding.len()
+    }
+}
+
+/// Pure: per role, the policies the plan attaches (its attachment steps that are not deletes).
+pub fn attaching(plan: &Plan) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for s in &plan.steps {
+        if let (NodeSpec::RolePolicyAttachment(a), false) = (&s.node.spec, s.action == Action::Delete) {
+            out.entry(a.role.clone()).or_default().insert(a.policy_arn.clone());
+        }
+    }
+    out
+}
+
+/// Pure: the roles of `uses` that would end over `quota`, with the message and the fix.
+pub fn headroom_error(uses: &[RoleHeadroom], quota: usize, quota_note: Option<&str>) -> Option<UserError> {
+    let over: Vec<&RoleHeadroom> = uses.iter().filter(|u| u.total() > quota).collect();
+    if over.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = over
+        .iter()
+        .map(|u| {
+            format!(
+                "IAM role {} has {} managed policies attached and this plan attaches {} more ({}): {} in all, over the account's quota of {quota} managed policies per role",
+                u.role,
+                u.attached,
+                u.adding.len(),
+                u.adding.iter().map(|a| a.rsplit('/').next().unwrap_or(a)).collect::<Vec<_>>().join(", "),
+                u.total()
+            )
+        })
+        .collect();
+    let mut message = lines.join("; ");
+    message.push_str(
+        "; IAM would refuse AttachRolePolicy part-way (LimitExceeded). Old policies in identity.retire_policies count: they are taken off only after karpctl's are attached, so that the controller never lacks a permission",
+    );
+    if let Some(n) = quota_note {
+        message.push_str(&format!(" ({n})"));
+    }
+    let hint = format!(
+        "raise the quota in Service Quotas (AWS Identity and Access Management, \"Managed policies per role\", adjustable up to 20) to at least {}, or detach a managed policy the role does not need, then run `karpctl up` again",
+        over.iter().map(|u| u.total()).max().unwrap_or(quota)
+    );
+    let data = serde_json::json!({"policies_per_role": {
+        "quota": quota,
+        "roles": over.iter().map(|u| serde_json::json!({"role": u.role, "attached": u.attached, "adding": u.adding, "total": u.total()})).collect::<Vec<_>>(),
+    }});
+    Some(UserError::new(message).hint(hint).data(data))
+}
+
+/// The account's quota of managed policies per role (`iam:GetAccountSummary`, SummaryMap
+/// `AttachedPoliciesPerRoleQuota`), or AWS's default with the reason it could not be read.
+async fn policies_per_role(ctx: &Ctx) -> (usize, Option<String>) {
+    match ctx.aws.iam.get_account_summary().send().await {
+        Ok(o) => match o
+            .summary_map()
+            .and_then(|m| m.get(&aws_sdk_iam::types::SummaryKeyType::AttachedPoliciesPerRoleQuota))
+            .and_then(|n| usize::try_from(*n).ok())
+            .filter(|n| *n > 0)
+        {
+            Some(n) => (n, None),
+            None => (
+                POLICIES_PER_ROLE,
+                Some(format!(
+                    "iam:GetAccountSummary gave no AttachedPoliciesPerRoleQuota; AWS's default of {POLICIES_PER_ROLE} was assumed"
+                )),
+            ),
+        },
+        Err(e) => {
+            let e = aws_err("iam:GetAccountSummary", e);
+            let why = if aws::is_refused(&e) { "was refused".to_string() } else { format!("failed ({e})") };
+            (
+                POLICIES_PER_ROLE,
+                Some(format!(
+                    "iam:GetAccountSummary {why}, so AWS's default quota of {POLICIES_PER_ROLE} was assumed; allow it to the credentials karpctl runs with if the quota was raised"
+                )),
+            )
+        }
+    }
+}
+
+/// Before any write: whether the managed policies the plan attaches fit each role's quota. What is
+/// attached today comes from the attachments' own reads (memoised: no new call);
+/// `iam:GetAccountSummary` is read only when a role would end with more than AWS's default quota,
+/// so a converged run, or one that attaches within the default, makes no extra call. Over the
+/// quota, `up` stops here (exit 1, nothing written); `diff` gets a warning saying so.
+pub async fn policy_headroom(ctx: &Ctx, plan: &Plan, cmd: Intent) -> Result<Option<Finding>> {
+    let mut uses = Vec::new();
+    for (role, policies) in attaching(plan) {
+        let today = crate::resources::role_policy_attachment::attached(ctx, &role).await?.unwrap_or_default();
+        let adding: Vec<String> = policies.into_iter().filter(|p| !today.contains(p)).collect();
+        if !adding.is_empty() {
+            uses.push(RoleHeadroom { role, attached: today.len(), adding });
+        }
+    }
+    if uses.iter().all(|u| u.total() <= POLICIES_PER_ROLE) {
+        return Ok(None);
+    }
+    let (quota, note) = policies_per_role(ctx).await;
+    if let Some(n) = &note {
+        ctx.reporter.event(Event::Note { level: Level::Warning, text: n });
+    }
+    let Some(e) = headroom_error(&uses, quota, note.as_deref()) else { return Ok(None) };
+    if cmd == Intent::Up {
+        return Err(e.into());
+    }
+    Ok(Some(Finding {
+        id: "role-policy-quota".into(),
+        level: Level::Warning,
+        message: format!("{}; `karpctl up` stops before any write until it fits: {}", e.message, e.hint.unwrap_or_default()),
+    }))
 }
 
 /// The queue's KMS key: for a key the plan names, it must exist, be enabled and be customer
@@ -394,6 +532,56 @@ mod tests {
         let two = combine_errors(vec![a(), d()]).unwrap_err().downcast::<UserError>().unwrap();
         assert_eq!(two.data, Some(serde_json::json!({"subnets": ["s-1"]})));
         assert_eq!(two.parts.iter().map(|u| u.message.as_str()).collect::<Vec<_>>(), ["a", "d"]);
+    }
+
+    #[test]
+    fn policy_headroom_counts_what_is_attached_and_what_the_plan_attaches() {
+        use crate::model::{AttachmentSpec, Kind, Node, Step};
+        let step = |id: &str, kind: Kind, action: Action, role: &str, arn: &str| {
+            let a = AttachmentSpec { role: role.into(), policy_arn: arn.into(), owner_from: "controller-role".into() };
+            let spec = if kind == Kind::RetiredPolicy { NodeSpec::RetiredPolicy(a) } else { NodeSpec::RolePolicyAttachment(a) };
+            let node = Node::new(id, id, spec);
+            Step {
+                id: id.into(),
+                kind,
+                name: id.into(),
+                action,
+                changes: vec![],
+                deps: vec![],
+                node,
+                observed: None,
+                removed_with: None,
+            }
+        };
+        let plan = Plan {
+            steps: vec![
+                step("a1", Kind::RolePolicyAttachment, Action::Create, "ctrl", "arn:aws:iam::1:policy/A"),
+                step("a2", Kind::RolePolicyAttachment, Action::Create, "ctrl", "arn:aws:iam::1:policy/B"),
+                step("n1", Kind::RolePolicyAttachment, Action::Create, "node", "arn:aws:iam::aws:policy/N"),
+                // Deletes and retirements free room only later: they never count as room.
+                step("gone", Kind::RolePolicyAttachment, Action::Delete, "ctrl", "arn:aws:iam::1:policy/Gone"),
+                step("old", Kind::RetiredPolicy, Action::Delete, "ctrl", "arn:aws:iam::1:policy/Old"),
+            ],
+            ..Default::default()
+        };
+        let by_role = attaching(&plan);
+        assert_eq!(by_role.keys().collect::<Vec<_>>(), ["ctrl", "node"]);
+        assert_eq!(by_role["ctrl"].len(), 2);
+        let ctrl = RoleHeadroom {
+            role: "ctrl".into(),
+            attached: 9,
+            adding: vec!["arn:aws:iam::1:policy/A".into(), "arn:aws:iam::1:policy/B".into()],
+        };
+        let node = RoleHeadroom { role: "node".into(), attached: 4, adding: vec!["arn:aws:iam::aws:policy/N".into()] };
+        let e = headroom_error(&[ctrl.clone(), node.clone()], 10, None).expect("9 + 2 is over 10");
+        assert!(e.message.starts_with("IAM role ctrl has 9 managed policies attached and this plan attaches 2 more (A, B): 11 in all, over the account's quota of 10"), "{}", e.message);
+        assert!(!e.message.contains("role node"), "the node role fits: {}", e.message);
+        let hint = e.hint.unwrap();
+        assert!(hint.contains("Managed policies per role") && hint.contains("at least 11") && hint.contains("detach"), "{hint}");
+        assert_eq!(e.data.unwrap()["policies_per_role"]["roles"][0]["total"], 11);
+        assert!(headroom_error(&[ctrl.clone(), node], 20, None).is_none(), "a raised quota fits");
+        let exact = RoleHeadroom { attached: 8, ..ctrl };
+        assert!(headroom_error(&[exact], 10, None).is_none(), "10 of 10 fits");
     }
 
     #[test]

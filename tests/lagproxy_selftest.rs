@@ -602,3 +602,32 @@ fn full_quotas_answer_limit_exceeded_for_new_rules_targets_and_keys() {
         assert!(px.calls_json().iter().any(|c| c["lag"] == rule && c["status"] == 400), "{rule}: {:?}", px.calls_json());
     }
 }
+
+/// `iam_account_summary`: GetAccountSummary answers with the rule's entries over the emulator's
+/// (an account whose quota of managed policies per role was raised), or refuses.
+#[test]
+fn iam_account_summary_overrides_entries_or_refuses() {
+    use aws_sdk_iam::types::SummaryKeyType;
+    let px = proxy("lagsummary");
+    let summary = |sdk: &Sdk| {
+        rt().block_on(sdk.iam.get_account_summary().send())
+            .map(|o| o.summary_map().cloned().unwrap_or_default())
+            .map_err(|e| e.code().unwrap_or("?").to_string())
+    };
+    let per_role = |sdk: &Sdk| summary(sdk).expect("GetAccountSummary")[&SummaryKeyType::AttachedPoliciesPerRoleQuota];
+    let sdk = sdk_at(px.url());
+    let direct = crate::common::sdk();
+    assert_eq!(per_role(&sdk), per_role(&direct), "no rule: the emulator's answer as it is");
+    px.set(json!({"iam_account_summary": {"AttachedPoliciesPerRoleQuota": 20}}));
+    let raised = summary(&sdk).expect("GetAccountSummary");
+    assert_eq!(raised[&SummaryKeyType::AttachedPoliciesPerRoleQuota], 20);
+    assert!(raised.contains_key(&SummaryKeyType::RolesQuota), "the emulator's other entries are kept: {raised:?}");
+    assert_eq!(per_role(&direct), 10, "the emulator itself is unchanged");
+    px.set(json!({"iam_account_summary": "AccessDenied"}));
+    assert_eq!(summary(&sdk).expect_err("refused"), "AccessDenied");
+    let e = px.try_set(json!({"iam_account_summary": {"AttachedPoliciesPerRoleQuota": "20"}})).expect_err("a number is needed");
+    assert!(e.contains("integer"), "{e}");
+    px.set(json!({"iam_account_summary": null}));
+    assert_eq!(per_role(&sdk), 10);
+    assert!(px.calls_json().iter().any(|c| c["operation"] == "GetAccountSummary" && c["lag"] == "iam_account_summary"));
+}

@@ -29,4 +29,5 @@ mod readiness;
 mod replicas;
 mod sqs_lag;
 mod strict;
+mod takeover_plan;
 mod throttling;

@@ -435,6 +435,81 @@ pub(crate) mod tests {
         insta::assert_json_snapshot!(doc);
     }
 
+    /// A takeover as the planner makes it (`--adopt`): the old controller role adopted, one of
+    /// its attachments already in place, one of karpctl's policies attached anew, and the
+    /// tool's old policy retired.
+    pub(crate) fn takeover_plan() -> Plan {
+        use crate::model::{ArnSpec, AttachmentSpec, NodeSpec, Observed, Owner, fields_of};
+        use crate::planner::{PlanOptions, plan};
+        let obs = |f: Vec<(&str, Value)>, owner: Owner| Observed { fields: fields_of(f), owner, ids: Default::default() };
+        let role = "KarpenterController-2024";
+        let attachment = |id: &str, arn: &str| {
+            let a = AttachmentSpec { role: role.into(), policy_arn: arn.into(), owner_from: "controller-role".into() };
+            Node::new(id, format!("{role}/{}", arn.rsplit('/').next().unwrap()), NodeSpec::RolePolicyAttachment(a))
+                .with_fields(Some(fields_of(vec![("PolicyArn", json!(arn))])))
+                .with_deps(["controller-role"])
+        };
+        let tags = json!({"karpctl.io/cluster": "c", "karpctl.io/resource": "controller-role"});
+        let kept = "arn:aws:iam::123456789012:policy/KarpenterControllerEKSIntegrationPolicy-c";
+        let new = "arn:aws:iam::123456789012:policy/KarpenterControllerNodeLifecyclePolicy-c";
+        let old = "arn:aws:iam::123456789012:policy/KarpenterController-2024";
+        let retired = Node::new(
+            "retired-policy-KarpenterController-2024",
+            format!("{role}/KarpenterController-2024"),
+            NodeSpec::RetiredPolicy(AttachmentSpec { role: role.into(), policy_arn: old.into(), owner_from: "controller-role".into() }),
+        )
+        .with_fields(Some(fields_of(vec![("attached", json!(false))])))
+        .with_notes([format!("managed policy {old}: karpctl's split policies replace it; detached once they are all attached, then deleted if nothing else uses it")])
+        .delete_after(["controller-role", "controller-policy-attachment-NodeLifecycle"])
+        .contained_in("controller-role");
+        plan(
+            vec![
+                (
+                    Node::new(
+                        "controller-role",
+                        role,
+                        NodeSpec::IamRole(ArnSpec::new(format!("arn:aws:iam::123456789012:role/{role}"))),
+                    )
+                    .with_fields(Some(fields_of(vec![("path", json!("/")), ("tags", tags)]))),
+                    Some(obs(vec![("path", json!("/")), ("tags", json!({}))], Owner::Unowned)),
+                ),
+                (
+                    attachment("controller-policy-attachment-EKSIntegration", kept),
+                    Some(obs(vec![("PolicyArn", json!(kept))], Owner::Unowned)),
+                ),
+                (attachment("controller-policy-attachment-NodeLifecycle", new), None),
+                (retired, Some(obs(vec![("attached", json!(true))], Owner::Unowned))),
+            ],
+            PlanOptions { adopt: true },
+        )
+    }
+
+    /// The retired policy is a `-` counted in "to destroy"; the attachment that is already in
+    /// place is neither adopted nor updated, only in sync.
+    #[test]
+    fn snapshot_human_takeover_plan() {
+        let p = takeover_plan();
+        assert_eq!(p.counts(), (1, 1, 1), "{:?}", p.steps.iter().map(|s| (&s.id, s.action)).collect::<Vec<_>>());
+        assert!(p.in_sync.contains(&"controller-policy-attachment-EKSIntegration".to_string()));
+        let text = render_plan(&p, Style { color: false });
+        assert!(text.contains("  - retired-policy-KarpenterController-2024 retired_policy"), "{text}");
+        assert!(!text.contains("controller-policy-attachment-EKSIntegration"), "{text}");
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn snapshot_json_takeover_counts() {
+        let doc = super::super::json::plan_json("diff", "c", "123456789012", "us-east-1", &takeover_plan(), None, json!({}));
+        assert_eq!(doc["summary"], json!({"add": 1, "change": 1, "destroy": 1}));
+        let actions: Vec<(String, String)> = doc["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["id"].as_str().unwrap().to_string(), s["action"].as_str().unwrap().to_string()))
+            .collect();
+        insta::assert_debug_snapshot!(actions);
+    }
+
     #[test]
     fn colour_only_when_asked() {
         let text = render_plan(&mixed_plan(), Style { color: true });

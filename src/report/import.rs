@@ -158,15 +158,21 @@ pub fn human(r: &ImportReport, style: Style) -> String {
     t.push('\n');
     t.push_str(&let_go_text(&r.let_go));
     t.push_str(&format!(
-        "\nThen: karpctl up --cluster {c} --adopt   (one run; nothing is made again{retired})\n      karpctl diff --cluster {c}          (exit 0)\n",
-        c = r.cluster,
-        retired = if r.text.contains("retire_policies") {
-            "; the policies in retire_policies are detached, and deleted where nothing else uses them"
-        } else {
-            ""
-        }
+        "\nThen: karpctl up --cluster {c} --adopt   ({})\n      karpctl diff --cluster {c}          (exit 0)\n",
+        r.diff.as_ref().map(|d| up_adopt_summary(&d.plan)).unwrap_or_else(|_| "once the plan is mended".to_string()),
+        c = r.cluster
     ));
     t
+}
+
+/// What `up --adopt` does, in a few words: "nothing is deleted" only when nothing is.
+fn up_adopt_summary(plan: &crate::model::Plan) -> String {
+    let (_, _, destroy) = plan.counts();
+    if destroy == 0 {
+        "one run; nothing is deleted or made again".to_string()
+    } else {
+        format!("one run; nothing is made again; the {destroy} step(s) marked - above take off what karpctl's policies replace")
+    }
 }
 
 pub fn json_doc(r: &ImportReport) -> Value {
@@ -191,4 +197,20 @@ pub fn json_doc(r: &ImportReport) -> Value {
         "let_go": let_go,
         "stats": serde_json::to_value(&r.stats).unwrap_or_default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// "Nothing is deleted" only when the plan deletes nothing.
+    #[test]
+    fn the_closing_line_says_nothing_is_deleted_only_when_true() {
+        let mut plan = crate::report::human::tests::takeover_plan();
+        let with_retirement = up_adopt_summary(&plan);
+        assert!(!with_retirement.contains("nothing is deleted"), "{with_retirement}");
+        assert!(with_retirement.contains("the 1 step(s) marked -"), "{with_retirement}");
+        plan.steps.retain(|s| s.action != crate::model::Action::Delete);
+        assert_eq!(up_adopt_summary(&plan), "one run; nothing is deleted or made again");
+    }
 }

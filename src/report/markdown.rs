@@ -357,6 +357,25 @@ mod tests {
         insta::assert_snapshot!(tail);
     }
 
+    /// A takeover's retired policy is a `-` and counted in "to destroy", in the table and in
+    /// its section.
+    #[test]
+    fn snapshot_markdown_takeover() {
+        let plan = crate::report::human::tests::takeover_plan();
+        let doc = crate::report::json::plan_json("diff", "c", "123456789012", "us-east-1", &plan, None, json!({}));
+        let s = Section {
+            cluster: "c".into(),
+            account_id: "123456789012".into(),
+            region: "us-east-1".into(),
+            doc: Some(doc),
+            error: None,
+        };
+        let out = render("diff", &[s]);
+        assert!(out.contains("| 1 to add, 1 to change, 1 to destroy |"), "{out}");
+        assert!(out.contains("**`-` `retired-policy-KarpenterController-2024`**"), "{out}");
+        insta::assert_snapshot!(out);
+    }
+
     #[test]
     fn many_cut_sections_share_the_budget() {
         let sections: Vec<Section> = (0..30).map(|i| changed(&format!("c{i}"), 400)).collect();

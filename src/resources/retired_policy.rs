@@ -3,20 +3,26 @@
 //! `KarpenterController-<suffix>` policy, a hand-added inline policy, the CloudFormation stack's
 //! single v1.0 policy.
 //!
-//! The desired state is "not on the controller role" (field `attached`). The node depends on the
-//! controller role and on every attachment of karpctl's own controller policies, so it is
-//! detached only once those are attached: the controller's permissions never shrink mid-way.
+//! The desired state is "not on the controller role" (field `attached`). One still on the role
+//! is planned as a delete (`-`, counted in "to destroy": the planner's `retirements_are_deletes`),
+//! and the node's `delete_after` names the controller role and every attachment of karpctl's own
+//! controller policies, so it is taken off only once those are attached: the controller's
+//! permissions never shrink mid-way.
 //!
 //! Read: ListAttachedRolePolicies (the memo the attachments share) for a managed policy, or
-//! ListRolePolicies for an inline one; ownership is the role's. Update / Adopt: DetachRolePolicy
-//! (or DeleteRolePolicy for an inline policy); then a customer managed policy that nothing else
-//! uses any more (ListEntitiesForPolicy) is deleted, since the plan took it over by naming it
-//! here; one still attached elsewhere, or an AWS managed one, is left and said so. Delete (`down`):
-//! goes with the controller role.
+//! ListRolePolicies for an inline one; ownership is the role's. Delete in `up`: when this run
+//! attached any of karpctl's policies to the role, first the settle wait (IAM applies changes in
+//! no fixed order, so a detach sent right after an attach could take effect first): the role's
+//! attached policies read until they agree, `SETTLE_READS` reads in a row spread over the
+//! consistency schedule's fast phase, once per role and run, said in progress. Then
+//! DetachRolePolicy (or DeleteRolePolicy for an inline policy); then a customer managed policy
+//! that nothing else uses any more (ListEntitiesForPolicy) is deleted, since the plan took it over
+//! by naming it here; one still attached elsewhere, or an AWS managed one, is left and said so.
+//! Delete in `down`: goes with the controller role.
 
 use super::ctx::{Ctx, Current};
 use super::iam_role::{detach, get_role, get_role_fresh};
-use crate::aws::{Classify, aws_err};
+use crate::aws::{Agreement, Classify, ConsistencyPolicy, aws_err, wait_agreed};
 use crate::events::Event;
 use crate::facts::Facts;
 use crate::model::{Action, AttachmentSpec, Fields, Level, Node, NodeSpec, Observed, Owner, Step};
@@ -50,6 +56,11 @@ fn is_managed(policy: &str) -> bool {
     policy.starts_with("arn:")
 }
 
+/// An AWS managed policy (`arn:<partition>:iam::aws:policy/...`): never deleted.
+fn is_aws_managed(policy: &str) -> bool {
+    policy.contains(":iam::aws:policy/")
+}
+
 /// The last segment of a policy ARN, or the inline policy's name.
 fn short(policy: &str) -> &str {
     policy.rsplit('/').next().unwrap_or(policy)
@@ -68,11 +79,20 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         .filter(|r| !own.iter().any(|p| &p.arn == *r))
         .map(|r| {
             let a = AttachmentSpec { role: role.clone(), policy_arn: r.clone(), owner_from: "controller-role".into() };
-            let what = if is_managed(r) { "managed" } else { "inline" };
+            let what = if !is_managed(r) {
+                format!("inline policy {r}: karpctl's split policies replace it; deleted once they are all attached")
+            } else if is_aws_managed(r) {
+                format!("AWS managed policy {r}: karpctl's split policies replace it; detached once they are all attached (never deleted)")
+            } else {
+                format!(
+                    "managed policy {r}: karpctl's split policies replace it; detached once they are all attached, then deleted if nothing else uses it"
+                )
+            };
             Node::new(format!("retired-policy-{}", short(r)), format!("{role}/{}", short(r)), NodeSpec::RetiredPolicy(a))
                 .with_fields(Some(crate::model::fields_of(vec![("attached", json!(false))])))
                 .with_deps(deps.clone())
-                .with_notes([format!("{what} policy {r}: karpctl's split policies replace it")])
+                .delete_after(deps.clone())
+                .with_notes([what])
                 .contained_in("controller-role")
         })
         .collect()
@@ -146,6 +166,12 @@ pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result
         // The role is not there: nothing holds the policy.
         return Ok(());
     }
+    // `up` retires it (the plan wants it off the role); `down` only detaches what goes with the
+    // role anyway.
+    let retiring = step.node.fields.is_some();
+    if retiring {
+        settle_after_attach(ctx, step, role, policy).await?;
+    }
     if !is_managed(policy) {
         return match ctx.aws.iam.delete_role_policy().role_name(role).policy_name(policy).send().await {
             Ok(_) => Ok(()),
@@ -156,7 +182,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result
         };
     }
     detach(ctx, &step.id, role, policy).await?;
-    if step.action == Action::Delete || policy.contains(":iam::aws:policy/") {
+    if !retiring || is_aws_managed(policy) {
         return Ok(());
     }
     let users = super::iam_policy::attached_anywhere(ctx, policy).await?;
@@ -172,6 +198,73 @@ pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result
     };
     ctx.reporter.event(Event::Note { level: Level::Info, text: &text });
     Ok(())
+}
+
+/// Reads of the role's attached policies that must agree in a row before the first retirement
+/// after an attach (spread over the consistency schedule's fast phase, `ConsistencyPolicy::fast_for`:
+/// the time IAM changes typically take to reach the services that enforce them).
+pub const SETTLE_READS: u32 = 5;
+
+/// The settle agreement of `policy`'s schedule: `SETTLE_READS` reads spread over its fast phase.
+fn settle_agreement(policy: &ConsistencyPolicy) -> Agreement {
+    Agreement { reads: SETTLE_READS, apart: policy.fast_for / (SETTLE_READS - 1).max(1) }
+}
+
+/// Whether this run attached one of the policies this retirement waits for (`delete_after`: the
+/// attachments of karpctl's own controller policies; the role itself is no attach).
+fn attached_this_run(ctx: &Ctx, step: &Step) -> bool {
+    let owner_from = match &step.node.spec {
+        NodeSpec::RetiredPolicy(a) => a.owner_from.as_str(),
+        _ => "",
+    };
+    let written = ctx.written.lock().unwrap();
+    step.node
+        .delete_after
+        .iter()
+        .filter(|id| id.as_str() != owner_from)
+        .any(|id| written.get(id).is_some_and(|w| w.action != Action::Delete))
+}
+
+/// Between the last attach of this run and the first detach: IAM applies its changes in no fixed
+/// order, so a detach sent at once could take effect before the attaches that replace it, and the
+/// controller would lack permissions for that moment. Wait until the role's attached policies read
+/// the same `SETTLE_READS` times in a row over the schedule's fast phase (a read that differs
+/// starts the count again; bounded by the consistency deadline, after which the step fails and
+/// nothing is detached). Once per role and run: every retirement on the role shares the wait.
+async fn settle_after_attach(ctx: &Ctx, step: &Step, role: &str, policy: &str) -> Result<()> {
+    if !attached_this_run(ctx, step) {
+        return Ok(());
+    }
+    ctx.cached(&format!("iam:settled-after-attach:{role}"), || async {
+        let agreement = settle_agreement(&ctx.consistency);
+        let what = format!(
+            "IAM to settle before taking {} off {role}: karpctl's policies were attached in this run, and IAM applies changes in no fixed order ({} reads of the role's policies that agree, {} s apart)",
+            short(policy),
+            agreement.reads,
+            agreement.apart.as_secs_f64()
+        );
+        ctx.reporter.event(Event::Waiting { id: &step.id, what: &what, elapsed: std::time::Duration::ZERO });
+        let last: std::sync::Mutex<Option<Vec<String>>> = std::sync::Mutex::new(None);
+        let last = &last;
+        let same = move || async move {
+            let mut now = super::iam_role::attached_policies(ctx, role).await?.unwrap_or_default();
+            now.sort();
+            let mut seen = last.lock().unwrap();
+            let agrees = seen.as_ref().is_none_or(|s| *s == now);
+            *seen = Some(now);
+            Ok(agrees)
+        };
+        let shown = format!("IAM to show the same policies on {role} {} times in a row", agreement.reads);
+        if !wait_agreed(&ctx.consistency, agreement, ctx.reporter.as_ref(), &step.id, &shown, same).await? {
+            anyhow::bail!(
+                "the policies attached to IAM role {role} did not read the same {} times in a row within {} s; {policy} was left on the role, so the controller loses nothing. Run `karpctl up` again",
+                agreement.reads,
+                ctx.consistency.deadline.as_secs()
+            );
+        }
+        Ok(())
+    })
+    .await
 }
 
 #[cfg(test)]
@@ -199,10 +292,23 @@ mod tests {
         assert_eq!(n[1].id, "retired-policy-ListProfiles");
         for node in &n {
             assert!(node.deps.contains(&"controller-role".to_string()));
+            // A retirement is a delete: it waits for the role and the attachments through
+            // `delete_after` (a delete's deps give it no order after what is made).
+            assert_eq!(node.delete_after, node.deps);
             for p in own.iter().filter(|p| p.doc.is_some()) {
                 assert!(node.deps.contains(&format!("controller-policy-attachment-{}", p.part.name())), "{node:?}");
             }
             assert_eq!(node.fields.as_ref().unwrap()["attached"], json!(false));
         }
+        assert!(n[0].notes[0].contains("then deleted if nothing else uses it"), "{:?}", n[0].notes);
+        assert!(n[1].notes[0].starts_with("inline policy ListProfiles"), "{:?}", n[1].notes);
+    }
+
+    #[test]
+    fn the_settle_wait_spreads_its_reads_over_the_fast_phase() {
+        let policy = ConsistencyPolicy::default();
+        let a = settle_agreement(&policy);
+        assert_eq!(a.reads, SETTLE_READS);
+        assert_eq!(a.apart * (SETTLE_READS - 1), policy.fast_for, "the reads that agree span the fast phase");
     }
 }
