@@ -64,7 +64,7 @@ fn all_plans_diff_up_and_a_broken_plan_fails_only_itself() {
     // Markdown: the summary table and a section per cluster.
     let md = karpctl(&wd, &["diff", "--clusters", &format!("{a},{b}"), "--output", "markdown"]);
     assert_eq!(md.code, 2, "{md:?}");
-    assert!(md.stdout.starts_with("### karpctl diff\n\n| Cluster | Account | Region | Result |"), "{}", md.stdout);
+    assert!(md.stdout.starts_with("### karpctl diff\n\n| Cluster | Account | Region | Result | Karpenter |"), "{}", md.stdout);
     assert_eq!(md.stdout.matches("<details>").count(), 2, "{}", md.stdout);
     assert!(md.stdout.contains("```diff"), "{}", md.stdout);
 

@@ -78,6 +78,17 @@ fn a_named_key_gives_the_controller_decrypt_on_its_arn_and_a_key_policy_without_
     let fix = events["fix"].as_str().unwrap();
     assert!(fix.contains("aws kms put-key-policy") && fix.contains("\"events.amazonaws.com\""), "{fix}");
     assert!(check(&checks, "kms-key-policy-controller").is_none(), "the key delegates to IAM: {checks:?}");
+    // The pull-request comment tells the same story as the terminal: the verdict and each check.
+    let human = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert!(human.stdout.contains("kms-key-policy-events"), "{human:?}");
+    let md = karpctl(&wd, &["diff", "--cluster", &c, "--output", "markdown"]);
+    assert_eq!(md.code, 2, "{md:?}");
+    assert!(md.stdout.contains("**cannot work**: 1 error(s)"), "{}", md.stdout);
+    assert!(
+        md.stdout.contains("- **error** `kms-key-policy-events`") && md.stdout.contains("aws kms put-key-policy"),
+        "{}",
+        md.stdout
+    );
 
     // up applies, then exits 1: Karpenter would get no interruption event.
     let r = karpctl(&wd, &["up", "--cluster", &c]);

@@ -124,8 +124,11 @@ fn section_body(s: &Section) -> String {
     if doc["findings"].as_array().is_some_and(|f| !f.is_empty()) {
         out.push('\n');
     }
+    // The terminal's order: by kind (the graph's build order), then id.
     let mut steps: Vec<&Value> = doc["steps"].as_array().into_iter().flatten().collect();
-    steps.sort_by_key(|s| (s["kind"].as_str().unwrap_or("").to_string(), s["id"].as_str().unwrap_or("").to_string()));
+    steps.sort_by_key(|s| {
+        (serde_json::from_value::<crate::model::Kind>(s["kind"].clone()).ok(), s["id"].as_str().unwrap_or("").to_string())
+    });
     for st in steps {
         let action = st["action"].as_str().unwrap_or("");
         let sym = match action {
@@ -159,7 +162,50 @@ fn section_body(s: &Section) -> String {
     for c in doc["conflicts"].as_array().into_iter().flatten() {
         let _ = writeln!(out, "- **conflict:** {}", c["message"].as_str().unwrap_or_default());
     }
+    readiness_body(&mut out, doc);
     out
+}
+
+/// The readiness checks as the terminal shows them: each finding with its fix (all passed: the
+/// summary table's column says so, and nothing is added here).
+fn readiness_body(out: &mut String, doc: &Value) {
+    let found: Vec<&Value> = doc["checks"]["found"].as_array().into_iter().flatten().collect();
+    if found.is_empty() {
+        return;
+    }
+    let n = doc["checks"]["checked"].as_array().map_or(0, Vec::len);
+    let passed = doc["checks"]["passed"].as_u64().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "**Karpenter readiness: {passed} of {n} checks passed**
+"
+    );
+    for c in found {
+        let _ = writeln!(
+            out,
+            "- **{}** `{}` {}: {}<br>fix: {}",
+            c["severity"].as_str().unwrap_or_default(),
+            c["code"].as_str().unwrap_or_default(),
+            c["resource"].as_str().unwrap_or_default(),
+            c["message"].as_str().unwrap_or_default(),
+            c["fix"].as_str().unwrap_or_default()
+        );
+    }
+    out.push('\n');
+}
+
+/// The readiness verdict for the summary table: "-" when the command ran no checks.
+fn verdict(s: &Section) -> String {
+    let Some(checks) = s.doc.as_ref().map(|d| &d["checks"]).filter(|c| c.is_object()) else { return "-".into() };
+    let n = checks["checked"].as_array().map_or(0, Vec::len);
+    let found: Vec<&Value> = checks["found"].as_array().into_iter().flatten().collect();
+    let errors = found.iter().filter(|c| c["severity"] == "error").count();
+    let warnings = found.len() - errors;
+    match (errors, warnings) {
+        (0, 0) => format!("can work ({n} of {n} checks passed)"),
+        (0, w) => format!("can work, {w} warning(s)"),
+        (e, _) => format!("**cannot work**: {e} error(s)"),
+    }
 }
 
 /// `body` cut at a line boundary to at most `max` characters, with any open code fence closed and
@@ -206,15 +252,16 @@ fn cut(body: &str, max: usize, cluster: &str) -> String {
 pub fn render_with_budget(command: &str, sections: &[Section], budget: usize) -> String {
     let mut head = String::new();
     let _ = writeln!(head, "### karpctl {command}\n");
-    let _ = writeln!(head, "| Cluster | Account | Region | Result |\n|---|---|---|---|");
+    let _ = writeln!(head, "| Cluster | Account | Region | Result | Karpenter |\n|---|---|---|---|---|");
     let mut rows_cut = 0;
     for (i, s) in sections.iter().enumerate() {
         let row = format!(
-            "| `{}` | {} | {} | {} |\n",
+            "| `{}` | {} | {} | {} | {} |\n",
             cell(&s.cluster),
             cell(if s.account_id.is_empty() { "-" } else { &s.account_id }),
             cell(if s.region.is_empty() { "-" } else { &s.region }),
-            cell(&result_text(command, s))
+            cell(&result_text(command, s)),
+            cell(&verdict(s))
         );
         if head.len() + row.len() > budget / 2 {
             rows_cut = sections.len() - i;
@@ -328,6 +375,29 @@ mod tests {
             doc: Some(diff_doc(cluster, statements)),
             error: None,
         }
+    }
+
+    #[test]
+    fn the_comment_carries_the_readiness_verdict_and_the_terminals_order() {
+        let mut s = changed("say-when-east", 1);
+        s.doc.as_mut().unwrap()["checks"] = json!({
+            "checked": ["subnet-no-way-out", "kms-key-policy-events", "security-group-rules"],
+            "found": [{"code": "subnet-no-way-out", "severity": "error", "resource": "subnet-0a",
+                       "message": "nodes there cannot reach EC2", "fix": "add a NAT route"}],
+            "passed": 2,
+        });
+        let md = render("diff", &[s, in_sync("other")]);
+        assert!(md.contains("| Result | Karpenter |"), "{md}");
+        assert!(md.contains("**cannot work**: 1 error(s)"), "{md}");
+        assert!(md.contains("**Karpenter readiness: 2 of 3 checks passed**"), "{md}");
+        assert!(
+            md.contains("- **error** `subnet-no-way-out` subnet-0a: nodes there cannot reach EC2<br>fix: add a NAT route"),
+            "{md}"
+        );
+        // The terminal lists by kind in the graph's order (policy, queue, rule), then id.
+        let (p, q, r) =
+            (md.find("controller-policy-IAMIntegration").unwrap(), md.find("`queue`").unwrap(), md.find("rule-Old").unwrap());
+        assert!(p < q && q < r, "{md}");
     }
 
     #[test]
