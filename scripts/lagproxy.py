@@ -44,9 +44,12 @@ test names, answers the way AWS does during such a window:
   eks_access_entry_tags {cluster: true}
                                        not a lag: an emulator gap. ministack keeps TagResource's
                                        tags on an access entry ARN (ListTagsForResource shows
-                                       them) but DescribeAccessEntry answers `tags: {}`; AWS
-                                       answers them. The proxy reads the entry's tags upstream
-                                       and puts them in the DescribeAccessEntry answer
+                                       them) but DescribeAccessEntry answers the tags given at
+                                       create, never updated, and UntagResource drops only some
+                                       keys; AWS answers the entry's tags. The proxy keeps
+                                       TagResource/UntagResource on the cluster's entry ARNs and
+                                       answers DescribeAccessEntry with the emulator's tags
+                                       (ListTagsForResource) under the ones it kept
   iam_watch_role {role: true}          not a lag: after every IAM write the proxy forwards, it
                                        reads the role's policies upstream (attached managed
                                        ones' default versions and inline ones) and records the
@@ -431,8 +434,10 @@ class Lag:
         self.eks_pending: dict[tuple[str, str, str], dict] = {}
         # service -> {"tokens": n, "at": t} (throttle_rps)
         self.buckets: dict[str, dict] = {}
-        # association ARN -> {key: value} (eks_tag_associations)
+        # association ARN -> {key: value, or None once removed} (eks_tag_associations)
         self.assoc_tags: dict[str, dict] = {}
+        # access entry ARN -> {key: value, or None once removed} (eks_access_entry_tags)
+        self.entry_tags: dict[str, dict] = {}
         # role -> [{"after": operation, "actions": [...]}] (iam_watch_role)
         self.iam_watch: dict[str, list] = {}
         # KMS key id -> the tag values it was made with (or that ListResourceTags showed)
@@ -1093,8 +1098,28 @@ class Lag:
         return status, headers, body, None
 
     def handle_eks_access_entry_tags(self, req: Req):
-        """eks_access_entry_tags: DescribeAccessEntry answers with the tags ListTagsForResource
-        shows for the entry's ARN. None: not ours."""
+        """eks_access_entry_tags: TagResource/UntagResource on the cluster's access entry ARNs are
+        kept here (ministack drops some untagged keys), and DescribeAccessEntry answers with the
+        entry's tags: those ministack keeps (ListTagsForResource) under the ones kept here. None:
+        not ours."""
+        parts = [urllib.parse.unquote(x) for x in urllib.parse.urlsplit(req.target).path.strip("/").split("/", 1)]
+        if parts[0] == "tags" and len(parts) == 2 and ":access-entry/" in parts[1]:
+            arn = parts[1]
+            cluster = arn.split(":access-entry/", 1)[1].split("/", 1)[0]
+            if not self.rule("eks_access_entry_tags", cluster):
+                return None
+            ok = (200, [("Content-Type", "application/json")], b"{}")
+            with self.lock:
+                cur = self.entry_tags.setdefault(arn, {})
+                if req.method == "POST":
+                    cur.update((req.json or {}).get("tags") or {})
+                    return (*ok, "eks_access_entry_tags")
+                if req.method == "DELETE":
+                    q = urllib.parse.parse_qs(urllib.parse.urlsplit(req.target).query)
+                    for k in q.get("tagKeys", []):
+                        cur[k] = None
+                    return (*ok, "eks_access_entry_tags")
+            return None
         if req.operation != "DescribeAccessEntry" or req.method != "GET":
             return None
         if not self.rule("eks_access_entry_tags", req.cluster_name()):
@@ -1107,10 +1132,15 @@ class Lag:
             get = Req("GET", "/tags/" + urllib.parse.quote(arn, safe=""),
                       [h for h in req.headers if h[0].lower() != "content-type"], b"")
             _, _, tbody = self.forward(get)
-            tags = json.loads(tbody).get("tags") or {}
-            if tags:
-                entry["tags"] = {**(entry.get("tags") or {}), **tags}
-                return status, headers, json.dumps(doc).encode(), "eks_access_entry_tags"
+            tags = dict(json.loads(tbody).get("tags") or {})
+            with self.lock:
+                for k, v in self.entry_tags.get(arn, {}).items():
+                    if v is None:
+                        tags.pop(k, None)
+                    else:
+                        tags[k] = v
+            entry["tags"] = tags
+            return status, headers, json.dumps(doc).encode(), "eks_access_entry_tags"
         except (ValueError, KeyError, TypeError):
             pass
         return status, headers, body, None
@@ -1132,7 +1162,7 @@ class Lag:
                 if req.method == "DELETE":
                     q = urllib.parse.parse_qs(urllib.parse.urlsplit(req.target).query)
                     for k in q.get("tagKeys", []):
-                        cur.pop(k, None)
+                        cur[k] = None
                     return (*ok, "eks_tag_associations")
             return None
         if req.operation == "DescribePodIdentityAssociation" and req.method == "GET":
@@ -1146,7 +1176,14 @@ class Lag:
                 with self.lock:
                     extra = dict(self.assoc_tags.get(a.get("associationArn", ""), {}))
                 if extra:
-                    a["tags"] = {**(a.get("tags") or {}), **extra}
+                    # Kept tags over the emulator's (those given at create); a removed key is None.
+                    tags = dict(a.get("tags") or {})
+                    for k, v in extra.items():
+                        if v is None:
+                            tags.pop(k, None)
+                        else:
+                            tags[k] = v
+                    a["tags"] = tags
                     return status, headers, json.dumps(doc).encode(), "eks_tag_associations"
             except (ValueError, KeyError, TypeError):
                 pass

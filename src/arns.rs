@@ -9,6 +9,9 @@ use crate::plan_file::Spec;
 /// The tags every object karpctl creates carries: the user's, then ownership.
 pub fn tags_for(spec: &Spec, id: &str) -> Tags {
     let mut t = spec.tags.clone();
+    if let Some(track) = crate::tags::track_value(spec.tags.keys()) {
+        t.insert(crate::tags::TRACK_TAG.to_string(), track);
+    }
     t.insert(OWNER_TAG.to_string(), spec.cluster.clone());
     t.insert(RESOURCE_TAG.to_string(), id.to_string());
     t

@@ -18,10 +18,15 @@ pub fn changes(immutable: &[String], desired: &crate::model::Fields, observed: &
     for (field, after) in desired {
         let before = match (field.as_str(), observed.fields.get(field)) {
             ("tags", Some(Value::Object(live))) => {
+                // The keys the plan sets, and those karpctl set that it no longer names (removed).
                 let wanted = after.as_object();
+                let as_tags = |m: &serde_json::Map<String, Value>| -> crate::model::Tags {
+                    m.iter().filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string()))).collect()
+                };
+                let stale = crate::tags::stale_keys(&as_tags(live), &wanted.map(as_tags).unwrap_or_default());
                 Value::Object(
                     live.iter()
-                        .filter(|(k, _)| wanted.is_some_and(|w| w.contains_key(*k)))
+                        .filter(|(k, _)| wanted.is_some_and(|w| w.contains_key(*k)) || stale.contains(k))
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
                 )

@@ -505,6 +505,11 @@ fn eks_access_entry_tags_are_answered_by_describe_access_entry() {
     assert!(tags_of(&through).is_empty(), "without the rule the emulator's answer is passed on as it is");
     px.set(json!({"eks_access_entry_tags": {&c: true}}));
     assert_eq!(tags_of(&through).get("team").map(String::as_str), Some("platform"), "with the rule, as AWS answers");
+    rt().block_on(through.eks.tag_resource().resource_arn(&entry_arn).tags("karpctl.io/tags", "team").send()).unwrap();
+    rt().block_on(through.eks.untag_resource().resource_arn(&entry_arn).tag_keys("team").tag_keys("karpctl.io/tags").send())
+        .expect("UntagResource");
+    assert!(tags_of(&through).is_empty(), "both keys removed, as AWS removes them: {:?}", tags_of(&through));
+    rt().block_on(through.eks.tag_resource().resource_arn(&entry_arn).tags("team", "platform").send()).unwrap();
     px.set(json!({"eks_access_entry_tags": {&c: null, "another-cluster": true}}));
     assert!(tags_of(&through).is_empty(), "scoped to its cluster");
 }

@@ -29,5 +29,6 @@ mod readiness;
 mod replicas;
 mod sqs_lag;
 mod strict;
+mod tags;
 mod takeover_plan;
 mod throttling;

@@ -14,7 +14,33 @@ fn scalar(v: &Value) -> String {
     }
 }
 
+fn render_tags(out: &mut String, c: &Change, style: Style) {
+    let (lines, unchanged) = crate::tags::changes(&c.before, &c.after);
+    let sym = match (&c.before, &c.after) {
+        (Value::Null, _) => style.green("+"),
+        (_, Value::Null) => style.red("-"),
+        _ => style.yellow("~"),
+    };
+    let _ = writeln!(out, "      {sym} {} = {{", c.field);
+    for (s, line) in lines {
+        let painted = match s {
+            '+' => style.green(&format!("+ {line}")),
+            '-' => style.red(&format!("- {line}")),
+            _ => style.yellow(&format!("~ {line}")),
+        };
+        let _ = writeln!(out, "          {painted}");
+    }
+    if unchanged > 0 {
+        let _ = writeln!(out, "            # ({unchanged} unchanged {})", if unchanged == 1 { "tag" } else { "tags" });
+    }
+    let _ = writeln!(out, "        }}");
+}
+
 fn render_change(out: &mut String, c: &Change, style: Style, action: Action) {
+    if c.field == "tags" && (c.before.is_object() || c.after.is_object()) {
+        render_tags(out, c, style);
+        return;
+    }
     let sym = match (&c.before, &c.after) {
         (Value::Null, _) => style.green("+"),
         (_, Value::Null) => style.red("-"),

@@ -83,6 +83,17 @@ fn render_change(out: &mut String, c: &Value, action: &str) {
         let _ = writeln!(out, "- `{field}`: {text}{force}");
         return;
     }
+    if field == "tags" && (before.is_object() || after.is_object()) {
+        let (lines, unchanged) = crate::tags::changes(before, after);
+        let mut body: Vec<String> = lines.into_iter().map(|(s, l)| format!("{s} {l}")).collect();
+        if unchanged > 0 {
+            body.push(format!("  # ({unchanged} unchanged {})", if unchanged == 1 { "tag" } else { "tags" }));
+        }
+        let _ = writeln!(out, "- `{field}`{force}\n");
+        code_block(out, "diff", &body.join("\n"));
+        out.push('\n');
+        return;
+    }
     let _ = writeln!(out, "- `{field}`{force}\n");
     let b = (!before.is_null()).then_some(before);
     let a = (!after.is_null()).then_some(after);

@@ -231,6 +231,17 @@ async fn tag(ctx: &Ctx, step: &Step, arn: Option<&str>) -> Result<()> {
         .send()
         .await
         .map_err(|e| aws_err("eks:TagResource", e))?;
+    let stale = super::ctx::stale_tags(step);
+    if !stale.is_empty() {
+        ctx.aws
+            .eks
+            .untag_resource()
+            .resource_arn(&arn)
+            .set_tag_keys(Some(stale))
+            .send()
+            .await
+            .map_err(|e| aws_err("eks:UntagResource", e))?;
+    }
     Ok(())
 }
 

@@ -173,6 +173,13 @@ pub fn wanted_tags(node: &Node) -> Tags {
         .unwrap_or_default()
 }
 
+/// Tag keys karpctl set on the live object that the plan no longer names (`tags::stale_keys`):
+/// an update removes them after tagging what the plan wants. Tags others set are never named.
+pub fn stale_tags(step: &Step) -> Vec<String> {
+    let live = step.observed.as_ref().map(observed_tags).unwrap_or_default();
+    crate::tags::stale_keys(&live, &wanted_tags(&step.node))
+}
+
 /// The EKS cluster an EKS node belongs to (spec `cluster`, else this run's cluster).
 pub fn eks_cluster_of<'a>(ctx: &'a Ctx, node: &'a Node) -> &'a str {
     match node.spec.eks_cluster() {

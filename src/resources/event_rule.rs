@@ -479,6 +479,17 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
                     .send()
                     .await
                     .map_err(|e| aws_err("events:TagResource", e))?;
+                let stale = super::ctx::stale_tags(step);
+                if !stale.is_empty() {
+                    ctx.aws
+                        .events
+                        .untag_resource()
+                        .resource_arn(&arn)
+                        .set_tag_keys(Some(stale))
+                        .send()
+                        .await
+                        .map_err(|e| aws_err("events:UntagResource", e))?;
+                }
             }
             if ["EventPattern", "State", "Description"].iter().any(|f| changed(step, f)) {
                 put_rule(ctx, step).await?;

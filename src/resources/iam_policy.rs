@@ -479,6 +479,17 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).map(String::as_str).unwrap_or(policy_arn(node)?).to_string();
     if adopt || changed(step, "tags") {
         tag(ctx, &arn, &wanted_tags(node)).await?;
+        let stale = super::ctx::stale_tags(step);
+        if !stale.is_empty() {
+            ctx.aws
+                .iam
+                .untag_policy()
+                .policy_arn(&arn)
+                .set_tag_keys(Some(stale))
+                .send()
+                .await
+                .map_err(|e| aws_err("iam:UntagPolicy", e))?;
+        }
     }
     if changed(step, "PolicyDocument") {
         let read_default = step.observed.as_ref().and_then(|o| o.ids.get("default_version")).map(String::as_str);

@@ -345,6 +345,17 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     if adopt || changed(step, "tags") {
         // Adopting tags first: from here on the role is ours, whatever else fails.
         tag_role(ctx, &node.name, &wanted_tags(node)).await?;
+        let stale = super::ctx::stale_tags(step);
+        if !stale.is_empty() {
+            ctx.aws
+                .iam
+                .untag_role()
+                .role_name(&node.name)
+                .set_tag_keys(Some(stale))
+                .send()
+                .await
+                .map_err(|e| aws_err("iam:UntagRole", e))?;
+        }
     }
     if changed(step, "AssumeRolePolicyDocument") {
         update_trust(ctx, node).await?;

@@ -234,6 +234,17 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let name = &node.name;
     if adopt || changed(step, "tags") {
         tag(ctx, name, &wanted_tags(node)).await?;
+        let stale = super::ctx::stale_tags(step);
+        if !stale.is_empty() {
+            ctx.aws
+                .iam
+                .untag_instance_profile()
+                .instance_profile_name(name)
+                .set_tag_keys(Some(stale))
+                .send()
+                .await
+                .map_err(|e| aws_err("iam:UntagInstanceProfile", e))?;
+        }
     }
     if changed(step, "Role") {
         // Fresh: the profile may have changed since the plan was made.

@@ -372,6 +372,17 @@ async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, fix: Fix
                 if fields { "; its other fields were not changed either" } else { "" }
             )));
         }
+        let stale = super::ctx::stale_tags(step);
+        if !stale.is_empty() {
+            ctx.aws
+                .eks
+                .untag_resource()
+                .resource_arn(arn)
+                .set_tag_keys(Some(stale))
+                .send()
+                .await
+                .map_err(|e| aws_err("eks:UntagResource", e))?;
+        }
     }
     if !fields {
         return Ok(());

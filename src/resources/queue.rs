@@ -415,6 +415,17 @@ async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Resul
         })
         .await
         .map_err(|e| aws_err("sqs:TagQueue", e))?;
+        let stale = super::ctx::stale_tags(step);
+        if !stale.is_empty() {
+            ctx.aws
+                .sqs
+                .untag_queue()
+                .queue_url(url)
+                .set_tag_keys(Some(stale))
+                .send()
+                .await
+                .map_err(|e| aws_err("sqs:UntagQueue", e))?;
+        }
     }
     set_attributes(ctx, &step.id, url, wanted_attributes(step, true), created_now).await
 }
