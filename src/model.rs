@@ -153,6 +153,10 @@ pub struct Node {
     /// delete waits for them (an old rule goes only once the rule that replaces it exists).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delete_after: Vec<String>,
+    /// When this node's object is made or changed while these are deleted in the same run, it
+    /// waits for the deletes (the queue policy drops the old rules' names once they are gone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_deletes: Vec<String>,
 }
 
 impl Node {
@@ -171,6 +175,7 @@ impl Node {
             bound_to: vec![],
             immutable: vec![],
             delete_after: vec![],
+            after_deletes: vec![],
         }
     }
     pub fn with_fields(mut self, fields: Option<Fields>) -> Node {
