@@ -96,7 +96,9 @@ Control API (JSON in, JSON out), under /_lag/:
                       (added) or a {cluster: bool} map (false/null removes), a top-level
                       null removes the whole rule. Answers the rules after the merge.
   GET  /_lag/calls    {"calls": [{"service", "operation", "time", "resource", "status",
-                      "lag"}...]} every request forwarded or answered, oldest first
+                      "lag"}...]} every request forwarded or answered, oldest first; an SQS
+                      SetQueueAttributes also carries "attributes": {name: value} (what it
+                      wrote, e.g. the Policy text a test checks)
   GET  /_lag/state    the open windows (for debugging)
   POST /_lag/reset    clear rules, windows and the call log; queued deletions are sent now
 
@@ -245,6 +247,20 @@ class Req:
             j = self.json or {}
             return j.get("Name") or j.get("Rule")
         return None
+
+
+def written_attributes(req: Req) -> dict:
+    """The attributes an SQS SetQueueAttributes writes (JSON wire, or the query wire's
+    Attribute.N.Name / Attribute.N.Value)."""
+    attrs = (req.json or {}).get("Attributes")
+    if isinstance(attrs, dict):
+        return {str(k): v for k, v in attrs.items()}
+    out = {}
+    for k, name in req.form.items():
+        m = re.fullmatch(r"Attribute\.(\d+)\.Name", k)
+        if m:
+            out[name] = req.form.get(f"Attribute.{m.group(1)}.Value", "")
+    return out
 
 
 def eks_operation(method: str, path: str) -> str:
@@ -510,11 +526,14 @@ class Lag:
             }
 
     def record(self, req: Req, status: int, lag: str | None) -> None:
+        call = {
+            "service": req.service, "operation": req.operation, "time": time.time(),
+            "resource": req.resource(), "status": status, "lag": lag,
+        }
+        if req.service == "sqs" and req.operation == "SetQueueAttributes":
+            call["attributes"] = written_attributes(req)
         with self.lock:
-            self.calls.append({
-                "service": req.service, "operation": req.operation, "time": time.time(),
-                "resource": req.resource(), "status": status, "lag": lag,
-            })
+            self.calls.append(call)
 
     # ------------------------------------------------------------- upstream
 

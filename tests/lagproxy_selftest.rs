@@ -95,6 +95,14 @@ fn lag_sqs_attributes_read_old_values_within_the_window() {
         .collect();
     let served = reads.iter().take_while(|lagged| **lagged).count();
     assert!(served >= 2 && reads[served..].iter().all(|lagged| !lagged) && served < reads.len(), "{:?}", px.calls_json());
+    // A SetQueueAttributes call carries what it wrote (the queue-policy hand-over test reads it).
+    let writes: Vec<serde_json::Value> = px
+        .calls_json()
+        .into_iter()
+        .filter(|c| c["operation"] == "SetQueueAttributes" && c["resource"] == q.as_str())
+        .map(|c| c["attributes"].clone())
+        .collect();
+    assert_eq!(writes, [json!({"VisibilityTimeout": "77", "Policy": policy})], "{:?}", px.calls_json());
 }
 
 #[test]
