@@ -41,6 +41,12 @@ test names, answers the way AWS does during such a window:
                                        on the cluster's Pod Identity association ARNs (ministack
                                        refuses them, AWS takes them) are kept by the proxy, and
                                        DescribePodIdentityAssociation answers carry those tags
+  eks_association_fields {cluster: {field: value}}
+                                       not a lag: an emulator gap. DescribePodIdentityAssociation
+                                       answers for the cluster's associations carry these fields
+                                       (e.g. "ownerArn" of an EKS add-on, which ministack 1.5.33
+                                       cannot set; "disableSessionTags", "policy"), over what
+                                       the emulator stored
   iam_watch_role {role: true}          not a lag: after every IAM write the proxy forwards, it
                                        reads the role's policies upstream (attached managed
                                        ones' default versions and inline ones) and records the
@@ -143,7 +149,8 @@ NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_dele
                  "sqs_delete_flipflop_s", "sqs_deleted_recently_s", "sqs_tags_lag_s",
                  "eks_delete_flipflop_s", "eks_delete_lag_s")
 BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations")
-MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams")
+MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams",
+                                         "eks_association_fields")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
 
@@ -420,6 +427,8 @@ class Lag:
                             raise BadRules(f"eks_cluster_status.{name} must be a status string (got {v!r})")
                         elif key == "upstreams" and not (isinstance(v, str) and v.startswith(("http://", "https://"))):
                             raise BadRules(f"upstreams.{name} must be an http(s) URL (got {v!r})")
+                        elif key == "eks_association_fields" and not isinstance(v, dict):
+                            raise BadRules(f"eks_association_fields.{name} must be an object of fields (got {v!r})")
                         else:
                             cur[name] = v
                     if not cur:
@@ -851,6 +860,18 @@ class Lag:
         return (*self.forward(req), None)
 
     def handle_eks(self, req: Req):
+        status, headers, body, lag = self._handle_eks(req)
+        fields = self.rule("eks_association_fields", req.cluster_name())
+        if fields and req.operation == "DescribePodIdentityAssociation" and status == 200:
+            try:
+                doc = json.loads(body)
+                doc["association"].update(fields)
+                return status, headers, json.dumps(doc).encode(), lag or "eks_association_fields"
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass
+        return status, headers, body, lag
+
+    def _handle_eks(self, req: Req):
         cluster = req.cluster_name()
         if self.cluster_gone(cluster):
             return (*eks_error(404, "ResourceNotFoundException", f"No cluster found for name: {cluster}."),

@@ -491,3 +491,28 @@ fn eks_deferred_deletes_flip_flop_or_read_gone_and_creates_answer_409() {
 fn entry_exists_directly(c: &str, arn: &str) -> bool {
     rt().block_on(crate::common::sdk().eks.describe_access_entry().cluster_name(c).principal_arn(arn).send()).is_ok()
 }
+
+#[test]
+fn eks_association_fields_are_laid_over_describe_answers_of_that_cluster_only() {
+    let (c, other) = (cluster_name("assocf"), cluster_name("assocf-other"));
+    seed(&c, &["--no-pod-identity-agent"]);
+    seed(&other, &["--no-pod-identity-agent"]);
+    let (_, id) = entry_and_association(&c);
+    let (_, other_id) = entry_and_association(&other);
+    let px = proxy("assocf");
+    let addon = format!("arn:aws:eks:{REGION}:000000000000:addon/{c}/karpenter/x");
+    px.set(json!({"eks_association_fields": {&c: {"ownerArn": &addon, "disableSessionTags": true}}}));
+    let sdk = sdk_at(px.url());
+    let describe = |c: &str, id: &str| {
+        let o = rt().block_on(sdk.eks.describe_pod_identity_association().cluster_name(c).association_id(id).send());
+        o.expect("DescribePodIdentityAssociation").association().cloned().unwrap()
+    };
+    let a = describe(&c, &id);
+    assert_eq!((a.owner_arn(), a.disable_session_tags()), (Some(addon.as_str()), Some(true)));
+    assert!(a.role_arn().is_some_and(|r| r.ends_with(&format!("{c}-r"))), "the emulator's fields stay: {a:?}");
+    let b = describe(&other, &other_id);
+    assert!(b.owner_arn().unwrap_or_default().is_empty() && b.disable_session_tags() != Some(true), "scoped: {b:?}");
+    assert!(px.calls_json().iter().any(|x| x["lag"] == "eks_association_fields"), "{:?}", px.calls_json());
+    let e = px.try_set(json!({"eks_association_fields": {"x": true}})).expect_err("fields are an object");
+    assert!(e.contains("object of fields"), "{e}");
+}
