@@ -50,6 +50,12 @@ test names, answers the way AWS does during such a window:
                                        TagResource/UntagResource on the cluster's entry ARNs and
                                        answers DescribeAccessEntry with the emulator's tags
                                        (ListTagsForResource) under the ones it kept
+  eks_association_fields {cluster: {field: value}}
+                                       not a lag: an emulator gap. DescribePodIdentityAssociation
+                                       answers for the cluster's associations carry these fields
+                                       (e.g. "ownerArn" of an EKS add-on, which ministack 1.5.33
+                                       cannot set; "disableSessionTags", "policy"), over what
+                                       the emulator stored
   iam_watch_role {role: true}          not a lag: after every IAM write the proxy forwards, it
                                        reads the role's policies upstream (attached managed
                                        ones' default versions and inline ones) and records the
@@ -130,7 +136,9 @@ Control API (JSON in, JSON out), under /_lag/:
                       (added) or a {cluster: bool} map (false/null removes), a top-level
                       null removes the whole rule. Answers the rules after the merge.
   GET  /_lag/calls    {"calls": [{"service", "operation", "time", "resource", "status",
-                      "lag"}...]} every request forwarded or answered, oldest first
+                      "lag"}...]} every request forwarded or answered, oldest first; an SQS
+                      SetQueueAttributes also carries "attributes": {name: value} (what it
+                      wrote, e.g. the Policy text a test checks)
   GET  /_lag/state    the open windows (for debugging)
   POST /_lag/reset    clear rules, windows and the call log; queued deletions are sent now
 
@@ -176,7 +184,8 @@ NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_dele
                  "eks_delete_flipflop_s", "eks_delete_lag_s", "kms_key_lag_s")
 BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "events_rules_full",
               "events_targets_full", "kms_keys_full", "eks_access_entry_tags")
-MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams")
+MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams",
+                                         "eks_association_fields")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
 
@@ -283,6 +292,20 @@ class Req:
             j = self.json or {}
             return j.get("AliasName") or j.get("KeyId") or j.get("TargetKeyId")
         return None
+
+
+def written_attributes(req: Req) -> dict:
+    """The attributes an SQS SetQueueAttributes writes (JSON wire, or the query wire's
+    Attribute.N.Name / Attribute.N.Value)."""
+    attrs = (req.json or {}).get("Attributes")
+    if isinstance(attrs, dict):
+        return {str(k): v for k, v in attrs.items()}
+    out = {}
+    for k, name in req.form.items():
+        m = re.fullmatch(r"Attribute\.(\d+)\.Name", k)
+        if m:
+            out[name] = req.form.get(f"Attribute.{m.group(1)}.Value", "")
+    return out
 
 
 def eks_operation(method: str, path: str) -> str:
@@ -475,6 +498,8 @@ class Lag:
                             raise BadRules(f"eks_cluster_status.{name} must be a status string (got {v!r})")
                         elif key == "upstreams" and not (isinstance(v, str) and v.startswith(("http://", "https://"))):
                             raise BadRules(f"upstreams.{name} must be an http(s) URL (got {v!r})")
+                        elif key == "eks_association_fields" and not isinstance(v, dict):
+                            raise BadRules(f"eks_association_fields.{name} must be an object of fields (got {v!r})")
                         else:
                             cur[name] = v
                     if not cur:
@@ -596,11 +621,14 @@ class Lag:
             }
 
     def record(self, req: Req, status: int, lag: str | None) -> None:
+        call = {
+            "service": req.service, "operation": req.operation, "time": time.time(),
+            "resource": req.resource(), "status": status, "lag": lag,
+        }
+        if req.service == "sqs" and req.operation == "SetQueueAttributes":
+            call["attributes"] = written_attributes(req)
         with self.lock:
-            self.calls.append({
-                "service": req.service, "operation": req.operation, "time": time.time(),
-                "resource": req.resource(), "status": status, "lag": lag,
-            })
+            self.calls.append(call)
 
     # ------------------------------------------------------------- upstream
 
@@ -1051,6 +1079,18 @@ class Lag:
         return None
 
     def handle_eks(self, req: Req):
+        status, headers, body, lag = self._handle_eks(req)
+        fields = self.rule("eks_association_fields", req.cluster_name())
+        if fields and req.operation == "DescribePodIdentityAssociation" and status == 200:
+            try:
+                doc = json.loads(body)
+                doc["association"].update(fields)
+                return status, headers, json.dumps(doc).encode(), lag or "eks_association_fields"
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass
+        return status, headers, body, lag
+
+    def _handle_eks(self, req: Req):
         cluster = req.cluster_name()
         if self.cluster_gone(cluster):
             return (*eks_error(404, "ResourceNotFoundException", f"No cluster found for name: {cluster}."),

@@ -32,14 +32,15 @@ pub fn edges(steps: &[Step]) -> Result<Vec<(usize, usize)>> {
                 _ => {}
             }
         }
-        // A delete that must wait for what replaces it (`Node::delete_after`).
-        if s.action == Action::Delete {
-            for a in &s.node.delete_after {
-                if let Some(&j) = index.get(a.as_str())
-                    && steps[j].action != Action::Delete
-                {
-                    out.push((j, i));
-                }
+        // A delete that must wait for what replaces it (`Node::delete_after`), and a write that
+        // must wait for deletes (`Node::after_deletes`).
+        let waits_for: Vec<&String> =
+            if s.action == Action::Delete { s.node.delete_after.iter().collect() } else { s.node.after_deletes.iter().collect() };
+        for a in waits_for {
+            if let Some(&j) = index.get(a.as_str())
+                && (steps[j].action == Action::Delete) != (s.action == Action::Delete)
+            {
+                out.push((j, i));
             }
         }
     }
@@ -287,6 +288,18 @@ mod tests {
         let steps = vec![old, step("rule-new", Action::Create, &[])];
         let (_, log, _) = run_with(steps, 10, &[], 5).await;
         assert!(pos(&log, "end rule-new") < pos(&log, "start rule-old"), "{log:?}");
+    }
+
+    #[tokio::test]
+    async fn a_write_waits_for_the_deletes_it_names() {
+        // The queue policy drops the old rules' names only once they are gone; a delete named
+        // by a write that is itself a delete, or a write named, sets no order.
+        let mut policy = step("policy", Action::Update, &[]);
+        policy.node.after_deletes = vec!["rule-old".into(), "rule-new".into()];
+        let steps = vec![policy, step("rule-old", Action::Delete, &[]), step("rule-new", Action::Create, &[])];
+        assert_eq!(edges(&steps).unwrap(), [(1, 0)]);
+        let (_, log, _) = run_with(steps, 10, &[], 5).await;
+        assert!(pos(&log, "end rule-old") < pos(&log, "start policy"), "{log:?}");
     }
 
     #[tokio::test]

@@ -7,8 +7,8 @@
 //!
 //! | since | change |
 //! |---|---|
-//! | v1.0 | `ec2:DescribeAvailabilityZones`; `iam:PassedToService` = `ec2.amazonaws.com` only |
-//! | v1.1 | `DescribeAvailabilityZones` dropped; `ec2.amazonaws.com.cn` added to PassedToService |
+//! | v1.0 | `ec2:DescribeAvailabilityZones`; `iam:PassedToService` = `ec2.amazonaws.com` and `ec2.amazonaws.com.cn` (the v1.0 release named only the first; upstream corrected its v1.0 docs, aws/karpenter-provider-aws #6839) |
+//! | v1.1 | `DescribeAvailabilityZones` dropped |
 //! | v1.3 | capacity reservations: `capacity-reservation/*` (also among the tagged creations until v1.8), `ec2:DescribeCapacityReservations` |
 //! | v1.4 | node role: `AmazonEC2ContainerRegistryPullOnly` instead of `...ReadOnly` |
 //! | v1.7 | `iam:ListInstanceProfiles` (`AllowUnscopedInstanceProfileListAction`) |
@@ -432,10 +432,10 @@ impl Builder<'_, '_> {
 
     fn iam_integration(&self) -> Vec<Value> {
         let (c, r) = (self.0.cluster, self.0.region);
-        let mut passed_to = vec!["ec2.amazonaws.com"];
-        if self.v().since(1) {
-            passed_to.push("ec2.amazonaws.com.cn");
-        }
+        // Both EC2 principals for every version: v1.0's release named only ec2.amazonaws.com,
+        // which upstream corrected in its v1.0 docs (aws/karpenter-provider-aws #6839); without
+        // the China one, Karpenter in aws-cn cannot pass the node role to its instances.
+        let passed_to = ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"];
         let profiles = self.instance_profiles();
         vec![
             json!({
@@ -927,8 +927,6 @@ mod tests {
         let regional = statement(&p, "AllowRegionalReadActions").unwrap();
         assert!(strings(&regional["Action"]).contains(&"ec2:DescribeAvailabilityZones"));
         assert!(part(&p, PolicyPart::ResourceDiscovery).unwrap()["Statement"].as_array().unwrap().contains(regional));
-        let pass = statement(&p, "AllowPassingInstanceRole").unwrap();
-        assert_eq!(strings(&pass["Condition"]["StringEquals"]["iam:PassedToService"]), ["ec2.amazonaws.com"]);
         assert!(!has_action(&p, "ec2:DescribeCapacityReservations"));
         assert!(!has_action(&p, "iam:ListInstanceProfiles"));
         assert!(!p.iter().any(|(_, d)| policy_doc::to_wire(d).contains("capacity-reservation")));
@@ -936,14 +934,21 @@ mod tests {
     }
 
     #[test]
-    fn v1_1_drops_availability_zones_and_adds_china_service() {
-        let p = policies(v(1));
-        assert!(!has_action(&p, "ec2:DescribeAvailabilityZones"));
-        let pass = statement(&p, "AllowPassingInstanceRole").unwrap();
-        assert_eq!(
-            strings(&pass["Condition"]["StringEquals"]["iam:PassedToService"]),
-            ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"]
-        );
+    fn v1_1_drops_availability_zones() {
+        assert!(!has_action(&policies(v(1)), "ec2:DescribeAvailabilityZones"));
+    }
+
+    #[test]
+    fn pass_role_names_both_ec2_principals_for_every_version() {
+        // v1.0's release named only ec2.amazonaws.com; upstream corrected it (#6839).
+        for minor in KarpenterVersion::OLDEST.minor..=KarpenterVersion::LATEST.minor {
+            let pass = statement(&policies(v(minor)), "AllowPassingInstanceRole").unwrap().clone();
+            assert_eq!(
+                strings(&pass["Condition"]["StringEquals"]["iam:PassedToService"]),
+                ["ec2.amazonaws.com", "ec2.amazonaws.com.cn"],
+                "1.{minor}"
+            );
+        }
     }
 
     #[test]

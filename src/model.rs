@@ -157,6 +157,10 @@ pub struct Node {
     /// node role's access entry that the tool karpctl takes over from made for the same role.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopt_external: bool,
+    /// When this node's object is made or changed while these are deleted in the same run, it
+    /// waits for the deletes (the queue policy drops the old rules' names once they are gone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after_deletes: Vec<String>,
 }
 
 impl Node {
@@ -176,6 +180,7 @@ impl Node {
             immutable: vec![],
             delete_after: vec![],
             adopt_external: false,
+            after_deletes: vec![],
         }
     }
     pub fn with_fields(mut self, fields: Option<Fields>) -> Node {

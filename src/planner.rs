@@ -65,7 +65,9 @@ fn all_fields_as_changes(node: &Node, observed: Option<&Observed>, create: bool)
     }
 }
 
-pub fn plan(entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
+pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
+    // What the kinds want given what exists (`KindDef::refine`).
+    crate::resources::refine(&mut entries);
     let mut p = Plan::default();
     let bound: Vec<(Node, Option<Observed>)> = entries.iter().filter(|(n, _)| !n.bound_to.is_empty()).cloned().collect();
     for (node, observed) in entries {

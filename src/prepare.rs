@@ -28,6 +28,8 @@ pub struct Prepared {
     pub preflight: crate::preflight::Preflight,
     pub cmd: Intent,
     pub(crate) ahead: std::sync::Mutex<Option<ReadAhead>>,
+    /// The readiness checks over what `observe` read (the Pod Identity association's).
+    pub(crate) observed_checks: std::sync::Mutex<Vec<(&'static str, Option<readiness::Check>)>>,
 }
 
 impl Prepared {
@@ -43,7 +45,13 @@ impl Prepared {
     /// The readiness checks on what this command makes (`up`, `diff`; none for `down`): can
     /// Karpenter work here? Pure, over the facts read in preparation.
     pub fn readiness(&self) -> Option<Readiness> {
-        (self.cmd != Intent::Down).then(|| readiness_of(&self.facts, &self.spec, &self.preflight))
+        (self.cmd != Intent::Down).then(|| {
+            let mut r = readiness_of(&self.facts, &self.spec, &self.preflight);
+            for (code, found) in self.observed_checks.lock().unwrap().iter() {
+                r.record(code, found.clone());
+            }
+            r
+        })
     }
 
     /// The nodes this command works on (see `nodes_for`).
@@ -57,13 +65,15 @@ impl Prepared {
         self.stats.set_phase("observe");
         let concurrency = self.global.concurrency as usize;
         let ahead = self.ahead.lock().unwrap().take();
-        match ahead {
+        let observed = match ahead {
             Some(a) => match a.finish().await {
                 Some(reads) => observe_after(&self.ctx, nodes, concurrency, reads).await,
                 None => observe(&self.ctx, nodes, concurrency).await,
             },
             None => observe(&self.ctx, nodes, concurrency).await,
-        }
+        }?;
+        *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(&observed);
+        Ok(observed)
     }
 }
 
@@ -244,7 +254,17 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
     }
     stats.set_phase("discovery:select");
     facts.discovery = in_unit("discovery:select", crate::discovery::select(&ctx, &spec, &facts, cmd)).await?;
-    Ok(Prepared { spec, facts, ctx, stats, global: global.clone(), preflight, cmd, ahead: std::sync::Mutex::new(ahead) })
+    Ok(Prepared {
+        spec,
+        facts,
+        ctx,
+        stats,
+        global: global.clone(),
+        preflight,
+        cmd,
+        ahead: std::sync::Mutex::new(ahead),
+        observed_checks: Default::default(),
+    })
 }
 
 /// What a read-only command that loads no plan needs (`doctor`): clients, the account and the

@@ -329,6 +329,135 @@ pub fn kms_key_policy_unreadable(key_arn: &str, why: &str) -> Check {
     }
 }
 
+/// The code of the check that an association with session tags off does not serve a role whose
+/// trust needs them.
+pub const POD_IDENTITY_SESSION_TAGS_DISABLED: &str = "pod-identity-session-tags-disabled";
+/// The code of the check that reports an association's session policy.
+pub const POD_IDENTITY_SESSION_POLICY: &str = "pod-identity-session-policy";
+/// EKS Pod Identity's service principal, the one that assumes the controller role.
+pub const PODS_PRINCIPAL: &str = "pods.eks.amazonaws.com";
+
+/// What the two Pod Identity checks need of an association (DescribePodIdentityAssociation).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Association {
+    pub cluster: String,
+    pub id: String,
+    /// `<namespace>/<service account>`.
+    pub name: String,
+    /// The role EKS assumes for it.
+    pub role_arn: String,
+    pub disable_session_tags: bool,
+    /// The inline session policy (JSON text), if any.
+    pub session_policy: Option<String>,
+    /// The EKS add-on that owns it (changed only through the add-on).
+    pub owner_arn: Option<String>,
+}
+
+impl Association {
+    fn resource(&self) -> String {
+        format!("podidentityassociation/{}/{}", self.cluster, self.id)
+    }
+    fn label(&self) -> String {
+        format!("EKS Pod Identity association {} ({})", self.name, self.id)
+    }
+    fn update_command(&self, args: &str) -> String {
+        match &self.owner_arn {
+            Some(addon) => format!(
+                "the EKS add-on {addon} owns it: change its Pod Identity association through the add-on (aws eks update-addon --cluster-name {} --addon-name <add-on> --pod-identity-associations ...)",
+                self.cluster
+            ),
+            None => format!(
+                "aws eks update-pod-identity-association --cluster-name {} --association-id {} {args}",
+                self.cluster, self.id
+            ),
+        }
+    }
+}
+
+/// The condition keys of a role's trust policy that only session tags satisfy: `aws:RequestTag/*`
+/// or `aws:PrincipalTag/*` (not under an `...IfExists` operator, which passes without the tag; a
+/// `Null` condition only when it requires the tag) in an Allow statement that lets EKS Pod
+/// Identity (or everyone) use sts:AssumeRole or sts:TagSession. EKS passes `eks-cluster-arn`,
+/// `eks-cluster-name`, `kubernetes-namespace`, `kubernetes-service-account` and the pod's tags
+/// only with session tags on (docs/aws-behaviour.md section 9.7).
+pub fn session_tag_conditions(trust: &serde_json::Value) -> Vec<String> {
+    use crate::policy_doc::{is_allow, statement_takes, statements};
+    let mut keys = std::collections::BTreeSet::new();
+    for st in statements(trust) {
+        let assumes = statement_takes(st, "sts:AssumeRole") || statement_takes(st, "sts:TagSession");
+        if !is_allow(st) || !assumes || !principal_names(st, "Service", &[PODS_PRINCIPAL]) {
+            continue;
+        }
+        for (op, kv) in st["Condition"].as_object().into_iter().flatten() {
+            if op.to_ascii_lowercase().ends_with("ifexists") {
+                continue;
+            }
+            for (k, v) in kv.as_object().into_iter().flatten() {
+                let key = k.to_ascii_lowercase();
+                let tag = key.starts_with("aws:requesttag/") || key.starts_with("aws:principaltag/");
+                let needs = !op.eq_ignore_ascii_case("Null") || crate::policy_doc::strings(v).contains("false");
+                if tag && needs {
+                    keys.insert(k.clone());
+                }
+            }
+        }
+    }
+    keys.into_iter().collect()
+}
+
+/// An association with session tags off (`disableSessionTags`) serving a role whose trust needs
+/// them: EKS's sts:AssumeRole carries no tags, the trust refuses it, and Karpenter gets no
+/// credentials.
+pub fn pod_identity_session_tags(a: &Association, trust: &serde_json::Value) -> Option<Check> {
+    if !a.disable_session_tags {
+        return None;
+    }
+    let keys = session_tag_conditions(trust);
+    (!keys.is_empty()).then(|| Check {
+        code: POD_IDENTITY_SESSION_TAGS_DISABLED,
+        severity: Severity::Error,
+        resource: a.resource(),
+        message: format!(
+            "{} has session tags turned off (disableSessionTags), but the trust policy of its role {} requires them ({}): EKS cannot assume the role, and Karpenter gets no credentials",
+            a.label(),
+            a.role_arn,
+            keys.join(", ")
+        ),
+        fix: match a.session_policy.as_deref().filter(|p| !p.trim().is_empty()) {
+            // A session policy needs session tags off: both go in one call.
+            Some(_) => format!(
+                "turn session tags back on and drop the session policy, which needs them off: {}; or drop those conditions from the role's trust policy",
+                a.update_command("--no-disable-session-tags --policy ''")
+            ),
+            None => format!(
+                "turn session tags back on: {}; or drop those conditions from the role's trust policy",
+                a.update_command("--no-disable-session-tags")
+            ),
+        },
+    })
+}
+
+/// An association's inline session policy: the credentials get only what both the role and that
+/// policy allow, so it can refuse Karpenter actions the role grants.
+pub fn pod_identity_session_policy(a: &Association) -> Option<Check> {
+    let policy = a.session_policy.as_deref().filter(|p| !p.trim().is_empty())?;
+    let size = policy.chars().filter(|c| !c.is_whitespace()).count();
+    Some(Check {
+        code: POD_IDENTITY_SESSION_POLICY,
+        severity: Severity::Warning,
+        resource: a.resource(),
+        message: format!(
+            "{} carries a session policy ({size} characters): Karpenter's credentials get only what both the role {} and that policy allow, so actions the role grants can be refused",
+            a.label(),
+            a.role_arn
+        ),
+        fix: format!(
+            "remove it ({}; karpctl up does so for an association it manages), or make sure it allows every action of Karpenter's permission set",
+            a.update_command("--policy ''")
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,5 +579,88 @@ mod tests {
         let c = kms_key_lets_controller_decrypt(KEY, &p, "aws", "111122223333", ROLE).expect("fails");
         assert_eq!((c.code, c.severity), (KMS_KEY_POLICY_CONTROLLER, Severity::Error));
         assert!(c.fix.contains(ROLE) && c.fix.contains("arn:aws:iam::111122223333:root"), "{}", c.fix);
+    }
+
+    fn association(off: bool, policy: Option<&str>) -> Association {
+        Association {
+            cluster: "c1".into(),
+            id: "a-123".into(),
+            name: "kube-system/karpenter".into(),
+            role_arn: ROLE.into(),
+            disable_session_tags: off,
+            session_policy: policy.map(str::to_string),
+            owner_arn: None,
+        }
+    }
+
+    fn karpctl_trust() -> serde_json::Value {
+        crate::karpenter_iam::controller_trust_pod_identity(&crate::karpenter_iam::PodIdentityScope {
+            cluster_arn: "arn:aws:eks:us-east-1:111122223333:cluster/c1",
+            namespace: "kube-system",
+            service_account: "karpenter",
+        })
+    }
+
+    #[test]
+    fn session_tags_off_with_a_trust_that_needs_them_is_an_error() {
+        let c = pod_identity_session_tags(&association(true, None), &karpctl_trust()).expect("an error");
+        assert_eq!((c.code, c.severity), (POD_IDENTITY_SESSION_TAGS_DISABLED, Severity::Error));
+        assert!(
+            c.message.contains("kube-system/karpenter") && c.message.contains("aws:RequestTag/eks-cluster-arn"),
+            "{}",
+            c.message
+        );
+        assert!(c.fix.contains("--no-disable-session-tags") && c.fix.contains("--association-id a-123"), "{}", c.fix);
+        // Session tags on: nothing.
+        assert_eq!(pod_identity_session_tags(&association(false, None), &karpctl_trust()), None);
+        // Upstream's trust (no tag conditions) works without session tags.
+        let upstream = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]});
+        assert_eq!(pod_identity_session_tags(&association(true, None), &upstream), None);
+        // PrincipalTag counts; an IfExists operator, a Null that forbids the tag, and another
+        // principal's statement do not.
+        let trust = |cond: serde_json::Value, principal: &str| {
+            serde_json::json!({"Statement": [{"Effect": "Allow", "Principal": {"Service": principal},
+                "Action": "sts:AssumeRole", "Condition": cond}]})
+        };
+        let pods = PODS_PRINCIPAL;
+        assert_eq!(
+            session_tag_conditions(&trust(
+                serde_json::json!({"StringEquals": {"aws:PrincipalTag/kubernetes-namespace": "kube-system"}}),
+                pods
+            )),
+            ["aws:PrincipalTag/kubernetes-namespace"]
+        );
+        assert!(
+            session_tag_conditions(&trust(
+                serde_json::json!({"StringEqualsIfExists": {"aws:RequestTag/eks-cluster-name": "c1"}}),
+                pods
+            ))
+            .is_empty()
+        );
+        assert!(session_tag_conditions(&trust(serde_json::json!({"Null": {"aws:RequestTag/x": "true"}}), pods)).is_empty());
+        assert_eq!(
+            session_tag_conditions(&trust(serde_json::json!({"Null": {"aws:RequestTag/x": "false"}}), pods)),
+            ["aws:RequestTag/x"]
+        );
+        assert!(
+            session_tag_conditions(&trust(serde_json::json!({"StringEquals": {"aws:RequestTag/x": "y"}}), "ec2.amazonaws.com"))
+                .is_empty()
+        );
+        // An add-on's association: the fix goes through the add-on.
+        let mut addon = association(true, None);
+        addon.owner_arn = Some("arn:aws:eks:us-east-1:111122223333:addon/c1/karpenter/x".into());
+        let c = pod_identity_session_tags(&addon, &karpctl_trust()).unwrap();
+        assert!(c.fix.contains("update-addon") && c.fix.contains("addon/c1/karpenter/x"), "{}", c.fix);
+    }
+
+    #[test]
+    fn a_session_policy_is_a_warning_naming_the_association() {
+        assert_eq!(pod_identity_session_policy(&association(true, None)), None);
+        assert_eq!(pod_identity_session_policy(&association(true, Some(""))), None);
+        let c = pod_identity_session_policy(&association(true, Some(r#"{"Version":"2012-10-17","Statement":[]}"#))).unwrap();
+        assert_eq!((c.code, c.severity), (POD_IDENTITY_SESSION_POLICY, Severity::Warning));
+        assert!(c.message.contains("EKS Pod Identity association kube-system/karpenter (a-123)"), "{}", c.message);
+        assert!(c.fix.contains("--policy ''"), "{}", c.fix);
     }
 }

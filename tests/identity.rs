@@ -842,3 +842,104 @@ fn an_unowned_access_entry_of_the_wrong_type_stops_up() {
     let e = rt().block_on(sdk.eks.describe_access_entry().cluster_name(&c).principal_arn(&principal).send()).unwrap();
     assert_eq!(e.access_entry().unwrap().r#type(), Some("STANDARD"), "left untouched");
 }
+
+/// The codes and severities of `--output json`'s readiness findings (`up`, `diff`).
+fn readiness_found(r: &Run) -> BTreeMap<String, String> {
+    let doc = r.json();
+    doc["checks"]["found"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| (f["code"].as_str().unwrap().to_string(), f["severity"].as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// The codes and severities of doctor's findings.
+fn doctor_found(r: &Run) -> BTreeMap<String, (String, String)> {
+    r.json()["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
+            (s("code"), (s("severity"), s("message")))
+        })
+        .collect()
+}
+
+#[test]
+fn session_tags_off_under_a_trust_that_needs_them_is_an_error_in_diff_up_and_doctor() {
+    const TAGS: &str = "pod-identity-session-tags-disabled";
+    const POLICY: &str = "pod-identity-session-policy";
+    let (c, a) = seeded("isess", &[]);
+    let sdk = sdk();
+    let wd = Workdir::new();
+    wd.plan(&c, &plan(&c, ""));
+    let up = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    let checked: Vec<String> = strings(&r.json()["checks"]["checked"]);
+    assert!(checked.contains(&TAGS.to_string()) && checked.contains(&POLICY.to_string()), "{checked:?}");
+    assert!(readiness_found(&r).keys().all(|k| k != TAGS && k != POLICY), "{r:?}");
+
+    // Session tags off, and a session policy (AWS takes one only with session tags off), while
+    // karpctl's trust requires the tags of this cluster, namespace and service account.
+    let (id, _) = karpenter_associations(&sdk, &c).remove(0);
+    let session_policy = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:Describe*","Resource":"*"}]}"#;
+    rt().block_on(
+        sdk.eks
+            .update_pod_identity_association()
+            .cluster_name(&c)
+            .association_id(&id)
+            .disable_session_tags(true)
+            .policy(session_policy)
+            .send(),
+    )
+    .expect("UpdatePodIdentityAssociation");
+
+    // doctor judges whatever it finds.
+    let d = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
+    assert_eq!(d.code, 2, "{d:?}");
+    let found = doctor_found(&d);
+    let (sev, msg) = &found[TAGS];
+    assert_eq!(sev, "error", "{d:?}");
+    assert!(msg.contains("kube-system/karpenter") && msg.contains("aws:RequestTag/kubernetes-namespace"), "{msg}");
+    let (sev, msg) = &found[POLICY];
+    assert_eq!(sev, "warning", "{d:?}");
+    assert!(msg.contains(&format!("kube-system/karpenter ({id})")), "the association is named: {msg}");
+    let human = karpctl(&wd, &["doctor", "--cluster", &c]);
+    assert!(human.stdout.contains(TAGS) && human.stdout.contains(POLICY), "{human:?}");
+
+    // An association karpctl manages: `up` turns the tags back on and drops the policy, so
+    // `diff` shows that change and no readiness finding.
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(readiness_found(&r).keys().all(|k| k != TAGS && k != POLICY), "{r:?}");
+
+    // Owned by an EKS add-on (ownerArn, which the emulator cannot set: the lag proxy lays it
+    // over DescribePodIdentityAssociation): karpctl never changes it, so Karpenter cannot work.
+    let px = lag::LagProxy::start(&cluster_name("isess-px"), &endpoint());
+    let addon = format!("arn:aws:eks:{REGION}:{a}:addon/{c}/karpenter/0123");
+    px.set(json!({"eks_association_fields": {&c: {"ownerArn": &addon}}}));
+    let diff = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c], &[]);
+    assert_eq!(diff.code, 0, "nothing karpctl may change differs (the add-on's association is left alone): {diff:?}");
+    assert!(diff.stdout.contains(&format!("error {TAGS}")), "{diff:?}");
+    assert!(diff.stdout.contains(&format!("warning {POLICY}")), "{diff:?}");
+    assert!(diff.stdout.contains("update-addon"), "the fix goes through the add-on: {diff:?}");
+    let json = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c, "--output", "json"], &[]);
+    let found = readiness_found(&json);
+    assert_eq!(found.get(TAGS).map(String::as_str), Some("error"), "{json:?}");
+    assert_eq!(found.get(POLICY).map(String::as_str), Some("warning"), "{json:?}");
+    let up = karpctl_at(&wd, px.url(), &["up", "--cluster", &c], &[]);
+    assert_eq!(up.code, 1, "{up:?}");
+    assert!(up.stdout.contains(TAGS), "{up:?}");
+    assert!(up.stderr.contains("Karpenter cannot work here yet"), "{up:?}");
+
+    // karpctl's own again: up fixes both, and every check passes.
+    let up = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let d = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
+    let found = doctor_found(&d);
+    assert!(!found.contains_key(TAGS) && !found.contains_key(POLICY), "{d:?}");
+    assert_eq!(karpctl(&wd, &["diff", "--cluster", &c]).code, 0);
+}

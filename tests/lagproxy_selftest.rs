@@ -95,6 +95,14 @@ fn lag_sqs_attributes_read_old_values_within_the_window() {
         .collect();
     let served = reads.iter().take_while(|lagged| **lagged).count();
     assert!(served >= 2 && reads[served..].iter().all(|lagged| !lagged) && served < reads.len(), "{:?}", px.calls_json());
+    // A SetQueueAttributes call carries what it wrote (the queue-policy hand-over test reads it).
+    let writes: Vec<serde_json::Value> = px
+        .calls_json()
+        .into_iter()
+        .filter(|c| c["operation"] == "SetQueueAttributes" && c["resource"] == q.as_str())
+        .map(|c| c["attributes"].clone())
+        .collect();
+    assert_eq!(writes, [json!({"VisibilityTimeout": "77", "Policy": policy})], "{:?}", px.calls_json());
 }
 
 #[test]
@@ -635,4 +643,29 @@ fn iam_account_summary_overrides_entries_or_refuses() {
     px.set(json!({"iam_account_summary": null}));
     assert_eq!(per_role(&sdk), 10);
     assert!(px.calls_json().iter().any(|c| c["operation"] == "GetAccountSummary" && c["lag"] == "iam_account_summary"));
+}
+
+#[test]
+fn eks_association_fields_are_laid_over_describe_answers_of_that_cluster_only() {
+    let (c, other) = (cluster_name("assocf"), cluster_name("assocf-other"));
+    seed(&c, &["--no-pod-identity-agent"]);
+    seed(&other, &["--no-pod-identity-agent"]);
+    let (_, id) = entry_and_association(&c);
+    let (_, other_id) = entry_and_association(&other);
+    let px = proxy("assocf");
+    let addon = format!("arn:aws:eks:{REGION}:000000000000:addon/{c}/karpenter/x");
+    px.set(json!({"eks_association_fields": {&c: {"ownerArn": &addon, "disableSessionTags": true}}}));
+    let sdk = sdk_at(px.url());
+    let describe = |c: &str, id: &str| {
+        let o = rt().block_on(sdk.eks.describe_pod_identity_association().cluster_name(c).association_id(id).send());
+        o.expect("DescribePodIdentityAssociation").association().cloned().unwrap()
+    };
+    let a = describe(&c, &id);
+    assert_eq!((a.owner_arn(), a.disable_session_tags()), (Some(addon.as_str()), Some(true)));
+    assert!(a.role_arn().is_some_and(|r| r.ends_with(&format!("{c}-r"))), "the emulator's fields stay: {a:?}");
+    let b = describe(&other, &other_id);
+    assert!(b.owner_arn().unwrap_or_default().is_empty() && b.disable_session_tags() != Some(true), "scoped: {b:?}");
+    assert!(px.calls_json().iter().any(|x| x["lag"] == "eks_association_fields"), "{:?}", px.calls_json());
+    let e = px.try_set(json!({"eks_association_fields": {"x": true}})).expect_err("fields are an object");
+    assert!(e.contains("object of fields"), "{e}");
 }

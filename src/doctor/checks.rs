@@ -15,7 +15,7 @@ pub const MANAGED_POLICY_LIMIT: usize = 6144;
 pub const NEAR_LIMIT: usize = MANAGED_POLICY_LIMIT * 9 / 10;
 
 /// Every check's code with what it looks at, in checklist order.
-pub const CHECKS: [(&str, &str); 29] = [
+pub const CHECKS: [(&str, &str); 31] = [
     ("controller-role-not-found", "Karpenter's controller role is found"),
     ("controller-missing-permissions", "the controller role allows every action of Karpenter's permission set"),
     ("controller-passrole-unscoped", "the controller may pass only the node roles"),
@@ -45,6 +45,11 @@ pub const CHECKS: [(&str, &str); 29] = [
     (readiness::KMS_KEY_POLICY_CONTROLLER, "the controller may decrypt with the queue's KMS key"),
     ("spot-service-linked-role-missing", "the Spot service-linked role exists"),
     ("controller-trust-mismatch", "the controller role trusts Karpenter's service account"),
+    (
+        readiness::POD_IDENTITY_SESSION_TAGS_DISABLED,
+        "the Pod Identity association passes the session tags the role's trust requires",
+    ),
+    (readiness::POD_IDENTITY_SESSION_POLICY, "the Pod Identity association has no session policy cutting the role's permissions"),
 ];
 
 /// Each read doctor makes that AWS may refuse: the finding it becomes, what it reads, and the
@@ -74,6 +79,8 @@ pub const UNREADABLE: [(&str, &str, &[&str]); 14] = [
             "policy-near-size-limit",
             "controller-trust-mismatch",
             readiness::KMS_KEY_POLICY_CONTROLLER,
+            readiness::POD_IDENTITY_SESSION_TAGS_DISABLED,
+            readiness::POD_IDENTITY_SESSION_POLICY,
         ],
     ),
     ("access-entries-unreadable", "the cluster's access entries", &["node-role-no-access-entry", "node-access-entry-stale"]),
@@ -402,6 +409,14 @@ fn controller(s: &Setup, c: &mut Checker) {
             format!("the controller role {}'s trust policy does not allow {want}: Karpenter cannot assume it", role.name),
             "fix the role's trust policy (aws iam update-assume-role-policy)".into(),
         );
+    }
+    // The association's session tags and session policy (section 9.7). With a target role the
+    // trust read is the target's, not that of the role EKS assumes with the tags: not judged.
+    if let Some(a) = &role.association {
+        if let (Some(trust), None) = (&role.trust, &role.assumed_through) {
+            c.readiness(readiness::POD_IDENTITY_SESSION_TAGS_DISABLED, readiness::pod_identity_session_tags(a, trust));
+        }
+        c.readiness(readiness::POD_IDENTITY_SESSION_POLICY, readiness::pod_identity_session_policy(a));
     }
     c.ran("pod-identity-agent-missing");
     if s.mode == Some(IdentityMode::PodIdentity) && !s.pod_identity_agent {
@@ -884,6 +899,13 @@ mod tests {
                 })
                 .collect(),
             assumed_through: None,
+            association: Some(readiness::Association {
+                cluster: "demo".into(),
+                id: "a-0123456789abcdef0".into(),
+                name: "kube-system/karpenter".into(),
+                role_arn: "arn:aws:iam::111122223333:role/KarpenterController-demo".into(),
+                ..Default::default()
+            }),
         });
         s.mode = Some(IdentityMode::PodIdentity);
         s.pod_identity_agent = true;
@@ -1011,6 +1033,13 @@ mod tests {
             }),
             ("pod-identity-agent-missing", |s| s.pod_identity_agent = false),
             ("controller-trust-mismatch", |s| controller_mut(s).trust = Some(karpenter_iam::node_role_trust("aws", None))),
+            ("pod-identity-session-tags-disabled", |s| {
+                controller_mut(s).association.as_mut().unwrap().disable_session_tags = true
+            }),
+            ("pod-identity-session-policy", |s| {
+                controller_mut(s).association.as_mut().unwrap().session_policy =
+                    Some(r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:*","Resource":"*"}]}"#.into())
+            }),
             ("cluster-auth-config-map", |s| s.authentication_mode = "CONFIG_MAP".into()),
             ("node-role-not-found", |s| s.node_roles[0].exists = false),
             ("node-role-missing-managed-policy", |s| {

@@ -11,7 +11,7 @@ use crate::aws::{Classify, Clients, aws_err};
 use crate::facts::ClusterFacts;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::policy_doc;
-use crate::readiness::GroupRules;
+use crate::readiness::{Association, GroupRules};
 use anyhow::Result;
 use aws_sdk_ec2::types::Filter;
 use futures::future::try_join_all;
@@ -280,10 +280,11 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
         }
         return Ok((Some(role), String::new(), mode));
     }
-    if let Some((assoc, arn, target)) = association(aws, &i.cluster.name, &i.namespace, &i.service_account).await? {
+    if let Some((a, target)) = association(aws, &i.cluster.name, &i.namespace, &i.service_account).await? {
         // With a target role (cross-account Pod Identity), EKS hands the pods the target role's
         // credentials, assumed through the association's role: Karpenter's rights are the target's.
-        let role = match target {
+        let (assoc, arn) = (a.id.clone(), a.role_arn.clone());
+        let mut role = match target {
             Some(t) => {
                 let how = format!("target role of Pod Identity association {sa} ({assoc}), assumed through {arn}");
                 let mut role = read_controller(aws, &t, &how).await?;
@@ -292,6 +293,7 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
             }
             None => read_controller(aws, &arn, &format!("Pod Identity association {sa} ({assoc})")).await?,
         };
+        role.association = Some(a);
         return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity)));
     }
     let issuer =
@@ -347,9 +349,9 @@ fn mode_of_trust(trust: &Value) -> Option<IdentityMode> {
     }
 }
 
-/// (association id, role ARN, target role ARN) of the Pod Identity association of the service
-/// account.
-async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result<Option<(String, String, Option<String>)>> {
+/// The Pod Identity association of the service account (its id, role, session tags, session
+/// policy and owning add-on), and its target role's ARN.
+async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result<Option<(Association, Option<String>)>> {
     let l = aws
         .eks
         .list_pod_identity_associations()
@@ -371,7 +373,16 @@ async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result
         .map_err(|e| aws_err("eks:DescribePodIdentityAssociation", e))?;
     Ok(d.association().and_then(|a| {
         let target = a.target_role_arn().filter(|t| !t.is_empty()).map(str::to_string);
-        a.role_arn().map(|r| (id, r.to_string(), target))
+        let found = Association {
+            cluster: cluster.to_string(),
+            id,
+            name: format!("{ns}/{sa}"),
+            role_arn: a.role_arn()?.to_string(),
+            disable_session_tags: a.disable_session_tags().unwrap_or(false),
+            session_policy: a.policy().filter(|p| !p.trim().is_empty()).map(str::to_string),
+            owner_arn: a.owner_arn().filter(|o| !o.is_empty()).map(str::to_string),
+        };
+        Some((found, target))
     }))
 }
 
@@ -479,7 +490,7 @@ async fn read_controller(aws: &Clients, role: &str, how: &str) -> Result<Control
         exists: true,
         trust: doc(r.assume_role_policy_document()),
         policies,
-        assumed_through: None,
+        ..Default::default()
     })
 }
 

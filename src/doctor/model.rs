@@ -57,6 +57,8 @@ pub struct ControllerRole {
     /// The association's own role, when this is its target role (cross-account Pod Identity):
     /// EKS assumes this role through that one, so the trust must let that role in.
     pub assumed_through: Option<String>,
+    /// The Pod Identity association it was found through (its session tags and session policy).
+    pub association: Option<crate::readiness::Association>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

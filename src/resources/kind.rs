@@ -14,6 +14,8 @@ pub type ReadFn = for<'a> fn(&'a Ctx, &'a Node) -> Fut<'a, Option<Observed>>;
 pub type CurrentFn = for<'a> fn(&'a Ctx, &'a Step) -> Fut<'a, Option<Current>>;
 pub type ApplyFn = for<'a> fn(&'a Ctx, &'a Step, Option<&'a Current>) -> Fut<'a, ()>;
 pub type DiscoverFn = for<'a> fn(&'a Ctx, &'a [Node]) -> Fut<'a, Vec<Node>>;
+/// Pure: adjust the desired nodes once everything is observed (see `KindDef::refine`).
+pub type RefineFn = fn(&mut Vec<(Node, Option<Observed>)>);
 
 /// Everything the engine asks of one kind. Each kind's module defines its `DEF`, and
 /// `resources::KINDS` lists them: adding a kind is its own module, its line in `KINDS`, and its
@@ -45,13 +47,21 @@ pub struct KindDef {
     /// (The IAM role's search, `iam_orphans`, also finds the IAM policies and instance profiles
     /// under the plan's path: one listing per kind, and the policies must go before the roles.)
     pub discover: Option<DiscoverFn>,
+    /// Pure, once every node is observed and before the plan is made: what the kind's desired
+    /// nodes must be given what exists (nodes added, fields or order changed). None: the kind's
+    /// nodes depend on the plan and the facts only. (The queue policy names the rules a layout
+    /// switch deletes while they exist, `queue_policy::handover`.)
+    pub refine: Option<RefineFn>,
 }
 
 /// A kind module's `DEF`, from its `READ_RANK`, `IMMUTABLE`, `nodes`, `read`, `current` and
-/// `apply`, and what differs between kinds: whether it is read ahead, its `forget` and its
-/// orphan `discover`.
+/// `apply`, and what differs between kinds: whether it is read ahead, its `forget`, its orphan
+/// `discover` and (optional, None by default) its `refine`.
 macro_rules! def {
     ($kind:ident, read_ahead: $read_ahead:expr, forget: $forget:expr, discover: $discover:expr) => {
+        super::kind::def!($kind, read_ahead: $read_ahead, forget: $forget, discover: $discover, refine: None);
+    };
+    ($kind:ident, read_ahead: $read_ahead:expr, forget: $forget:expr, discover: $discover:expr, refine: $refine:expr) => {
         /// This kind's entry in `resources::KINDS`.
         pub const DEF: super::kind::KindDef = super::kind::KindDef {
             kind: crate::model::Kind::$kind,
@@ -64,6 +74,7 @@ macro_rules! def {
             apply: |ctx, step, current| Box::pin(apply(ctx, step, current)),
             forget: $forget,
             discover: $discover,
+            refine: $refine,
         };
     };
 }

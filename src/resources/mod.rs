@@ -104,6 +104,13 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     Ok(found.into_iter().flatten().collect())
 }
 
+/// Pure: each kind's `refine` over the observed nodes, before the plan is made.
+pub fn refine(entries: &mut Vec<(Node, Option<Observed>)>) {
+    for f in KINDS.iter().filter_map(|d| d.refine) {
+        f(entries);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -124,6 +124,43 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     ]
 }
 
+/// The Pod Identity readiness checks of `up` and `diff`, on the association as `up` leaves it
+/// (pure, over the observed nodes). One karpctl manages gets the plan's fields (session tags on,
+/// no session policy), so only one karpctl never changes (an EKS add-on's) can fail them; the
+/// role's trust is the one `up` writes. No checks without Pod Identity (IRSA, `down`).
+pub fn readiness(entries: &[(Node, Option<Observed>)]) -> Vec<(&'static str, Option<crate::readiness::Check>)> {
+    use crate::readiness::{self, Association};
+    let Some((node, live)) = entries.iter().find(|(n, _)| n.kind == crate::model::Kind::PodIdentity) else { return vec![] };
+    if node.fields.is_none() {
+        return vec![];
+    }
+    let role = entries.iter().find(|(n, _)| n.id == CONTROLLER_ROLE);
+    let trust = role.and_then(|(n, o)| {
+        let want = n.fields.as_ref().and_then(|f| f.get("AssumeRolePolicyDocument"));
+        want.or_else(|| o.as_ref()?.fields.get("AssumeRolePolicyDocument"))
+    });
+    let Some(o) = live.as_ref().filter(|o| o.owner == Owner::External) else {
+        return vec![(readiness::POD_IDENTITY_SESSION_TAGS_DISABLED, None), (readiness::POD_IDENTITY_SESSION_POLICY, None)];
+    };
+    let text = |f: &str| o.fields.get(f).and_then(Value::as_str).map(str::to_string);
+    let a = Association {
+        cluster: match &node.spec {
+            NodeSpec::PodIdentity(p) => p.cluster.clone(),
+            _ => String::new(),
+        },
+        id: o.ids.get("association_id").cloned().unwrap_or_default(),
+        name: node.name.clone(),
+        role_arn: text("role_arn").unwrap_or_default(),
+        disable_session_tags: o.fields.get("disable_session_tags").and_then(Value::as_bool).unwrap_or(false),
+        session_policy: text("session_policy"),
+        owner_arn: text("owner_arn"),
+    };
+    vec![
+        (readiness::POD_IDENTITY_SESSION_TAGS_DISABLED, trust.and_then(|t| readiness::pod_identity_session_tags(&a, t))),
+        (readiness::POD_IDENTITY_SESSION_POLICY, readiness::pod_identity_session_policy(&a)),
+    ]
+}
+
 /// The id of the association for (namespace, service account), if any. The list is filtered by
 /// the service and checked again here.
 async fn find(ctx: &Ctx, node: &Node) -> Result<Option<String>> {
