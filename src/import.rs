@@ -77,12 +77,16 @@ impl FoundPolicy {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Found {
     pub cluster: String,
+    /// `arn:<p>:eks:<region>:<account>:cluster/<c>`: how Karpenter's policies name this cluster.
+    pub cluster_arn: String,
     pub region: String,
     pub account_id: String,
     pub mode: Option<IdentityMode>,
     pub namespace: String,
     pub service_account: String,
     pub controller: Option<FoundRole>,
+    /// What was tried when no controller role was found (doctor's words).
+    pub controller_searched: String,
     /// The controller's policies: managed (by ARN) and inline (by name).
     pub controller_policies: Vec<FoundPolicy>,
     pub node_role: Option<FoundRole>,
@@ -128,6 +132,8 @@ pub struct Policies {
     pub pre_v1: Vec<String>,
     /// A policy grants `arc-zonal-shift:GetManagedResource`: the plan keeps zonal shift on.
     pub zonal_shift: bool,
+    /// Why a policy that looks like Karpenter's is kept anyway.
+    pub notes: Vec<String>,
 }
 
 /// Every action any Karpenter release karpctl knows may need (zonal shift included).
@@ -157,31 +163,74 @@ fn karpenter_actions() -> std::collections::BTreeSet<String> {
 /// `KarpenterController-<suffix>`, `KarpenterController<Part>Policy-<c>`, the seed's
 /// `KarpenterInstanceProfileGarbageCollection`, or a document holding Karpenter's statements.
 pub fn sort_policies(f: &Found, own: &[String]) -> Policies {
+    use crate::doctor::analysis::{allows, is_karpenter_policy, is_pre_v1_policy, names_cluster, pass_role};
     let actions = karpenter_actions();
+    let zonal = |p: &FoundPolicy| p.document.as_ref().is_some_and(|d| allows(&[d], "arc-zonal-shift:GetManagedResource"));
     let mut out = Policies {
         // Whichever policy grants it today, the plan's own included.
-        zonal_shift: f.controller_policies.iter().any(|p| {
-            p.document.as_ref().is_some_and(|d| crate::doctor::analysis::allows(&[d], "arc-zonal-shift:GetManagedResource"))
-        }),
+        zonal_shift: f.controller_policies.iter().any(zonal),
         ..Default::default()
     };
+    // The names karpctl's own parts have (the guide's stack names its split policies so) and the
+    // module v20's single policy named for the cluster.
+    let part_names: Vec<String> = crate::karpenter_iam::PolicyPart::ALL
+        .iter()
+        .map(|p| format!("KarpenterController{}Policy-{}", p.name(), f.cluster))
+        .chain([format!("KarpenterControllerPolicy-{}", f.cluster)])
+        .collect();
+    let node_arn = f.node_role.as_ref().map(|r| r.arn.as_str());
     for p in f.controller_policies.iter().filter(|p| !own.contains(&p.id)) {
         let name = p.name();
-        let by_name = tf_generated(name, "KarpenterController-")
-            || (name.starts_with("KarpenterController") && name.ends_with(&format!("Policy-{}", f.cluster)))
-            || name == "KarpenterInstanceProfileGarbageCollection";
-        let by_doc = p.document.as_ref().is_some_and(|d| crate::doctor::analysis::is_karpenter_policy(d, &actions));
-        if p.document.as_ref().is_some_and(crate::doctor::analysis::is_pre_v1_policy) {
-            out.pre_v1.push(p.id.clone());
+        let doc = p.document.as_ref();
+        let by_name = part_names.iter().any(|n| n == name)
+            || name == "KarpenterInstanceProfileGarbageCollection"
+            || (tf_generated(name, "KarpenterController-") && doc.is_some_and(|d| names_cluster(d, &f.cluster_arn)));
+        let by_doc = doc.is_some_and(|d| is_karpenter_policy(d, &actions, &f.cluster_arn));
+        // A policy that lets the controller pass another role than Karpenter's node role serves
+        // another EC2NodeClass: retiring it would stop those nodes.
+        let other_roles: Vec<String> =
+            doc.map(|d| pass_role(&[d]).0).unwrap_or_default().into_iter().filter(|r| Some(r.as_str()) != node_arn).collect();
+        // karpctl grants zonal shift from Karpenter 1.12 on: below, the policy granting it stays.
+        let zonal_kept = zonal(p) && f.version.minor < 12;
+        let keep = |out: &mut Policies| {
+            if p.managed() { out.keep.push(p.id.clone()) } else { out.keep_inline.push(p.id.clone()) }
+        };
+        if doc.is_some_and(is_pre_v1_policy) {
+            if p.managed() {
+                out.pre_v1.push(p.id.clone());
+            } else {
+                out.keep_inline.push(p.id.clone());
+                out.notes.push(pre_v1_note(&p.id));
+            }
+        } else if (by_name || by_doc) && !other_roles.is_empty() {
+            keep(&mut out);
+            out.notes.push(format!(
+                "{} looks like Karpenter's, but it lets the controller pass {} besides the node role: kept, since karpctl's policy passes only {}",
+                p.id,
+                other_roles.join(", "),
+                node_arn.unwrap_or("the plan's node role")
+            ));
+        } else if (by_name || by_doc) && zonal_kept {
+            keep(&mut out);
+            out.notes.push(format!(
+                "{} grants arc-zonal-shift:GetManagedResource, which karpctl grants from Karpenter 1.12 on: kept with {}",
+                p.id, f.version
+            ));
         } else if by_name || by_doc {
             out.retire.push(p.id.clone());
-        } else if p.managed() {
-            out.keep.push(p.id.clone());
         } else {
-            out.keep_inline.push(p.id.clone());
+            keep(&mut out);
         }
     }
     out
+}
+
+/// What import says of Karpenter's pre-v1 controller policy.
+fn pre_v1_note(id: &str) -> String {
+    format!(
+        "{id} is Karpenter's pre-v1 controller policy (v0.33-v0.37): karpctl's permissions need Karpenter 1.0 or later. \
+         Upgrade Karpenter first; until then the plan keeps it on the controller role. Once 1.0 or later runs, move it to retire_policies"
+    )
 }
 
 /// `s` is `<prefix>` followed by the Terraform provider's generated suffix (a UTC timestamp and
@@ -285,18 +334,13 @@ pub fn plan_toml(f: &Found, pol: &Policies) -> (String, Vec<String>) {
     t.push_str(&format!("karpenter_version = {}\n", q(&f.version.to_string())));
     if pol.zonal_shift {
         t.push_str("# The controller may read zonal shift today (settings.enableZonalShift): Karpenter stops at start without it.\nzonal_shift = true\n");
-        if f.version.minor < 12 {
-            notes.push(format!(
-                "a controller policy grants arc-zonal-shift:GetManagedResource, which karpctl grants from Karpenter 1.12 on; with {} that policy is kept",
-                f.version
-            ));
-        }
     }
     let path = f.path();
     t.push_str(&format!("path = {}\n", q(&path)));
     match &f.controller {
         Some(r) => t.push_str(&format!("controller_role_name = {}\n", q(&r.name))),
-        None => notes.push("no controller role found: the plan makes a new one".into()),
+        None if f.controller_searched.is_empty() => notes.push("no controller role found: the plan makes a new one".into()),
+        None => notes.push(format!("no controller role found ({}): the plan makes a new one", f.controller_searched)),
     }
     if f.controller.is_some() && !f.association && f.mode != Some(IdentityMode::Irsa) {
         notes.push(format!(
@@ -369,13 +413,8 @@ pub fn plan_toml(f: &Found, pol: &Policies) -> (String, Vec<String>) {
     for k in &pol.keep_inline {
         notes.push(format!("inline policy {k} on the controller role is not Karpenter's: kept as it is"));
     }
-    for k in &pol.pre_v1 {
-        notes.push(format!(
-            "{k} is Karpenter's pre-v1 controller policy (v0.33-v0.37): karpctl's permissions need Karpenter 1.0 or later. \
-             Upgrade Karpenter first; until then the plan keeps it attached (extra_controller_policy_arns). Once 1.0 or later runs, \
-             move it to retire_policies"
-        ));
-    }
+    notes.extend(pol.pre_v1.iter().map(|k| pre_v1_note(k)));
+    notes.extend(pol.notes.iter().cloned());
     if !pol.retire.is_empty() {
         t.push_str("# Karpenter's own, replaced by karpctl's split policies: detached once those are attached;\n# a customer managed one that nothing else uses is then deleted.\nretire_policies = [\n");
         for r in &pol.retire {
@@ -454,7 +493,15 @@ fn pick_node_role(s: &Setup) -> (Option<&NodeRole>, Option<String>, Vec<String>)
         None => existing.clone().find(|n| group_of(&n.arn).is_none()),
     };
     let chosen_name = chosen.map(|x| x.name.as_str());
-    for n in existing.filter(|n| Some(n.name.as_str()) != chosen_name && group_of(&n.arn).is_none()) {
+    let passed_names: Vec<&str> = s.node_roles.iter().filter(|n| n.exists && passed(n)).map(|n| n.name.as_str()).collect();
+    if passed_names.len() > 1 {
+        left.push(format!(
+            "the controller may pass several roles ({}): the plan takes {} as Karpenter's node role; the policy that lets it pass the others is kept",
+            passed_names.join(", "),
+            chosen_name.unwrap_or_default()
+        ));
+    }
+    for n in existing.filter(|n| Some(n.name.as_str()) != chosen_name && group_of(&n.arn).is_none() && !passed(n)) {
         left.push(format!("role {} ({}) is not the role the controller passes: left alone", n.name, n.how.join("; ")));
     }
     for (g, arn) in s.nodegroup_roles.iter().filter(|(_, r)| Some(role_name(r)) != chosen_name) {
@@ -515,12 +562,14 @@ fn found_of(s: &Setup, version: KarpenterVersion) -> Found {
     }
     Found {
         cluster: s.cluster.clone(),
+        cluster_arn: format!("arn:{}:eks:{}:{}:cluster/{}", s.partition, s.region, s.account_id, s.cluster),
         region: s.region.clone(),
         account_id: s.account_id.clone(),
         mode: s.mode,
         namespace: s.namespace.clone(),
         service_account: s.service_account.clone(),
         controller: controller.map(|c| FoundRole::of_arn(&c.arn)),
+        controller_searched: s.controller_searched.clone(),
         controller_policies: controller
             .map(|c| {
                 c.policies
@@ -671,23 +720,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         spec.identity.karpenter_version,
     );
     found.extra_node_policies = found.node_attached.iter().filter(|a| !node_wanted.contains(a)).cloned().collect();
-    let mut policies = sort_policies(&found, &own);
-    if policies.zonal_shift && version.minor < 12 {
-        // karpctl grants zonal shift from 1.12 on: the policy that grants it today stays.
-        let grants = |id: &String| {
-            found.controller_policies.iter().any(|p| {
-                &p.id == id
-                    && p.document
-                        .as_ref()
-                        .is_some_and(|d| crate::doctor::analysis::allows(&[d], "arc-zonal-shift:GetManagedResource"))
-            })
-        };
-        let (keep, retire): (Vec<String>, Vec<String>) = policies.retire.iter().cloned().partition(grants);
-        policies.retire = retire;
-        for k in keep {
-            if k.starts_with("arn:") { policies.keep.push(k) } else { policies.keep_inline.push(k) }
-        }
-    }
+    let policies = sort_policies(&found, &own);
     let let_go = let_go(&found, &args.terraform_module);
     let found_lines = summary(&found, &policies);
     let (text, mut notes) = plan_toml(&found, &policies);
@@ -775,14 +808,20 @@ mod tests {
         let c = "say-when-east";
         Found {
             cluster: c.into(),
+            cluster_arn: format!("arn:aws:eks:us-east-1:123456789012:cluster/{c}"),
             region: "us-east-1".into(),
             account_id: "123456789012".into(),
             mode: Some(IdentityMode::PodIdentity),
             namespace: "kube-system".into(),
             service_account: "karpenter".into(),
             controller: Some(FoundRole::of_arn(&format!("arn:aws:iam::123456789012:role/KarpenterController-{TS}"))),
+            controller_searched: String::new(),
             controller_policies: vec![
-                managed(&format!("arn:aws:iam::123456789012:policy/KarpenterController-{TS}"), None),
+                managed(
+                    &format!("arn:aws:iam::123456789012:policy/KarpenterController-{TS}"),
+                    doc(json!([{"Sid": "AllowAPIServerEndpointDiscovery", "Effect": "Allow", "Action": "eks:DescribeCluster",
+                                "Resource": format!("arn:aws:eks:us-east-1:123456789012:cluster/{c}")}])),
+                ),
                 FoundPolicy {
                     id: "ListInstanceProfiles".into(),
                     document: doc(json!([{"Effect": "Allow", "Action": "iam:ListInstanceProfiles", "Resource": "*"}])),
@@ -842,6 +881,67 @@ mod tests {
         // A policy the plan itself names is adopted in place, never retired.
         let own = ["arn:aws:iam::123456789012:policy/KarpenterControllerZonalShiftPolicy-say-when-east".to_string()];
         assert!(!sort_policies(&f, &own).retire.iter().any(|r| r.contains("ZonalShift")));
+    }
+
+    #[test]
+    fn what_only_looks_like_karpenters_stays() {
+        let mut f = tf();
+        let other_cluster = "arn:aws:eks:eu-west-1:123456789012:cluster/say-when-east";
+        f.controller_policies = vec![
+            // Karpenter's statement for a second node role (another EC2NodeClass).
+            managed(
+                "arn:aws:iam::123456789012:policy/pass-gpu-nodes",
+                doc(json!([{"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Action": "iam:PassRole",
+                            "Resource": "arn:aws:iam::123456789012:role/gpu-nodes"},
+                           {"Effect": "Allow", "Action": "eks:DescribeCluster", "Resource": f.cluster_arn.clone()}])),
+            ),
+            // A custom AMI lookup: Karpenter's action, scoped elsewhere.
+            managed(
+                "arn:aws:iam::123456789012:policy/ami-params",
+                doc(
+                    json!([{"Effect": "Allow", "Action": "ssm:GetParameter", "Resource": "arn:aws:ssm:us-east-1::parameter/my-ami/*"}]),
+                ),
+            ),
+            // The module's name, but the same-named cluster of another region.
+            managed(
+                &format!("arn:aws:iam::123456789012:policy/KarpenterController-{TS}"),
+                doc(
+                    json!([{"Sid": "AllowAPIServerEndpointDiscovery", "Effect": "Allow", "Action": "eks:DescribeCluster", "Resource": other_cluster}]),
+                ),
+            ),
+            // A user's own policy named after the guide's pattern.
+            managed("arn:aws:iam::123456789012:policy/KarpenterControllerKmsPolicy-say-when-east", None),
+        ];
+        let p = sort_policies(&f, &[]);
+        assert!(p.retire.is_empty(), "{p:?}");
+        assert_eq!(p.keep.len(), 4, "{p:?}");
+        assert!(p.notes.iter().any(|n| n.contains("gpu-nodes")), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn zonal_shift_below_1_12_keeps_the_policy_that_grants_it() {
+        let mut f = tf();
+        f.version = KarpenterVersion { minor: 11 };
+        let p = sort_policies(&f, &[]);
+        assert!(p.keep.iter().any(|k| k.contains("ZonalShift")), "{p:?}");
+        assert!(!p.retire.iter().any(|k| k.contains("ZonalShift")), "{p:?}");
+        assert!(p.notes.iter().any(|n| n.contains("1.12")), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn an_inline_pre_v1_policy_stays_inline() {
+        let mut f = tf();
+        f.controller_policies = vec![FoundPolicy {
+            id: "KarpenterControllerPolicy".into(),
+            document: doc(
+                json!([{"Sid": "AllowScopedEC2InstanceActions", "Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": "*"}]),
+            ),
+        }];
+        let p = sort_policies(&f, &[]);
+        assert!(p.pre_v1.is_empty() && p.keep_inline == ["KarpenterControllerPolicy"], "{p:?}");
+        let (text, notes) = plan_toml(&f, &p);
+        crate::plan_file::parse(&text, "x.toml", Some("say-when-east")).expect(&text);
+        assert!(notes.iter().any(|n| n.contains("pre-v1")), "{notes:?}");
     }
 
     #[test]

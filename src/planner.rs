@@ -70,6 +70,14 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
     crate::resources::refine(&mut entries);
     let mut p = Plan::default();
     let bound: Vec<(Node, Option<Observed>)> = entries.iter().filter(|(n, _)| !n.bound_to.is_empty()).cloned().collect();
+    // Objects `--adopt` takes over in this run: someone else's object that depends only on them
+    // (`adopt_external`: the access entry of a node role being adopted) is taken over with them.
+    let adopted: std::collections::BTreeSet<String> = entries
+        .iter()
+        .filter(|(n, o)| n.fields.is_some() && o.as_ref().is_some_and(|o| o.owner == Owner::Unowned))
+        .map(|(n, _)| n.id.clone())
+        .collect();
+    let with_its_deps = |n: &Node| n.adopt_external && !n.deps.is_empty() && n.deps.iter().all(|d| adopted.contains(d));
     for (node, observed) in entries {
         let step = |action, changes| Step {
             id: node.id.clone(),
@@ -100,7 +108,7 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
                 }
                 // The access entry the tool taken over made for karpctl's node role is adopted
                 // too (`adopt_external`): else it outlives the role after `down`.
-                Owner::Unowned | Owner::External if opts.adopt && (obs.owner == Owner::Unowned || node.adopt_external) => {
+                Owner::Unowned | Owner::External if opts.adopt && (obs.owner == Owner::Unowned || with_its_deps(&node)) => {
                     let ch = changes(&node.immutable, want, obs);
                     if let Some(c) = ch.iter().find(|c| c.forces_replacement) {
                         // Adopting must not destroy the object: stop instead.
@@ -165,6 +173,21 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
                 }
                 // Objects found by a scoped list (another cluster's under a shared IAM path, for
                 // example) are not worth a note.
+                // On a role `--adopt` takes over now: left this run, detached by the next `up`
+                // once the role is karpctl's. Said now, with how to keep it.
+                Owner::Unowned if node.unlisted && opts.adopt && node.kind == crate::model::Kind::RolePolicyAttachment => {
+                    p.findings.push(Finding {
+                        id: node.id.clone(),
+                        level: Level::Warning,
+                        message: format!(
+                            "{} {} is attached to a role this run adopts but is not in the plan: the next `up` detaches it; \
+                             to keep it, list its ARN in identity.extra_controller_policy_arns (controller role) or \
+                             identity.extra_node_policy_arns (node role)",
+                            node.kind.label(),
+                            node.name
+                        ),
+                    });
+                }
                 _ if node.unlisted => {}
                 Owner::Unowned | Owner::External | Owner::OtherCluster(_) => {
                     p.findings.push(Finding {
@@ -322,6 +345,37 @@ mod tests {
         let p = plan(vec![(node("ae", Kind::AccessEntry, Some(want)), Some(live))], PlanOptions::default());
         assert_eq!(p.steps[0].action, Action::Replace);
         assert_eq!(p.counts(), (1, 0, 1));
+    }
+
+    #[test]
+    fn someone_elses_access_entry_is_adopted_only_with_the_role_it_depends_on() {
+        let want = fields(json!({"type": "EC2_LINUX", "tags": {"karpctl.io/cluster": "c"}}));
+        let entry = node("node-access-entry", Kind::AccessEntry, Some(want)).with_deps(["node-role"]).adopt_external();
+        let live_entry = Some(obs(json!({"type": "EC2_LINUX", "tags": {}}), Owner::External));
+        let role =
+            |owner| (node("node-role", Kind::IamRole, Some(fields(json!({"tags": {}})))), Some(obs(json!({"tags": {}}), owner)));
+        let adopt = PlanOptions { adopt: true };
+        let p = plan(vec![role(Owner::Unowned), (entry.clone(), live_entry.clone())], adopt);
+        assert!(p.steps.iter().any(|s| s.id == "node-access-entry" && s.action == Action::Adopt), "{:?}", p.steps);
+        // The role is karpctl's already: the entry is someone else's (a node group sharing the role).
+        let p = plan(vec![role(Owner::Ours), (entry.clone(), live_entry.clone())], adopt);
+        assert!(!p.steps.iter().any(|s| s.id == "node-access-entry"), "{:?}", p.steps);
+        let p = plan(vec![role(Owner::Unowned), (entry, live_entry)], PlanOptions::default());
+        assert!(!p.steps.iter().any(|s| s.id == "node-access-entry"), "without --adopt: {:?}", p.steps);
+    }
+
+    #[test]
+    fn an_unlisted_attachment_of_a_role_being_adopted_is_said() {
+        let att = node("unlisted-attachment-controller-role-kms", Kind::RolePolicyAttachment, None).unlisted();
+        let live = Some(obs(json!({"PolicyArn": "arn:aws:iam::1:policy/kms"}), Owner::Unowned));
+        let p = plan(vec![(att.clone(), live.clone())], PlanOptions { adopt: true });
+        assert!(p.steps.is_empty());
+        assert!(
+            p.findings.iter().any(|f| f.level == Level::Warning && f.message.contains("extra_controller_policy_arns")),
+            "{:?}",
+            p.findings
+        );
+        assert!(plan(vec![(att, live)], PlanOptions::default()).findings.is_empty());
     }
 
     #[test]

@@ -48,11 +48,11 @@ pub fn pass_role(docs: &[&Value]) -> (Vec<String>, bool) {
     (roles, unscoped)
 }
 
-/// Whether the document names `cluster` the way Karpenter's policies do: its ARN
-/// (`...:cluster/<c>`) or its ownership tag key (`kubernetes.io/cluster/<c>`).
-pub fn names_cluster(doc: &Value, cluster: &str) -> bool {
-    let text = doc.to_string();
-    [format!(":cluster/{cluster}\""), format!("kubernetes.io/cluster/{cluster}\"")].iter().any(|n| text.contains(n.as_str()))
+/// Whether the document names this cluster the way Karpenter's policies do: its full ARN
+/// (`arn:<p>:eks:<region>:<account>:cluster/<c>`, Karpenter's `eks:DescribeCluster` statement),
+/// so that a cluster of the same name in another region or account is never taken for it.
+pub fn names_cluster(doc: &Value, cluster_arn: &str) -> bool {
+    doc.to_string().contains(&format!("{cluster_arn}\""))
 }
 
 /// Sids only Karpenter's controller policies use (v0.33 to v1.x, the terraform-aws-eks module's
@@ -72,17 +72,23 @@ const KARPENTER_SIDS: [&str; 12] = [
     "AllowUnscopedInstanceProfileListAction",
 ];
 
-/// Whether a controller policy document is recognisably Karpenter's own: one of its statements
-/// carries a Sid only Karpenter's policies use, or every action it allows is one Karpenter's
-/// controller needs (`karpenter_actions`: every action of every release) and it allows
-/// something. A policy holding anything else (KMS rights for encrypted volumes, say) is not.
-pub fn is_karpenter_policy(doc: &Value, karpenter_actions: &BTreeSet<String>) -> bool {
+/// Whether a controller policy document is recognisably Karpenter's own for this cluster
+/// (`cluster_arn`): a statement carries a Sid only Karpenter's policies use and the document
+/// names the cluster, or every Allow statement grants only actions some Karpenter release needs
+/// (`karpenter_actions`) on every resource (`*`), like the hand-added `iam:ListInstanceProfiles`.
+/// Anything scoped elsewhere (KMS rights, a second node role to pass, a custom AMI parameter) is
+/// not, and stays on the role.
+pub fn is_karpenter_policy(doc: &Value, karpenter_actions: &BTreeSet<String>, cluster_arn: &str) -> bool {
     let st = statements(doc);
-    if st.iter().any(|s| s["Sid"].as_str().is_some_and(|sid| KARPENTER_SIDS.contains(&sid))) {
+    if st.iter().any(|s| s["Sid"].as_str().is_some_and(|sid| KARPENTER_SIDS.contains(&sid))) && names_cluster(doc, cluster_arn) {
         return true;
     }
-    let allowed: Vec<String> = st.iter().filter(|s| is_allow(s)).flat_map(|s| strings(&s["Action"])).collect();
-    !allowed.is_empty() && allowed.iter().all(|a| karpenter_actions.contains(a))
+    let allows: Vec<&Value> = st.iter().copied().filter(|s| is_allow(s)).collect();
+    !allows.is_empty()
+        && allows.iter().all(|s| {
+            strings(&s["Resource"]).into_iter().eq(["*".to_string()])
+                && strings(&s["Action"]).iter().all(|a| karpenter_actions.contains(a))
+        })
 }
 
 /// Whether a controller policy document is the pre-v1 one (Karpenter v0.33-v0.37, the

@@ -54,7 +54,9 @@ pub const CHECKS: [(&str, &str); 31] = [
 
 /// Each read doctor makes that AWS may refuse: the finding it becomes, what it reads, and the
 /// checks it feeds (skipped when it is refused; every other check still runs).
-pub const UNREADABLE: [(&str, &str, &[&str]); 14] = [
+pub const UNREADABLE: [(&str, &str, &[&str]); 15] = [
+    // A node group's role is then judged as a node role of Karpenter's (node-role checks).
+    ("nodegroups-unreadable", "the cluster's managed node groups (eks:ListNodegroups, eks:DescribeNodegroup)", &[]),
     (
         "cluster-unreadable",
         "the EKS cluster (eks:DescribeCluster)",

@@ -299,29 +299,45 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
     let issuer =
         i.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/').to_string();
     if issuer.is_empty() {
-        if let Some(role) = unassociated_pod_identity_role(aws, &i.cluster.name).await? {
-            return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity)));
-        }
-        return Ok((None, format!("no Pod Identity association for {sa}, and the cluster has no OIDC issuer for IRSA"), None));
+        return Ok(match unassociated_pod_identity_role(aws, &i.cluster).await? {
+            (Some(role), _) => (Some(role), String::new(), Some(IdentityMode::PodIdentity)),
+            (None, why) => (
+                None,
+                format!("no Pod Identity association for {sa}, and the cluster has no OIDC issuer for IRSA{}", why_suffix(&why)),
+                None,
+            ),
+        });
     }
     if let Some(arn) = irsa_role(aws, &issuer, &i.namespace, &i.service_account).await? {
         let role = read_controller(aws, &arn, &format!("IRSA trust of {sa} on the cluster's OIDC provider")).await?;
         return Ok((Some(role), String::new(), Some(IdentityMode::Irsa)));
     }
-    if let Some(role) = unassociated_pod_identity_role(aws, &i.cluster.name).await? {
-        return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity)));
-    }
+    let why = match unassociated_pod_identity_role(aws, &i.cluster).await? {
+        (Some(role), _) => return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity))),
+        (None, why) => why,
+    };
     Ok((
         None,
-        format!("no Pod Identity association for {sa}, and no IAM role trusts the cluster's OIDC provider ({issuer}) for it"),
+        format!(
+            "no Pod Identity association for {sa}, and no IAM role trusts the cluster's OIDC provider ({issuer}) for it{}",
+            why_suffix(&why)
+        ),
         None,
     ))
 }
 
+/// "; <why>" when there is a why.
+fn why_suffix(why: &str) -> String {
+    if why.is_empty() { String::new() } else { format!("; {why}") }
+}
+
 /// A Karpenter controller role trusted by Pod Identity that no association uses yet (the
 /// terraform-aws-eks module v20's defaults make the role and no association): a role trusting
-/// `pods.eks.amazonaws.com`, named like Karpenter's, whose policies name this cluster.
-async fn unassociated_pod_identity_role(aws: &Clients, cluster: &str) -> Result<Option<ControllerRole>> {
+/// `pods.eks.amazonaws.com`, named like Karpenter's, whose policies name this cluster's ARN.
+/// None, with why, when there is no such role, more than one, or when an association of the
+/// cluster for another service account uses it (a Karpenter running under another namespace:
+/// adopting its role would rewrite the trust it runs with).
+async fn unassociated_pod_identity_role(aws: &Clients, cluster: &ClusterFacts) -> Result<(Option<ControllerRole>, String)> {
     let roles = aws.iam.list_roles().into_paginator().items().send().collect::<Vec<_>>().await;
     let mut candidates = Vec::new();
     for r in roles {
@@ -333,9 +349,57 @@ async fn unassociated_pod_identity_role(aws: &Clients, cluster: &str) -> Result<
     }
     let how = "a role trusted by Pod Identity that names this cluster in its policies; no association uses it yet";
     let read = try_join_all(candidates.iter().map(|arn| read_controller(aws, arn, how))).await?;
-    Ok(read
+    let mut named: Vec<ControllerRole> = read
         .into_iter()
-        .find(|role| role.policies.iter().filter_map(|p| p.document.as_ref()).any(|d| analysis::names_cluster(d, cluster))))
+        .filter(|role| role.policies.iter().filter_map(|p| p.document.as_ref()).any(|d| analysis::names_cluster(d, &cluster.arn)))
+        .collect();
+    match named.len() {
+        0 => return Ok((None, String::new())),
+        1 => {}
+        _ => {
+            let names: Vec<&str> = named.iter().map(|r| r.name.as_str()).collect();
+            return Ok((
+                None,
+                format!("several roles trusted by Pod Identity name this cluster ({}): pass --controller-role", names.join(", ")),
+            ));
+        }
+    }
+    let role = named.remove(0);
+    for (ns_sa, arn) in all_associations(aws, &cluster.name).await? {
+        if role_name(&arn) == role.name {
+            return Ok((
+                None,
+                format!(
+                    "role {} is used by the Pod Identity association {ns_sa}: pass --namespace and --service-account for it",
+                    role.name
+                ),
+            ));
+        }
+    }
+    Ok((Some(role), String::new()))
+}
+
+/// (namespace/service account, role ARN) of every Pod Identity association of the cluster.
+async fn all_associations(aws: &Clients, cluster: &str) -> Result<Vec<(String, String)>> {
+    let items =
+        aws.eks.list_pod_identity_associations().cluster_name(cluster).into_paginator().items().send().collect::<Vec<_>>().await;
+    let mut ids = Vec::new();
+    for a in items {
+        let a = a.map_err(|e| aws_err("eks:ListPodIdentityAssociations", e))?;
+        ids.push((
+            format!("{}/{}", a.namespace().unwrap_or_default(), a.service_account().unwrap_or_default()),
+            a.association_id().unwrap_or_default().to_string(),
+        ));
+    }
+    let described = try_join_all(ids.into_iter().map(|(name, id)| async move {
+        match aws.eks.describe_pod_identity_association().cluster_name(cluster).association_id(&id).send().await {
+            Ok(d) => Ok(d.association().and_then(|a| a.role_arn()).map(|r| (name, r.to_string()))),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(aws_err("eks:DescribePodIdentityAssociation", e)),
+        }
+    }))
+    .await?;
+    Ok(described.into_iter().flatten().collect())
 }
 
 fn mode_of_trust(trust: &Value) -> Option<IdentityMode> {

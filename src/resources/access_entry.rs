@@ -2,7 +2,9 @@
 //!
 //! Read: DescribeAccessEntry(cluster, principal) -> fields `type` and `tags`. An entry for the
 //! same principal without karpctl's ownership tag (EKS makes one for a managed node group using
-//! the same role) is `Owner::External`: it satisfies the plan and is never changed or deleted.
+//! the same role) is `Owner::External`: it satisfies the plan and is never changed or deleted,
+//! but for one case: `up --adopt` takes over the node role itself in this run (a takeover from
+//! Terraform, whose module made the entry), and then the entry with it, so `down` removes both.
 //! Username and groups are not compared: AWS fills them for EC2_LINUX
 //! (`system:node:{{EC2PrivateDNSName}}`, `system:nodes`), an emulator may leave them empty, and
 //! karpctl never sets them.
