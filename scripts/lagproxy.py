@@ -149,8 +149,8 @@ Stdlib only (Python >= 3.10).
 from __future__ import annotations
 
 import argparse
-import http.client
 import html
+import http.client
 import json
 import re
 import signal
@@ -1268,7 +1268,7 @@ class Lag:
             pending = {k: v for k, v in self.eks_pending.items() if k[0] == cluster and k[1] == kind}
         if not pending:
             return None
-        tag = lambda item: "eks_delete_flipflop_s" if item["mode"] == "flip" else "eks_delete_lag_s"  # noqa: E731
+        tag = lambda item: "eks_delete_flipflop_s" if item["mode"] == "flip" else "eks_delete_lag_s"
         if op in ("DescribeAccessEntry", "DescribePodIdentityAssociation") and ident:
             item = pending.get((cluster, kind, ident))
             if item is None:
@@ -1295,7 +1295,7 @@ class Lag:
                 doc["accessEntries"] = [a for a in doc.get("accessEntries") or [] if a not in hidden]
             else:
                 doc["associations"] = [a for a in doc.get("associations") or [] if a.get("associationId") not in hidden]
-            return status, headers, json.dumps(doc).encode(), (sorted(rules)[0] if rules else None)
+            return status, headers, json.dumps(doc).encode(), (min(rules) if rules else None)
         if op in ("CreateAccessEntry", "CreatePodIdentityAssociation"):
             j = req.json or {}
             want = j.get("principalArn") if kind == "entry" else (j.get("namespace"), j.get("serviceAccount"))

@@ -581,19 +581,18 @@ def main(argv: list[str]) -> int:
     where = args.endpoint if args.ec2_endpoint == args.endpoint else f"{args.endpoint}+{args.ec2_endpoint}"
     lock_key = hashlib.sha256(f"{where}|{args.region}|{args.cluster}".encode()).hexdigest()[:16]
     lock_path = Path(tempfile.gettempdir()) / f"karpctl-seed-{lock_key}.lock"
-    lock_fh = open(lock_path, "w")
-    fcntl.flock(lock_fh, fcntl.LOCK_EX)
-    try:
-        out = Seeder(args).run()
-    except ClientError as e:
-        err = e.response.get("Error", {})
-        fail(f"{e.operation_name}: {err.get('Code')}: {err.get('Message')}")
-    except BotoCoreError as e:
-        where = args.endpoint if args.ec2_endpoint == args.endpoint else f"{args.endpoint} and {args.ec2_endpoint}"
-        fail(f"{e} (is the emulator running at {where}?)")
-    finally:
-        fcntl.flock(lock_fh, fcntl.LOCK_UN)
-        lock_fh.close()
+    with open(lock_path, "w") as lock_fh:
+        fcntl.flock(lock_fh, fcntl.LOCK_EX)
+        try:
+            out = Seeder(args).run()
+        except ClientError as e:
+            err = e.response.get("Error", {})
+            fail(f"{e.operation_name}: {err.get('Code')}: {err.get('Message')}")
+        except BotoCoreError as e:
+            where = args.endpoint if args.ec2_endpoint == args.endpoint else f"{args.endpoint} and {args.ec2_endpoint}"
+            fail(f"{e} (is the emulator running at {where}?)")
+        finally:
+            fcntl.flock(lock_fh, fcntl.LOCK_UN)
     print(json.dumps(out, sort_keys=False))
     return 0
 
