@@ -125,6 +125,13 @@ test names, answers the way AWS does during such a window:
                                        Account-wide like sts_partition: not scoped by name
   upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
                                        e.g. {"iam": moto} with EKS on ministack
+  ec2_shared_vpc         {vpc: account} not a lag: an emulator gap. The VPC is shared with the
+                                       caller through AWS RAM by that (owner) account: EC2
+                                       DescribeSubnets and DescribeVpcs answers show it as the
+                                       owner of the VPC's subnets and of the VPC, and
+                                       DescribeVpcEndpoints answers leave out the VPC's endpoints
+                                       (a participant sees none of the owner's). Both emulators
+                                       make every object the caller's own
 
 Names are exact queue / cluster / role names; "*" in a map matches any name.
 
@@ -185,7 +192,7 @@ NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_dele
 BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "events_rules_full",
               "events_targets_full", "kms_keys_full", "eks_access_entry_tags")
 MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams",
-                                         "eks_association_fields")
+                                         "eks_association_fields", "ec2_shared_vpc")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
 
@@ -306,6 +313,35 @@ def written_attributes(req: Req) -> dict:
         if m:
             out[name] = req.form.get(f"Attribute.{m.group(1)}.Value", "")
     return out
+# ec2_shared_vpc: the EC2 answers it changes, and the list element each one's items are in.
+SHARED_VPC_SETS = {"DescribeSubnets": b"subnetSet", "DescribeVpcs": b"vpcSet", "DescribeVpcEndpoints": b"vpcEndpointSet"}
+ITEM_RE = re.compile(rb"<item>|</item>|<item/>")
+VPC_ID_RE = re.compile(rb"<vpcId>([^<]*)</vpcId>")
+OWNER_ID_RE = re.compile(rb"<ownerId>[^<]*</ownerId>")
+
+
+def top_items(body: bytes, set_tag: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each top-level <item> of the first <set_tag> element of an EC2 answer
+    (items nest: a subnet's tags are items too)."""
+    begin = body.find(b"<" + set_tag + b">")
+    close = body.find(b"</" + set_tag + b">", begin)
+    if begin < 0 or close < 0:
+        return []
+    spans, depth, start = [], 0, 0
+    for m in ITEM_RE.finditer(body, begin, close):
+        tok = m.group()
+        if tok == b"<item/>":
+            if depth == 0:
+                spans.append((m.start(), m.end()))
+        elif tok == b"<item>":
+            if depth == 0:
+                start = m.start()
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                spans.append((start, m.end()))
+    return spans
 
 
 def eks_operation(method: str, path: str) -> str:
@@ -500,6 +536,8 @@ class Lag:
                             raise BadRules(f"upstreams.{name} must be an http(s) URL (got {v!r})")
                         elif key == "eks_association_fields" and not isinstance(v, dict):
                             raise BadRules(f"eks_association_fields.{name} must be an object of fields (got {v!r})")
+                        elif key == "ec2_shared_vpc" and not (isinstance(v, str) and re.fullmatch(r"[0-9]{12}", v)):
+                            raise BadRules(f"ec2_shared_vpc.{name} must be the owner's 12-digit account id (got {v!r})")
                         else:
                             cur[name] = v
                     if not cur:
@@ -782,6 +820,8 @@ class Lag:
             answered = self.handle_events(req)
             if answered is not None:
                 return answered
+        if req.service == "ec2" and req.operation in SHARED_VPC_SETS:
+            return self.handle_ec2_shared_vpc(req)
         if req.service == "sts" and req.operation == "GetCallerIdentity":
             with self.lock:
                 partition = self.rules.get("sts_partition")
@@ -791,6 +831,30 @@ class Lag:
                 return status, headers, body, "sts_partition"
             return status, headers, body, None
         return (*self.forward(req), None)
+
+    def handle_ec2_shared_vpc(self, req: Req):
+        """ec2_shared_vpc: the answer as a participant of the owner's shared VPC sees it."""
+        with self.lock:
+            shared = dict(self.rules.get("ec2_shared_vpc") or {})
+        status, headers, body = self.forward(req)
+        if not shared or not 200 <= status < 300:
+            return status, headers, body, None
+        out, last = [], 0
+        for start, end in top_items(body, SHARED_VPC_SETS[req.operation]):
+            item = body[start:end]
+            m = VPC_ID_RE.search(item)
+            owner = (shared.get(m.group(1).decode()) or shared.get("*")) if m else None
+            if owner is None:
+                continue
+            if req.operation == "DescribeVpcEndpoints":
+                item = b""
+            else:
+                item = OWNER_ID_RE.sub(b"<ownerId>" + owner.encode() + b"</ownerId>", item, count=1)
+            out += [body[last:start], item]
+            last = end
+        if not out:
+            return status, headers, body, None
+        return status, headers, b"".join(out) + body[last:], "ec2_shared_vpc"
 
     def handle_sqs(self, req: Req):
         op, q = req.operation, req.queue_name()

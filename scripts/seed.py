@@ -31,7 +31,20 @@ Creates (or finds, by Name tag / cluster name, when re-run):
       public              the cluster on the public subnets; no NAT gateway
       isolated            no default routes at all; the cluster on the private subnets
       isolated-endpoints  isolated, plus the VPC endpoints a private cluster needs
-                          (interface ec2, ecr.api, ecr.dkr, sts, ssm, eks, sqs; gateway s3)
+                          (interface ec2, ecr.api, ecr.dkr, sts, ssm, eks, eks-auth, sqs;
+                          gateway s3 on the private route table)
+      peering             the private subnets' only default route goes to a VPC peering
+                          connection <c>-pcx with VPC <c>-peer-vpc (no way out); the cluster
+                          on the private subnets
+      egress-only         the private subnets' only default route is ::/0 to egress-only
+                          internet gateway <c>-eigw (IPv6 only); the cluster on the private
+                          subnets (ministack 1.5.33 does not keep IPv6 routes: use moto)
+    --no-public-ip: the public subnets keep MapPublicIpOnLaunch false, as terraform-aws-vpc
+    leaves them (map_public_ip_on_launch defaults to false)
+    --without-endpoint SVC (repeatable): isolated-endpoints without that endpoint
+    --endpoint-private-dns off: the interface endpoints are made with private DNS off
+    (ministack 1.5.33 neither keeps nor reports it: use moto)
+    --s3-endpoint-table public: the S3 gateway endpoint names the public route table only
     (a cluster's subnets are fixed when it is made: change --network with a new name)
   - the node group accepts the cluster security group on TCP 443 and 10250
   - EKS cluster <c>, version 1.31, on the subnets --network says, role
@@ -65,9 +78,9 @@ REPO = Path(__file__).resolve().parent.parent
 AUTH_MODES = ("API_AND_CONFIG_MAP", "CONFIG_MAP", "API")
 K8S_VERSION = "1.31"
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
-NETWORKS = ("private", "public+private", "public", "isolated", "isolated-endpoints")
+NETWORKS = ("private", "public+private", "public", "isolated", "isolated-endpoints", "peering", "egress-only")
 # What a cluster without a way out needs (docs/readiness.md).
-INTERFACE_ENDPOINTS = ("ec2", "ecr.api", "ecr.dkr", "sts", "ssm", "eks", "sqs")
+INTERFACE_ENDPOINTS = ("ec2", "ecr.api", "ecr.dkr", "sts", "ssm", "eks", "eks-auth", "sqs")
 
 
 def log(msg: str) -> None:
@@ -124,6 +137,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="add a second security group tagged kubernetes.io/cluster/<c>=owned")
     p.add_argument("--network", default="private", choices=NETWORKS,
                    help="the subnets' routes and which subnets the cluster uses (default private)")
+    p.add_argument("--no-public-ip", action="store_true",
+                   help="leave the public subnets' MapPublicIpOnLaunch false (terraform-aws-vpc's default)")
+    p.add_argument("--without-endpoint", action="append", default=[], metavar="SVC",
+                   choices=INTERFACE_ENDPOINTS + ("s3",),
+                   help="isolated-endpoints without this endpoint (repeatable)")
+    p.add_argument("--endpoint-private-dns", default="on", choices=("on", "off"),
+                   help="PrivateDnsEnabled of the interface endpoints (default on)")
+    p.add_argument("--s3-endpoint-table", default="private", choices=("private", "public"),
+                   help="the route table the S3 gateway endpoint names (default private)")
     p.add_argument("--vpc-cidr", help="VPC CIDR (default: 10.X.0.0/16, X from a hash of the cluster name)")
     args = p.parse_args(argv)
     if not args.endpoint:
@@ -314,21 +336,68 @@ class Seeder:
             Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])["VpcEndpoints"]
             if e.get("VpcId") == vpc_id and e.get("State", "").lower() not in ("deleted", "deleting")}
         prefix = f"com.amazonaws.{self.args.region}."
-        wanted = {prefix + s: "Interface" for s in INTERFACE_ENDPOINTS}
-        wanted[prefix + "s3"] = "Gateway"
+        every = {prefix + s: "Interface" for s in INTERFACE_ENDPOINTS}
+        every[prefix + "s3"] = "Gateway"
+        without = {prefix + s for s in self.args.without_endpoint}
+        wanted = {n: k for n, k in every.items() if want and n not in without}
+        gone = [have.pop(n) for n in every if n in have and n not in wanted]
+        if gone:
+            self.ec2.delete_vpc_endpoints(VpcEndpointIds=gone)
         if not want:
-            gone = [have[n] for n in wanted if n in have]
-            if gone:
-                self.ec2.delete_vpc_endpoints(VpcEndpointIds=gone)
             return []
         for svc, kind in wanted.items():
             if svc in have:
                 continue
-            kw = {"SubnetIds": subnet_ids} if kind == "Interface" else {"RouteTableIds": route_tables}
+            if kind == "Interface":
+                kw = {"SubnetIds": subnet_ids, "PrivateDnsEnabled": self.args.endpoint_private_dns == "on"}
+            else:
+                kw = {"RouteTableIds": route_tables}
             e = self.ec2.create_vpc_endpoint(VpcId=vpc_id, ServiceName=svc, VpcEndpointType=kind, **kw)["VpcEndpoint"]
             have[svc] = e["VpcEndpointId"]
             log(f"created VPC endpoint {e['VpcEndpointId']} ({svc}, {kind})")
         return sorted(have[n] for n in wanted)
+
+    def peering(self, vpc_id: str) -> str:
+        """VPC <c>-peer-vpc and an accepted peering connection <c>-pcx with it."""
+        name = f"{self.c}-peer-vpc"
+        peer = self.tagged_one(self.ec2.describe_vpcs, "Vpcs", name)
+        if peer is None:
+            peer = self.ec2.create_vpc(CidrBlock="192.168.0.0/16", TagSpecifications=self.tag_spec("vpc", {"Name": name}))["Vpc"]
+            self.ensure_tags(peer["VpcId"], peer.get("Tags"), {"Name": name})
+            log(f"created VPC {peer['VpcId']} ({name})")
+        pname = f"{self.c}-pcx"
+        found = [x for x in self.ec2.describe_vpc_peering_connections()["VpcPeeringConnections"]
+                 if self.name_of(x) == pname and (x.get("Status") or {}).get("Code") not in ("deleted", "rejected", "failed")]
+        if found:
+            return found[0]["VpcPeeringConnectionId"]
+        pcx = self.ec2.create_vpc_peering_connection(
+            VpcId=vpc_id, PeerVpcId=peer["VpcId"],
+            TagSpecifications=self.tag_spec("vpc-peering-connection", {"Name": pname}))["VpcPeeringConnection"]
+        pcx_id = pcx["VpcPeeringConnectionId"]
+        self.ensure_tags(pcx_id, pcx.get("Tags"), {"Name": pname})
+        self.ec2.accept_vpc_peering_connection(VpcPeeringConnectionId=pcx_id)
+        log(f"created VPC peering connection {pcx_id} ({pname})")
+        return pcx_id
+
+    def egress_only_gateway(self, vpc_id: str) -> str:
+        name = f"{self.c}-eigw"
+        g = self.tagged_one(self.ec2.describe_egress_only_internet_gateways, "EgressOnlyInternetGateways", name)
+        if g is None:
+            g = self.ec2.create_egress_only_internet_gateway(
+                VpcId=vpc_id, TagSpecifications=self.tag_spec("egress-only-internet-gateway", {"Name": name}))["EgressOnlyInternetGateway"]
+            self.ensure_tags(g["EgressOnlyInternetGatewayId"], g.get("Tags"), {"Name": name})
+            log(f"created egress-only internet gateway {g['EgressOnlyInternetGatewayId']}")
+        return g["EgressOnlyInternetGatewayId"]
+
+    def ipv6_default_route(self, rt: str, eigw: str | None) -> None:
+        """The table's ::/0 route: to `eigw`, or none."""
+        t = self.ec2.describe_route_tables(RouteTableIds=[rt])["RouteTables"][0]
+        current = [r for r in t.get("Routes") or [] if r.get("DestinationIpv6CidrBlock") == "::/0"]
+        if current and (eigw is None or current[0].get("EgressOnlyInternetGatewayId") != eigw):
+            self.ec2.delete_route(RouteTableId=rt, DestinationIpv6CidrBlock="::/0")
+            current = []
+        if eigw and not current:
+            self.ec2.create_route(RouteTableId=rt, DestinationIpv6CidrBlock="::/0", EgressOnlyInternetGatewayId=eigw)
 
     def network(self, vpc_id: str, public: list[str], private: list[str]) -> dict:
         net = self.args.network
@@ -337,11 +406,16 @@ class Seeder:
         target_private = None
         if net in ("private", "public+private"):
             target_private = {"NatGatewayId": self.nat_gateway(vpc_id, public[0])}
+        elif net == "peering":
+            target_private = {"VpcPeeringConnectionId": self.peering(vpc_id)}
         for s in public:
-            self.ec2.modify_subnet_attribute(SubnetId=s, MapPublicIpOnLaunch={"Value": not isolated})
+            self.ec2.modify_subnet_attribute(SubnetId=s, MapPublicIpOnLaunch={"Value": not isolated and not self.args.no_public_ip})
         rt_public = self.route_table(vpc_id, "public", public, target_public)
         rt_private = self.route_table(vpc_id, "private", private, target_private)
-        eps = self.endpoints(vpc_id, private, [rt_private], net == "isolated-endpoints")
+        if net == "egress-only":
+            self.ipv6_default_route(rt_private, self.egress_only_gateway(vpc_id))
+        s3_tables = [rt_public] if self.args.s3_endpoint_table == "public" else [rt_private]
+        eps = self.endpoints(vpc_id, private, s3_tables, net == "isolated-endpoints")
         on = {"private": private, "public+private": public + private, "public": public}.get(net, private)
         return {"cluster_subnets": on, "route_tables": [rt_public, rt_private], "vpc_endpoints": eps}
 

@@ -24,7 +24,7 @@ use crate::aws::aws_err;
 use crate::egress;
 use crate::facts::{DiscoveryFacts, Facts, Intent, SecurityGroupFact, SubnetFact};
 use crate::model::{Finding, Level, Tags};
-use crate::plan_file::{Spec, UserError};
+use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::resources::Ctx;
 use crate::resources::discovery_tags::NODE_PREFIX;
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
@@ -47,6 +47,8 @@ pub struct Subnet {
     pub tags: Tags,
     /// `MapPublicIpOnLaunch`: instances launched here get a public IPv4 address.
     pub map_public_ip: bool,
+    /// The account that owns it (in a VPC shared through AWS RAM, the VPC owner's).
+    pub owner_id: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -79,6 +81,7 @@ async fn describe_subnets(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Subnet>
             vpc_id: s.vpc_id().unwrap_or_default().to_string(),
             tags: ec2_tags(s.tags()),
             map_public_ip: s.map_public_ip_on_launch().unwrap_or(false),
+            owner_id: s.owner_id().unwrap_or_default().to_string(),
         })
         .collect())
 }
@@ -112,6 +115,7 @@ pub(crate) async fn route_tables(ec2: &aws_sdk_ec2::Client, vpc: &str) -> Result
                         .or(r.core_network_arn())
                         .map(str::to_string),
                     blackhole: r.state().is_some_and(|s| s.as_str() == "blackhole"),
+                    ipv6: r.destination_ipv6_cidr_block() == Some("::/0"),
                 })
                 .collect(),
         })
@@ -132,42 +136,50 @@ pub(crate) async fn vpc_endpoints(ec2: &aws_sdk_ec2::Client, vpc: &str) -> Resul
             )
         })
         .map(|e| egress::Endpoint {
+            id: e.vpc_endpoint_id().unwrap_or_default().to_string(),
             service_name: e.service_name().unwrap_or_default().to_string(),
             kind: e.vpc_endpoint_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
+            private_dns: e.private_dns_enabled(),
+            route_tables: e.route_table_ids().to_vec(),
         })
         .collect())
 }
 
-/// Which of `candidates` nodes can work from (`explicit`: the field the user named them in).
-async fn with_a_way_out(
-    ctx: &Ctx,
-    spec: &Spec,
-    vpc: &str,
+/// What judging subnets needs besides the subnets: the plan's choices, and who owns the VPC
+/// (`subnets`: any of the VPC's; one owned by another account means a VPC shared through RAM).
+fn network(ctx: &Ctx, spec: &Spec, subnets: &[&Subnet], endpoints: Vec<egress::Endpoint>) -> egress::Network {
+    egress::Network {
+        region: ctx.region.clone(),
+        endpoints,
+        interruption: spec.interruption.enabled,
+        pod_identity: spec.identity.mode == IdentityMode::PodIdentity,
+        associate_public_ip: spec.discovery.associate_public_ip,
+        shared_by: subnets
+            .iter()
+            .map(|s| s.owner_id.as_str())
+            .find(|o| !o.is_empty() && *o != ctx.account_id)
+            .map(str::to_string),
+    }
+}
+
+/// The choice among `candidates` (`explicit`: the field the user named them in).
+fn with_a_way_out(
     candidates: Vec<Subnet>,
-    tables: &[egress::RouteTable],
+    cands: &[egress::Candidate],
+    net: &egress::Network,
     explicit: Option<&str>,
-) -> Result<(Vec<Subnet>, egress::Choice)> {
-    let cands: Vec<egress::Candidate> = candidates
-        .iter()
-        .map(|s| egress::Candidate { id: s.id.clone(), map_public_ip: s.map_public_ip, way: egress::way_out(&s.id, tables) })
-        .collect();
-    let missing = if egress::needs_endpoints(&cands, explicit.is_some()) {
-        let have = vpc_endpoints(&ctx.aws.ec2, vpc).await?;
-        egress::missing_endpoints(&have, &ctx.region, spec.interruption.enabled)
-    } else {
-        vec![]
-    };
+) -> Result<(Vec<Subnet>, egress::Choice), UserError> {
     let choice = match explicit {
-        Some(field) => egress::check_explicit(field, &cands, &missing)?,
-        None => egress::choose_default(&cands, &missing)?,
+        Some(field) => egress::check_explicit(field, cands, net)?,
+        None => egress::choose_default(cands, net)?,
     };
     let chosen = candidates.into_iter().filter(|s| choice.chosen.contains(&s.id)).collect();
     Ok((chosen, choice))
 }
 
 /// The plan's lines about the subnet choice: each subnet left out, and an isolated or public
-/// cluster said so.
-fn choice_findings(choice: &egress::Choice) -> Vec<Finding> {
+/// cluster said so (`explicit`: the field that named the subnets).
+fn choice_findings(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>, net: &egress::Network) -> Vec<Finding> {
     let mut f: Vec<Finding> = choice
         .left_out
         .iter()
@@ -178,17 +190,33 @@ fn choice_findings(choice: &egress::Choice) -> Vec<Finding> {
         })
         .collect();
     if choice.isolated {
+        let profile = &spec.identity.instance_profile_name.name;
+        let endpoints = match &net.shared_by {
+            Some(owner) => format!("the VPC is shared by account {owner}, whose endpoints are not visible here"),
+            None => "the VPC has the endpoints nodes need".to_string(),
+        };
         f.push(Finding {
             id: "subnets-isolated".into(),
             level: Level::Info,
-            message: "the cluster is isolated: its subnets have no default route, and the VPC has the endpoints nodes need; Karpenter must run with settings.isolatedVPC=true (`karpctl output --format helm` sets it), since it cannot reach the pricing API".into(),
+            message: format!(
+                "the cluster is isolated: its subnets have no default route, and {endpoints}; Karpenter must run with settings.isolatedVPC=true (`karpctl output --format helm` sets it), since it cannot reach the pricing API; and since there is no IAM endpoint, Karpenter cannot create instance profiles: karpctl makes {profile} and `karpctl output --format nodeclass` names it (spec.instanceProfile)"
+            ),
         });
     }
     if choice.public {
+        let message = match explicit {
+            Some(field) => format!(
+                "nodes go in public subnets (`{field}` names them) and get public IPs; a private subnet with a NAT gateway route is safer"
+            ),
+            None => "no private subnet has a way out, so nodes go in public subnets and get public IPs; a private subnet with a NAT gateway route is safer".to_string(),
+        };
+        f.push(Finding { id: "subnets-public".into(), level: Level::Warning, message });
+    }
+    if spec.discovery.associate_public_ip && !choice.public_ip_matters {
         f.push(Finding {
-            id: "subnets-public".into(),
+            id: "associate-public-ip-unused".into(),
             level: Level::Warning,
-            message: "no private subnet has a way out, so nodes go in public subnets and get public IPs; a private subnet with a NAT gateway route is safer".into(),
+            message: "`discovery.associate_public_ip = true` has no effect: the nodes' subnets are private (their way out is not an internet gateway), so `karpctl output` leaves associatePublicIPAddress out; remove the setting".into(),
         });
     }
     f
@@ -296,41 +324,58 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
         tagged_groups(ctx, c),
         route_tables(&ctx.aws.ec2, &vpc),
     );
-    let mut errors = Vec::new();
-    let chosen = match (chosen, tables) {
-        (Ok(cands), Ok(tables)) => {
-            let explicit = if spec.discovery.subnet_ids.is_some() {
-                Some("discovery.subnet_ids")
-            } else if spec.discovery.subnet_tags.is_some() {
-                Some("discovery.subnet_tags")
-            } else {
-                None
-            };
-            with_a_way_out(ctx, spec, &vpc, cands, &tables, explicit).await.map_err(|e| errors.push(e)).ok()
-        }
-        (a, b) => {
-            errors.extend(a.err());
-            errors.extend(b.err());
-            None
-        }
+    let explicit = if spec.discovery.subnet_ids.is_some() {
+        Some("discovery.subnet_ids")
+    } else if spec.discovery.subnet_tags.is_some() {
+        Some("discovery.subnet_tags")
+    } else {
+        None
     };
+    let mut errors = Vec::new();
+    let cands = chosen.map_err(|e| errors.push(e)).ok();
+    let tables = tables.map_err(|e| errors.push(e)).ok();
     let group = group.map_err(|e| errors.push(e)).ok();
     let tagged_s = tagged_s.map_err(|e| errors.push(e)).ok();
     let tagged_g = tagged_g.map_err(|e| errors.push(e)).ok();
+    // The subnets' way out, when its inputs were read; a choice that fails is reported with
+    // the other errors.
+    let mut judged = None;
+    if let (Some(cands), Some(tables), Some(tagged_s)) = (cands, &tables, &tagged_s) {
+        let j = judge_subnets(ctx, spec, facts, &vpc, cands, &cluster_subnets, tables, tagged_s).await;
+        match j.and_then(|j| Ok((with_a_way_out(j.0, &j.1, &j.2, explicit)?, j.1, j.2, j.3))) {
+            Ok(j) => judged = Some(j),
+            Err(e) => errors.push(e),
+        }
+    }
     crate::error::combine_errors(errors)?;
     // No error was collected, so every result above is Some.
-    let ((chosen, choice), group, tagged_s, tagged_g) = (chosen.unwrap(), group.unwrap(), tagged_s.unwrap(), tagged_g.unwrap());
-    findings.extend(choice_findings(&choice));
+    let (((chosen, choice), judged, net, tagged_cands), group, tagged_s, tagged_g) =
+        (judged.unwrap(), group.unwrap(), tagged_s.unwrap(), tagged_g.unwrap());
+    findings.extend(choice_findings(&choice, spec, explicit, &net));
 
     check_not_claimed(c, &chosen, &group)?;
 
     let chosen_ids: BTreeSet<String> = chosen.iter().map(|s| s.id.clone()).chain([group.id.clone()]).collect();
-    findings.extend(marked_findings(c, &tagged_s, &tagged_g, &chosen_ids));
-    findings.extend(foreign_findings(c, &tagged_s, &tagged_g, &chosen_ids));
     // What Karpenter will see once the plan is applied: the chosen subnets plus every other
     // subnet tagged for the cluster that karpctl does not untag.
     let mut after: Vec<Subnet> = chosen.clone();
     after.extend(tagged_s.iter().filter(|s| !chosen_ids.contains(&s.id) && !marked(&s.tags, c)).cloned());
+    // Their way out (those in the cluster's VPC; one elsewhere is named by `foreign_findings`).
+    let seen: Vec<crate::readiness::TaggedSubnet> = after
+        .iter()
+        .filter_map(|s| {
+            let candidate = judged.iter().chain(&tagged_cands).find(|x| x.id == s.id)?.clone();
+            Some(crate::readiness::TaggedSubnet { candidate, karpctls: chosen_ids.contains(&s.id) })
+        })
+        .collect();
+    let doubtful: BTreeSet<String> = seen
+        .iter()
+        .filter(|t| egress::judge(&t.candidate, &net) != egress::Verdict::Usable)
+        .map(|t| t.candidate.id.clone())
+        .collect();
+    let readiness = crate::readiness::tagged_subnets_have_a_way_out((DISCOVERY_TAG, c), &seen, &net).to_vec();
+    findings.extend(marked_findings(c, &tagged_s, &tagged_g, &chosen_ids));
+    findings.extend(foreign_findings(c, &tagged_s, &tagged_g, &chosen_ids, &doubtful));
     let azs: BTreeSet<String> = cluster_subnets.iter().chain(after.iter()).map(|s| s.az.clone()).collect();
     findings.extend(capacity_findings(&after, &azs));
 
@@ -347,9 +392,40 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
             .collect(),
         security_group: Some(SecurityGroupFact { id: group.id.clone(), name: group.name.clone(), rules: group.rules.clone() }),
         isolated: choice.isolated,
+        associate_public_ip: spec.discovery.associate_public_ip && choice.public_ip_matters,
+        readiness,
         findings,
         previously_marked: marked_ids(c, &tagged_s, &tagged_g, &chosen_ids).into_iter().map(|(id, _)| id.to_string()).collect(),
     })
+}
+
+/// The way out of the candidate subnets and of every subnet of the cluster's VPC tagged for the
+/// cluster, over one read of the VPC's endpoints (only when one of them has no default route):
+/// (the candidates, their judgement's inputs, the network, the tagged subnets' candidates).
+#[allow(clippy::too_many_arguments)]
+async fn judge_subnets(
+    ctx: &Ctx,
+    spec: &Spec,
+    facts: &Facts,
+    vpc: &str,
+    cands: Vec<Subnet>,
+    cluster_subnets: &[Subnet],
+    tables: &[egress::RouteTable],
+    tagged: &[Subnet],
+) -> Result<(Vec<Subnet>, Vec<egress::Candidate>, egress::Network, Vec<egress::Candidate>)> {
+    let ipv6 = facts.cluster.ip_family.eq_ignore_ascii_case("ipv6");
+    let of = |s: &Subnet| egress::Candidate::new(&s.id, s.map_public_ip, tables, ipv6);
+    let judged: Vec<egress::Candidate> = cands.iter().map(of).collect();
+    let in_vpc: Vec<&Subnet> = tagged.iter().filter(|s| s.vpc_id == vpc).collect();
+    let tagged_cands: Vec<egress::Candidate> = in_vpc.iter().map(|s| of(s)).collect();
+    let endpoints = if egress::needs_endpoints(&judged) || egress::needs_endpoints(&tagged_cands) {
+        vpc_endpoints(&ctx.aws.ec2, vpc).await?
+    } else {
+        vec![]
+    };
+    let owners: Vec<&Subnet> = cands.iter().chain(cluster_subnets.iter().filter(|s| s.vpc_id == vpc)).chain(in_vpc).collect();
+    let net = network(ctx, spec, &owners, endpoints);
+    Ok((cands, judged, net, tagged_cands))
 }
 
 async fn resolve_vpc(ctx: &Ctx, facts: &Facts, cluster_subnets: &[Subnet], findings: &mut Vec<Finding>) -> Result<String> {
@@ -620,13 +696,20 @@ fn marked_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: 
 }
 
 /// Objects tagged `karpenter.sh/discovery=<c>` by someone else and not chosen: Karpenter uses
-/// them too.
-fn foreign_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: &BTreeSet<String>) -> Vec<Finding> {
+/// them too. A subnet whose way out the readiness checks judge (`doubtful`) is named there
+/// instead.
+fn foreign_findings(
+    cluster: &str,
+    subnets: &[Subnet],
+    groups: &[Group],
+    chosen: &BTreeSet<String>,
+    doubtful: &BTreeSet<String>,
+) -> Vec<Finding> {
     let foreign = |tags: &Tags, id: &str| {
         tags.get(DISCOVERY_TAG).map(String::as_str) == Some(cluster) && !marked(tags, cluster) && !chosen.contains(id)
     };
     let mut out = Vec::new();
-    for s in subnets.iter().filter(|s| foreign(&s.tags, &s.id)) {
+    for s in subnets.iter().filter(|s| foreign(&s.tags, &s.id) && !doubtful.contains(&s.id)) {
         out.push(Finding {
             id: format!("discovery-foreign-{}", s.id),
             level: Level::Warning,
@@ -701,7 +784,7 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
     fn subnet(id: &str, az: &str, free: i64, vpc: &str, t: &[(&str, &str)]) -> Subnet {
-        Subnet { id: id.into(), az: az.into(), free, vpc_id: vpc.into(), tags: tags(t), map_public_ip: false }
+        Subnet { id: id.into(), az: az.into(), free, vpc_id: vpc.into(), tags: tags(t), ..Default::default() }
     }
     fn group(id: &str, name: &str, desc: &str) -> Group {
         Group {
@@ -837,7 +920,7 @@ mod tests {
         g.tags = tags(&[(DISCOVERY_TAG, "c")]);
         let m = marked_findings("c", &subnets, &[g.clone()], &chosen);
         assert_eq!(m.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(), ["discovery-tags-subnet-old"]);
-        let f = foreign_findings("c", &subnets, &[g], &chosen);
+        let f = foreign_findings("c", &subnets, &[g.clone()], &chosen, &BTreeSet::new());
         assert_eq!(
             f.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
             ["discovery-foreign-subnet-foreign", "discovery-foreign-sg-foreign"]

@@ -53,6 +53,15 @@ pub struct DiscoveryFacts {
     /// needs `settings.isolatedVPC`.
     #[serde(default)]
     pub isolated: bool,
+    /// `discovery.associate_public_ip`, and some chosen subnet reaches the internet through an
+    /// internet gateway (or a firewall endpoint): the EC2NodeClass sets
+    /// `associatePublicIPAddress: true`.
+    #[serde(default)]
+    pub associate_public_ip: bool,
+    /// The way-out checks on the subnets Karpenter will see (`readiness::tagged_subnets_have_a_way_out`),
+    /// by code, for `up` and `diff` to record.
+    #[serde(skip)]
+    pub readiness: Vec<(&'static str, Option<crate::readiness::Check>)>,
     /// Subnets and security groups karpctl tagged for this cluster before that the plan no longer
     /// selects: their tags are removed.
     #[serde(default)]

@@ -536,28 +536,14 @@ fn found_of(s: &Setup, version: KarpenterVersion) -> Found {
     let controller = s.controller.as_ref().filter(|c| c.exists);
     let (node, node_role_shared, node_roles_left) = pick_node_role(s);
     let access_entry_type = node.and_then(|n| s.access_entries.iter().find(|e| e.principal_arn == n.arn)).map(|e| e.kind.clone());
-    // Subnets nodes cannot work from are left out, with why (the readiness verdict doctor gives).
-    let in_vpc: Vec<&crate::doctor::model::TaggedSubnet> =
-        s.discovery.subnets.iter().filter(|x| s.cluster_vpc.is_empty() || x.vpc_id == s.cluster_vpc).collect();
-    let cands: Vec<crate::egress::Candidate> = in_vpc
-        .iter()
-        .map(|t| crate::egress::Candidate {
-            id: t.id.clone(),
-            map_public_ip: t.map_public_ip,
-            way: crate::egress::way_out(&t.id, &s.route_tables),
-        })
-        .collect();
-    let missing = if cands.iter().any(|x| x.way == crate::egress::Way::None) {
-        crate::egress::missing_endpoints(&s.endpoints, &s.region, s.queue.as_ref().is_some_and(|q| q.exists))
-    } else {
-        vec![]
-    };
+    // Subnets nodes cannot work from are left out, with why (the verdict doctor gives).
+    let (tagged, net) = crate::doctor::checks::subnets_as_judged(s, true);
     let (mut subnets, mut subnets_left) = (Vec::new(), Vec::new());
-    for c in &cands {
+    for t in &tagged {
         // Without route tables read (an emulator's made-up VPC), nothing can be judged: keep.
-        match crate::egress::why_unusable(c, &missing).filter(|_| !s.route_tables.is_empty()) {
-            Some(why) => subnets_left.push((c.id.clone(), why)),
-            None => subnets.push(c.id.clone()),
+        match crate::egress::why_unusable(&t.candidate, &net).filter(|_| !s.route_tables.is_empty()) {
+            Some(why) => subnets_left.push((t.candidate.id.clone(), why)),
+            None => subnets.push(t.candidate.id.clone()),
         }
     }
     Found {
@@ -681,6 +667,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         queue: None,
         discovery_tag: (crate::tags::DISCOVERY_TAG.to_string(), cluster.clone()),
         refused: vec![],
+        associate_public_ip: false,
     };
     let setup = crate::doctor::discover::gather(&connected.clients, &inputs).await?;
     if let Some(u) = setup.unreadable.first() {

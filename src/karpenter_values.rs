@@ -42,7 +42,9 @@ pub async fn run(global: &Options, format: OutputFormat) -> Result<ValuesReport>
     let node_role_name = id.node_role_name();
     let node_role_arn = crate::arns::node_role_arn(spec, &p.facts);
     let queue = spec.interruption.enabled.then(|| spec.interruption.queue_name.clone());
-    let profile = id.instance_profile.as_ref().map(|n| n.name.clone());
+    // An isolated cluster's EC2NodeClass names the profile karpctl made: Karpenter cannot
+    // create one without an IAM endpoint.
+    let profile = crate::resources::instance_profile::wanted(spec, &p.facts).then(|| id.instance_profile_name.name.clone());
     let selector = json!([{"tags": {"karpenter.sh/discovery": spec.cluster}}]);
     let doc = json!({
         "format_version": 1,
@@ -61,6 +63,7 @@ pub async fn run(global: &Options, format: OutputFormat) -> Result<ValuesReport>
         "subnets": p.facts.discovery.subnets.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
         "security_group": p.facts.discovery.security_group.as_ref().map(|g| g.id.clone()),
         "isolated_vpc": p.facts.discovery.isolated,
+        "associate_public_ip": p.facts.discovery.associate_public_ip,
     });
     let text = match format {
         OutputFormat::Json => serde_json::to_string_pretty(&doc)?,
@@ -112,8 +115,10 @@ pub fn nodeclass(doc: &Value) -> String {
         Some(p) => format!("  instanceProfile: {p}\n"),
         None => format!("  role: {}\n", s(&doc["node_role_name"])),
     };
+    // Public subnets without MapPublicIpOnLaunch (`discovery.associate_public_ip`).
+    let public_ip = if doc["associate_public_ip"].as_bool() == Some(true) { "  associatePublicIPAddress: true\n" } else { "" };
     format!(
-        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: default\nspec:\n{who}  amiSelectorTerms:\n    - alias: al2023@latest\n  subnetSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: {c}\n  securityGroupSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: {c}"
+        "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: default\nspec:\n{who}{public_ip}  amiSelectorTerms:\n    - alias: al2023@latest\n  subnetSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: {c}\n  securityGroupSelectorTerms:\n    - tags:\n        karpenter.sh/discovery: {c}"
     )
 }
 
@@ -153,5 +158,14 @@ mod tests {
         assert!(n.contains("instanceProfile: KarpenterNodeInstanceProfile-say-when-east"));
         assert!(!n.contains("  role:"));
         assert!(n.contains("karpenter.sh/discovery: say-when-east"));
+        assert!(!n.contains("associatePublicIPAddress"));
+    }
+
+    #[test]
+    fn nodeclass_gives_public_ips_when_the_subnets_need_them() {
+        let mut d = doc(None);
+        d["associate_public_ip"] = json!(true);
+        let n = nodeclass(&d);
+        assert!(n.contains("spec:\n  role: KarpenterNodeRole-say-when-east\n  associatePublicIPAddress: true\n"), "{n}");
     }
 }

@@ -78,6 +78,9 @@ pub struct RawDiscovery {
     pub subnet_tags: Option<Tags>,
     pub security_group_id: Option<String>,
     pub security_group_name: Option<String>,
+    /// true: the EC2NodeClass gives nodes public IPs (public subnets without
+    /// `MapPublicIpOnLaunch` become usable).
+    pub associate_public_ip: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -656,6 +659,7 @@ fn resolve_discovery(d: RawDiscovery, ctx: &Ctx) -> Result<Discovery, UserError>
         subnet_tags: d.subnet_tags,
         security_group_id: d.security_group_id,
         security_group_name: d.security_group_name,
+        associate_public_ip: d.associate_public_ip.unwrap_or(false),
     })
 }
 
@@ -773,6 +777,17 @@ mod tests {
         }
         let ok = "cluster = \"a\"\n[tags]\n\"team/owner\" = \"platform:core+ops@example.com = 1\"\n\"équipe\" = \"plateforme\"\n";
         assert!(parse(ok, "p.toml", None).is_ok());
+    }
+
+    #[test]
+    fn associate_public_ip_is_a_boolean_off_by_default() {
+        assert!(!parse("cluster = \"a\"\n", "p.toml", None).unwrap().discovery.associate_public_ip);
+        let on = parse("cluster = \"a\"\n[discovery]\nassociate_public_ip = true\n", "p.toml", None).unwrap();
+        assert!(on.discovery.associate_public_ip);
+        let e = parse("cluster = \"a\"\n[discovery]\nassociate_public_ip = \"yes\"\n", "p.toml", None).unwrap_err();
+        assert!(e.message.starts_with("p.toml:3:") && e.message.contains("bool"), "{}", e.message);
+        let e = parse("cluster = \"a\"\n[discovery]\nassociate_public_ips = true\n", "p.toml", None).unwrap_err();
+        assert!(e.message.contains("associate_public_ips"), "{}", e.message);
     }
 
     #[test]

@@ -104,6 +104,9 @@ pub fn readiness_of(facts: &Facts, spec: &Spec, pre: &crate::preflight::Prefligh
             (None, None) => {}
         }
     }
+    for (code, found) in &facts.discovery.readiness {
+        r.record(code, found.clone());
+    }
     if let Some(g) = &facts.discovery.security_group {
         let c = &facts.cluster;
         let control_plane: Vec<String> = std::iter::once(&c.cluster_security_group_id)

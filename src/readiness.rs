@@ -83,26 +83,102 @@ pub fn auto_mode(cluster: &str, enabled: bool) -> Option<Check> {
     })
 }
 
-/// The code of the check that every discovery-tagged subnet has a way out (doctor; `up` and
-/// `diff` refuse such subnets in preflight instead, `src/egress.rs`).
+/// The code of the check that every discovery-tagged subnet has a way out.
 pub const SUBNET_NO_WAY_OUT: &str = "subnet-no-way-out";
+/// The code of the check that says where karpctl cannot confirm a tagged subnet's way out (a
+/// firewall endpoint, a shared VPC's invisible endpoints).
+pub const SUBNET_WAY_OUT_UNCONFIRMED: &str = "subnet-way-out-unconfirmed";
 
-/// Karpenter launches into any subnet carrying the discovery tag: one nodes cannot work from
-/// (no route out, a public one without public IPs, isolated without the endpoints) makes nodes
-/// that never join.
-pub fn tagged_subnets_have_a_way_out(cands: &[crate::egress::Candidate], missing: &[String]) -> Option<Check> {
-    let bad: Vec<String> =
-        cands.iter().filter_map(|c| Some(format!("{}: {}", c.id, crate::egress::why_unusable(c, missing)?))).collect();
-    (!bad.is_empty()).then(|| Check {
-        code: SUBNET_NO_WAY_OUT,
-        severity: Severity::Error,
-        resource: "subnets".into(),
-        message: format!(
-            "Karpenter may launch nodes into discovery-tagged subnets they cannot work from, and those nodes never join: {}",
-            bad.join("; ")
-        ),
-        fix: "remove the discovery tag from these subnets (`karpctl up` tags only subnets with a way out), or give them one: a default route to a NAT gateway (private), an internet gateway with MapPublicIpOnLaunch (public), or the VPC endpoints a private cluster needs".into(),
-    })
+/// A subnet carrying `karpenter.sh/discovery=<cluster>`, as the way-out checks see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaggedSubnet {
+    pub candidate: crate::egress::Candidate,
+    /// It carries karpctl's marker (`karpctl.io/discovery`): karpctl put the tag there.
+    pub karpctls: bool,
+}
+
+/// Karpenter launches into any subnet carrying the discovery tag, whoever put it there: one
+/// nodes cannot work from (no route out, a public one without public IPs, isolated without the
+/// endpoints) makes nodes that never join (an error); one whose way out karpctl cannot confirm
+/// is a warning. `up` and `diff` run it on the subnets Karpenter will see once the plan is
+/// applied, doctor on every tagged subnet of the cluster's VPC: both judge with
+/// `egress::judge`. Returns the two checks by code.
+pub fn tagged_subnets_have_a_way_out(
+    (tag_key, tag_value): (&str, &str),
+    subnets: &[TaggedSubnet],
+    net: &crate::egress::Network,
+) -> [(&'static str, Option<Check>); 2] {
+    use crate::egress::{Verdict, Way, judge};
+    let (mut bad, mut unsure) = (Vec::new(), Vec::new());
+    for s in subnets {
+        match judge(&s.candidate, net) {
+            Verdict::Usable => {}
+            Verdict::Unconfirmed { why, fix } => unsure.push((s.candidate.id.as_str(), why, fix)),
+            Verdict::Unusable(why) => bad.push((s, why)),
+        }
+    }
+    let error = (!bad.is_empty()).then(|| {
+        let mut fix: Vec<String> = bad
+            .iter()
+            .map(|(s, _)| {
+                let id = &s.candidate.id;
+                if s.karpctls {
+                    return format!("{id}: karpctl tagged it; run `karpctl up`, which removes its tag from subnets nodes cannot work from");
+                }
+                let terraform = match s.candidate.way {
+                    Way::Public(_) => "public_subnet_tags",
+                    _ => "private_subnet_tags or intra_subnet_tags",
+                };
+                format!(
+                    "{id}: the tag is not karpctl's (no {} marker): another tool or a person put it there, e.g. terraform-aws-vpc's {terraform}; remove it there, or: aws ec2 delete-tags --resources {id} --tags Key={tag_key},Value={tag_value}",
+                    crate::tags::MARKER_TAG,
+                )
+            })
+            .collect();
+        let unusable: Vec<&crate::egress::Candidate> = bad.iter().map(|(s, _)| &s.candidate).collect();
+        fix.extend(crate::egress::fixes(&unusable, net).into_iter().map(|f| format!("or give them a way out: {f}")));
+        Check {
+            code: SUBNET_NO_WAY_OUT,
+            severity: Severity::Error,
+            resource: "subnets".into(),
+            message: format!(
+                "Karpenter launches nodes into every subnet tagged {tag_key}={tag_value}, and nodes in these never join: {}",
+                by_reason(bad.iter().map(|(s, why)| (s.candidate.id.as_str(), why.as_str())))
+            ),
+            fix: fix.join("; "),
+        }
+    });
+    let warning = (!unsure.is_empty()).then(|| {
+        let mut fix: Vec<String> = Vec::new();
+        for (_, _, f) in &unsure {
+            if !fix.contains(f) {
+                fix.push(f.clone());
+            }
+        }
+        Check {
+            code: SUBNET_WAY_OUT_UNCONFIRMED,
+            severity: Severity::Warning,
+            resource: "subnets".into(),
+            message: format!(
+                "karpctl cannot confirm that nodes can work from these discovery-tagged subnets: {}",
+                by_reason(unsure.iter().map(|(id, why, _)| (*id, why.as_str())))
+            ),
+            fix: fix.join("; "),
+        }
+    });
+    [(SUBNET_NO_WAY_OUT, error), (SUBNET_WAY_OUT_UNCONFIRMED, warning)]
+}
+
+/// "a, b: why; c: other why": subnets that share a reason, named together, in first-seen order.
+fn by_reason<'a>(items: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let mut groups: Vec<(Vec<&str>, &str)> = Vec::new();
+    for (id, why) in items {
+        match groups.iter_mut().find(|(_, w)| *w == why) {
+            Some((ids, _)) => ids.push(id),
+            None => groups.push((vec![id], why)),
+        }
+    }
+    groups.iter().map(|(ids, why)| format!("{}: {why}", ids.join(", "))).collect::<Vec<_>>().join("; ")
 }
 
 /// The code of the node security group check.
@@ -531,6 +607,61 @@ mod tests {
         let c = node_group_lets_control_plane_in("sg-node", &r, &cp()).expect("warns");
         assert!(c.message.contains("no egress rule") && !c.message.contains("ingress"), "{}", c.message);
         assert!(c.fix.contains("authorize-security-group-egress --group-id sg-node"), "{}", c.fix);
+    }
+
+    fn tagged(id: &str, karpctls: bool, map_public_ip: bool, way: crate::egress::Way) -> TaggedSubnet {
+        TaggedSubnet {
+            candidate: crate::egress::Candidate {
+                id: id.into(),
+                map_public_ip,
+                way,
+                table: Some("rtb-1".into()),
+                ignored: vec![],
+            },
+            karpctls,
+        }
+    }
+
+    #[test]
+    fn a_tagged_subnet_nodes_cannot_work_from_is_an_error_naming_where_the_tag_comes_from() {
+        use crate::egress::{Network, Way};
+        let net = Network { region: "us-east-1".into(), ..Default::default() };
+        let subnets = [
+            tagged("subnet-nat", true, false, Way::Private("nat-1".into())),
+            tagged("subnet-tf", false, false, Way::Public("igw-1".into())),
+            tagged("subnet-ours", true, false, Way::None),
+        ];
+        let [(code, error), (_, warning)] = tagged_subnets_have_a_way_out(("karpenter.sh/discovery", "c1"), &subnets, &net);
+        assert_eq!(code, SUBNET_NO_WAY_OUT);
+        assert_eq!(warning, None);
+        let e = error.expect("an error");
+        assert_eq!(e.severity, Severity::Error);
+        assert!(e.message.contains("subnet-tf: public") && e.message.contains("subnet-ours: no route out"), "{}", e.message);
+        assert!(!e.message.contains("subnet-nat"), "{}", e.message);
+        assert!(
+            e.fix.contains("aws ec2 delete-tags --resources subnet-tf --tags Key=karpenter.sh/discovery,Value=c1")
+                && e.fix.contains("public_subnet_tags"),
+            "{}",
+            e.fix
+        );
+        assert!(e.fix.contains("subnet-ours: karpctl tagged it; run `karpctl up`"), "{}", e.fix);
+        assert!(!e.fix.contains("--resources subnet-ours"), "karpctl's own tag is karpctl's to remove: {}", e.fix);
+        // With public IPs from the EC2NodeClass the public subnet works.
+        let key = Network { associate_public_ip: true, ..net.clone() };
+        let [(_, error), _] = tagged_subnets_have_a_way_out(("karpenter.sh/discovery", "c1"), &subnets[..2], &key);
+        assert_eq!(error, None);
+    }
+
+    #[test]
+    fn a_way_out_karpctl_cannot_see_is_a_warning() {
+        use crate::egress::{Network, Way};
+        let net = Network { region: "us-east-1".into(), ..Default::default() };
+        let subnets = [tagged("subnet-fw", false, false, Way::Firewall("vpce-fw".into()))];
+        let [(_, error), (code, warning)] = tagged_subnets_have_a_way_out(("karpenter.sh/discovery", "c1"), &subnets, &net);
+        assert_eq!((error, code), (None, SUBNET_WAY_OUT_UNCONFIRMED));
+        let w = warning.expect("a warning");
+        assert_eq!(w.severity, Severity::Warning);
+        assert!(w.message.contains("vpce-fw") && w.fix.contains("NAT gateway"), "{w:?}");
     }
 
     const KEY: &str = "arn:aws:kms:us-east-1:111122223333:key/k1";

@@ -122,4 +122,8 @@ pub struct Discovery {
     pub subnet_tags: Option<Tags>,
     pub security_group_id: Option<String>,
     pub security_group_name: Option<String>,
+    /// `associate_public_ip`: nodes get public IPs from the EC2NodeClass
+    /// (`associatePublicIPAddress: true`), so public subnets without `MapPublicIpOnLaunch` are
+    /// usable.
+    pub associate_public_ip: bool,
 }

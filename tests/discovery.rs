@@ -645,3 +645,69 @@ fn a_classic_load_balancer_group_of_the_cluster_is_never_taken_for_the_node_grou
     assert_ours(&sdk, &c, &s.node_sg);
     assert_untagged(&sdk, &elb);
 }
+
+/// The subnet ids a finding or check names, among `ids`.
+fn named(text: &str, ids: &[String]) -> BTreeSet<String> {
+    ids.iter().filter(|id| text.contains(id.as_str())).cloned().collect()
+}
+
+#[test]
+fn public_subnets_someone_else_tagged_are_one_error_in_diff_up_and_doctor() {
+    // terraform-aws-vpc: NAT private subnets, public ones without public IPs that its
+    // `public_subnet_tags` tagged for Karpenter; nodes there never join.
+    let c = cluster_name("disc-tfpub");
+    let s = Seeded::of(&c, &["--no-public-ip"]);
+    let sdk = sdk();
+    for id in &s.public {
+        add_tags(&sdk, id, &[(DISCOVERY, c.as_str())]);
+    }
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    let all = s.subnets();
+
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!((r.code, r.writes()), (2, 0), "{r:?}");
+    let doc = r.json();
+    let found = doc["checks"]["found"].as_array().unwrap_or_else(|| panic!("{doc}"));
+    let check = found.iter().find(|f| f["code"] == "subnet-no-way-out").unwrap_or_else(|| panic!("an error check: {doc}"));
+    assert_eq!(check["severity"], "error", "{check}");
+    let diff_names = named(check["message"].as_str().unwrap(), &all);
+    assert_eq!(diff_names, set(&s.public), "{check}");
+    let fix = check["fix"].as_str().unwrap();
+    for id in &s.public {
+        assert!(fix.contains(&format!("aws ec2 delete-tags --resources {id} --tags Key={DISCOVERY},Value={c}")), "{fix}");
+    }
+    assert!(fix.contains("public_subnet_tags"), "{fix}");
+    // One verdict: no second, softer finding about the same subnets.
+    for (_, _, m) in findings(&doc) {
+        assert!(!m.contains("also carries"), "{m}");
+    }
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert!(r.stdout.contains("error subnet-no-way-out"), "{}", r.stdout);
+
+    // up makes everything, then says Karpenter cannot work yet (exit 1); the tags stay.
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("Karpenter cannot work here yet"), "{r:?}");
+    assert_eq!(tagged_for(&sdk, &c), set(&s.private).into_iter().chain(set(&s.public)).chain([s.node_sg.clone()]).collect());
+
+    // doctor judges the same facts the same way.
+    let r = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
+    let doc = r.json();
+    let f = doc["findings"].as_array().unwrap().iter().find(|f| f["code"] == "subnet-no-way-out").cloned();
+    let f = f.unwrap_or_else(|| panic!("doctor: {doc}"));
+    assert_eq!(f["severity"], "error", "{f}");
+    assert_eq!(named(f["message"].as_str().unwrap(), &all), diff_names, "{f}");
+
+    // The fix: take the tags off where they were put; then both agree that all is well.
+    for id in &s.public {
+        delete_tag(&sdk, id, DISCOVERY, &c);
+    }
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc = r.json();
+    assert!(doc["checks"]["checked"].as_array().unwrap().iter().any(|c| c == "subnet-no-way-out"), "{doc}");
+    assert!(!doc["checks"]["found"].to_string().contains("subnet-no-way-out"), "{doc}");
+    let r = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
+    assert!(!r.json()["findings"].to_string().contains("subnet-no-way-out"), "{}", r.stdout);
+}

@@ -669,3 +669,41 @@ fn eks_association_fields_are_laid_over_describe_answers_of_that_cluster_only() 
     let e = px.try_set(json!({"eks_association_fields": {"x": true}})).expect_err("fields are an object");
     assert!(e.contains("object of fields"), "{e}");
 }
+
+#[test]
+fn ec2_shared_vpc_shows_the_owner_and_hides_its_endpoints() {
+    let c = cluster_name("lag-shared");
+    let s = seed(&c, &["--network", "isolated-endpoints"]);
+    let vpc = s["vpc_id"].as_str().unwrap().to_string();
+    let other = seed(&cluster_name("lag-shared-other"), &[]);
+    let other_vpc = other["vpc_id"].as_str().unwrap().to_string();
+    let px = proxy("lag-shared-px");
+    let through = sdk_at(px.url());
+    let owners = |v: &str| -> Vec<String> {
+        let f = aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(v).build();
+        let o = rt().block_on(through.ec2.describe_subnets().filters(f).send()).expect("DescribeSubnets");
+        o.subnets().iter().filter(|s| s.vpc_id() == Some(v)).map(|s| s.owner_id().unwrap_or_default().to_string()).collect()
+    };
+    let vpc_owner = |v: &str| {
+        let o = rt().block_on(through.ec2.describe_vpcs().vpc_ids(v).send()).expect("DescribeVpcs");
+        o.vpcs().iter().find(|x| x.vpc_id() == Some(v)).and_then(|x| x.owner_id()).unwrap_or_default().to_string()
+    };
+    let endpoints = |v: &str| {
+        let f = aws_sdk_ec2::types::Filter::builder().name("vpc-id").values(v).build();
+        let o = rt().block_on(through.ec2.describe_vpc_endpoints().filters(f).send()).expect("DescribeVpcEndpoints");
+        o.vpc_endpoints().iter().filter(|e| e.vpc_id() == Some(v)).count()
+    };
+    let mine = owners(&vpc);
+    assert_eq!(mine.len(), 6);
+    assert!(mine.iter().all(|o| o != "999988887777"), "{mine:?}");
+    assert_eq!(endpoints(&vpc), 9, "without the rule the emulator's answer is passed on as it is");
+
+    px.set(json!({"ec2_shared_vpc": {&vpc: "999988887777"}}));
+    assert_eq!(owners(&vpc), vec!["999988887777".to_string(); 6], "the owner's subnets");
+    assert_eq!(vpc_owner(&vpc), "999988887777");
+    assert_eq!(endpoints(&vpc), 0, "a participant sees none of the owner's endpoints");
+    assert!(owners(&other_vpc).iter().all(|o| o != "999988887777"), "scoped to its VPC");
+    assert!(px.try_set(json!({"ec2_shared_vpc": {&vpc: "not-an-account"}})).unwrap_err().contains("12-digit"));
+    px.set(json!({"ec2_shared_vpc": {&vpc: null}}));
+    assert_eq!(endpoints(&vpc), 9);
+}

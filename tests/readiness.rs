@@ -146,14 +146,32 @@ fn an_isolated_cluster_without_endpoints_fails_with_no_write_listing_each_subnet
     assert!(doc["error"]["message"].as_str().unwrap().contains("discovery.subnet_ids"), "{doc}");
 }
 
+/// The roles instance profile `name` holds (None: it does not exist).
+fn profile_roles(sdk: &Sdk, name: &str) -> Option<Vec<String>> {
+    match rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(name).send()) {
+        Ok(o) => Some(o.instance_profile().unwrap().roles().iter().map(|r| r.role_name().to_string()).collect()),
+        Err(e) if format!("{e:?}").contains("NoSuchEntity") => None,
+        Err(e) => panic!("GetInstanceProfile {name}: {e:?}"),
+    }
+}
+
 #[test]
-fn an_isolated_cluster_with_endpoints_is_accepted_and_helm_sets_isolated_vpc() {
-    let (c, wd, _, _) = up_on("ready-isoep", "isolated-endpoints", "private_subnets", "the cluster is isolated");
+fn an_isolated_cluster_with_endpoints_is_accepted_with_its_own_instance_profile() {
+    let (c, wd, _, sdk) = up_on("ready-isoep", "isolated-endpoints", "private_subnets", "the cluster is isolated");
     let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "helm"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("  isolatedVPC: true"), "{}", r.stdout);
     assert!(r.stdout.contains("# kubectl -n kube-system rollout restart deployment/karpenter"), "{}", r.stdout);
     assert_eq!(karpctl(&wd, &["diff", "--cluster", &c]).code, 0);
+    // No IAM endpoint: Karpenter cannot make instance profiles, so karpctl made the node's
+    // (without a plan setting) and the EC2NodeClass names it instead of the role.
+    let profile = format!("KarpenterNodeInstanceProfile-{c}");
+    assert_eq!(profile_roles(&sdk, &profile), Some(vec![format!("KarpenterNodeRole-{c}")]));
+    let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "nodeclass"]);
+    assert!(r.stdout.contains(&format!("\n  instanceProfile: {profile}\n")) && !r.stdout.contains("  role:"), "{}", r.stdout);
+    assert_eq!(karpctl(&wd, &["output", "--cluster", &c]).json()["instance_profile"], profile.as_str());
+    assert_eq!(karpctl(&wd, &["down", "--cluster", &c, "--yes"]).code, 0);
+    assert_eq!(profile_roles(&sdk, &profile), None, "down removes it");
 }
 
 #[test]
@@ -262,4 +280,166 @@ fn an_auto_mode_cluster_needs_no_agent_add_on_and_gets_the_nodepool_warning() {
     let codes: Vec<&str> =
         doc["findings"].as_array().unwrap_or_else(|| panic!("{doc}")).iter().filter_map(|f| f["code"].as_str()).collect();
     assert!(!codes.contains(&"pod-identity-agent-missing"), "no false doctor finding: {doc}");
+}
+
+/// `diff` and `up` (run through `run`) refuse before any write, exit 1, naming each of `private`
+/// and saying each of `says`; returns the error message.
+fn refused_naming(run: &dyn Fn(&Workdir, &[&str]) -> Run, wd: &Workdir, c: &str, private: &[String], says: &[&str]) -> String {
+    let mut last = String::new();
+    for cmd in ["diff", "up"] {
+        let r = run(wd, &[cmd, "--cluster", c, "--output", "json"]);
+        assert_eq!(r.code, 1, "{cmd}: {r:?}");
+        let doc = r.json();
+        assert_eq!(doc["stats"]["writes"], 0, "{cmd}: {doc}");
+        let msg = doc["error"]["message"].as_str().unwrap_or_default().to_string();
+        for id in private {
+            assert!(msg.contains(&format!("{id}: no route out")), "{cmd}: {id}: {msg}");
+        }
+        for s in says {
+            assert!(msg.contains(s), "{cmd}: says {s:?}: {msg}");
+        }
+        last = msg;
+    }
+    last
+}
+
+#[test]
+fn a_public_only_vpc_without_public_ips_needs_associate_public_ip_and_output_sets_it() {
+    // terraform-aws-vpc leaves map_public_ip_on_launch false on its public subnets.
+    let c = cluster_name("ready-noip");
+    let s = seed(&c, &["--network", "public", "--no-public-ip"]);
+    let public = list(&s, "public_subnets");
+    let sdk = sdk();
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["stats"]["writes"], 0, "{doc}");
+    let msg = doc["error"]["message"].as_str().unwrap_or_default();
+    let hint = doc["error"]["hint"].as_str().unwrap_or_default();
+    for id in &public {
+        assert!(msg.contains(&format!("{id}: public")) && msg.contains("MapPublicIpOnLaunch is false"), "{id}: {msg}");
+        assert!(hint.contains(&format!("aws ec2 modify-subnet-attribute --subnet-id {id} --map-public-ip-on-launch")), "{hint}");
+    }
+    // Both ways: the plan key, or the subnets' own setting.
+    assert!(hint.contains("`associate_public_ip = true` under [discovery]"), "{hint}");
+    assert!(hint.contains("map_public_ip_on_launch = true"), "{hint}");
+
+    plan(&wd, &c, "[discovery]\nassociate_public_ip = true\n");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("no private subnet has a way out"), "{}", r.all());
+    assert_eq!(tagged_subnets(&sdk, &c), public.iter().cloned().collect());
+    let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "nodeclass"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("\n  associatePublicIPAddress: true\n"), "{}", r.stdout);
+    let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "json"]);
+    assert_eq!(r.json()["associate_public_ip"], true, "{}", r.stdout);
+    assert_eq!(karpctl(&wd, &["diff", "--cluster", &c]).code, 0);
+    // doctor reads the same plan and gives the same verdict: nodes there get public IPs.
+    let r = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
+    let text = r.json()["findings"].to_string();
+    assert!(!text.contains("subnet-no-way-out"), "{text}");
+}
+
+#[test]
+fn associate_public_ip_on_private_subnets_is_said_to_do_nothing() {
+    let c = cluster_name("ready-ipunused");
+    seed(&c, &["--network", "private"]);
+    let wd = Workdir::new();
+    plan(&wd, &c, "[discovery]\nassociate_public_ip = true\n");
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("`discovery.associate_public_ip = true` has no effect"), "{}", r.all());
+    let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "nodeclass"]);
+    assert!(!r.stdout.contains("associatePublicIPAddress"), "private nodes get no public IPs: {}", r.stdout);
+}
+
+#[test]
+fn public_subnets_named_by_the_plan_are_not_said_to_be_all_there_is() {
+    let c = cluster_name("ready-named");
+    let s = seed(&c, &["--network", "public+private"]);
+    let public = list(&s, "public_subnets");
+    let wd = Workdir::new();
+    let ids: Vec<String> = public.iter().map(|s| format!("\"{s}\"")).collect();
+    plan(&wd, &c, &format!("[discovery]\nsubnet_ids = [{}]\n", ids.join(", ")));
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "{r:?}");
+    // The private subnets route to a NAT gateway: saying none has a way out would be false.
+    assert!(!r.all().contains("no private subnet has a way out"), "{}", r.all());
+    assert!(r.all().contains("nodes go in public subnets (`discovery.subnet_ids` names them)"), "{}", r.all());
+}
+
+#[test]
+fn a_peering_connection_is_no_way_out() {
+    let c = cluster_name("ready-pcx");
+    let s = seed(&c, &["--network", "peering"]);
+    let private = list(&s, "private_subnets");
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    refused_naming(&karpctl, &wd, &c, &private, &["to pcx-", "VPC peering connection"]);
+}
+
+#[test]
+fn an_egress_only_gateway_is_no_way_out_for_an_ipv4_cluster() {
+    // ministack does not keep IPv6 routes: the VPC lives in moto.
+    let c = cluster_name("ready-eigw");
+    let s = seed_strict(&c, &["--network", "egress-only"]);
+    let private = list(&s, "private_subnets");
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    refused_naming(&karpctl_strict, &wd, &c, &private, &["::/0 to eigw-", "an IPv6 route, and the cluster is IPv4"]);
+}
+
+#[test]
+fn an_isolated_pod_identity_cluster_needs_the_eks_auth_endpoint() {
+    let c = cluster_name("ready-noauth");
+    let s = seed(&c, &["--network", "isolated-endpoints", "--without-endpoint", "eks-auth"]);
+    let private = list(&s, "private_subnets");
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    let msg = refused_naming(&karpctl, &wd, &c, &private, &["the VPC lacks the endpoints eks-auth"]);
+    assert!(!msg.contains("ecr.dkr"), "only eks-auth is missing: {msg}");
+    assert!(queue(&sdk(), &format!("Karpenter-{c}")).is_none(), "nothing made");
+}
+
+#[test]
+fn endpoints_count_only_as_aws_serves_them() {
+    // An S3 gateway endpoint on another route table does not serve these subnets.
+    let c = cluster_name("ready-s3rt");
+    let s = seed(&c, &["--network", "isolated-endpoints", "--s3-endpoint-table", "public"]);
+    let private = list(&s, "private_subnets");
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    refused_naming(&karpctl, &wd, &c, &private, &["the S3 gateway endpoint vpce-", "is not on route table rtb-"]);
+
+    // Interface endpoints without private DNS are not used by the SDKs' default host names
+    // (ministack neither keeps nor reports PrivateDnsEnabled: the VPC lives in moto).
+    let c = cluster_name("ready-nodns");
+    let s = seed_strict(&c, &["--network", "isolated-endpoints", "--endpoint-private-dns", "off"]);
+    let private = list(&s, "private_subnets");
+    plan(&wd, &c, "");
+    refused_naming(&karpctl_strict, &wd, &c, &private, &["the interface endpoints of ec2, ecr.api", "have private DNS off"]);
+}
+
+#[test]
+fn an_isolated_subnet_of_a_shared_vpc_is_unconfirmed_not_refused() {
+    // AWS RAM: another account owns the VPC and its endpoints, which this account cannot see.
+    let c = cluster_name("ready-shared");
+    let s = seed(&c, &["--network", "isolated"]);
+    let vpc = s["vpc_id"].as_str().unwrap().to_string();
+    let px = LagProxy::start(&c, &endpoint());
+    px.set(json!({"ec2_shared_vpc": {&vpc: "999988887777"}}));
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    let r = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c, "--output", "json"], &[]);
+    assert_eq!(r.code, 2, "not refused: {r:?}");
+    let doc = r.json();
+    let found = doc["checks"]["found"].as_array().unwrap_or_else(|| panic!("{doc}"));
+    let w = found.iter().find(|f| f["code"] == "subnet-way-out-unconfirmed").unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(w["severity"], "warning", "{w}");
+    assert!(w["message"].as_str().unwrap().contains("999988887777"), "{w}");
+    assert!(w["fix"].as_str().unwrap().contains("eks-auth"), "{w}");
+    assert!(doc.to_string().contains("the cluster is isolated"), "{doc}");
 }

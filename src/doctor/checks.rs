@@ -15,7 +15,7 @@ pub const MANAGED_POLICY_LIMIT: usize = 6144;
 pub const NEAR_LIMIT: usize = MANAGED_POLICY_LIMIT * 9 / 10;
 
 /// Every check's code with what it looks at, in checklist order.
-pub const CHECKS: [(&str, &str); 31] = [
+pub const CHECKS: [(&str, &str); 32] = [
     ("controller-role-not-found", "Karpenter's controller role is found"),
     ("controller-missing-permissions", "the controller role allows every action of Karpenter's permission set"),
     ("controller-passrole-unscoped", "the controller may pass only the node roles"),
@@ -40,6 +40,7 @@ pub const CHECKS: [(&str, &str); 31] = [
     ("discovery-multiple-security-groups", "exactly one security group carries it"),
     ("discovery-outside-cluster-vpc", "tagged subnets and groups are in the cluster's VPC"),
     (readiness::SUBNET_NO_WAY_OUT, "every discovery-tagged subnet has a way out"),
+    (readiness::SUBNET_WAY_OUT_UNCONFIRMED, "karpctl can see each tagged subnet's way out"),
     (readiness::NODE_SG_BLOCKS_CONTROL_PLANE, "the node security group lets the control plane in"),
     (readiness::KMS_KEY_POLICY_EVENTS, "EventBridge may use the queue's KMS key"),
     (readiness::KMS_KEY_POLICY_CONTROLLER, "the controller may decrypt with the queue's KMS key"),
@@ -68,6 +69,7 @@ pub const UNREADABLE: [(&str, &str, &[&str]); 15] = [
             "discovery-az-without-subnet",
             "discovery-outside-cluster-vpc",
             readiness::SUBNET_NO_WAY_OUT,
+            readiness::SUBNET_WAY_OUT_UNCONFIRMED,
             readiness::NODE_SG_BLOCKS_CONTROL_PLANE,
         ],
     ),
@@ -97,7 +99,13 @@ pub const UNREADABLE: [(&str, &str, &[&str]); 15] = [
     (
         "subnets-unreadable",
         "the cluster's and the discovery-tagged subnets",
-        &["discovery-no-subnets", "discovery-az-without-subnet", "discovery-outside-cluster-vpc", readiness::SUBNET_NO_WAY_OUT],
+        &[
+            "discovery-no-subnets",
+            "discovery-az-without-subnet",
+            "discovery-outside-cluster-vpc",
+            readiness::SUBNET_NO_WAY_OUT,
+            readiness::SUBNET_WAY_OUT_UNCONFIRMED,
+        ],
     ),
     (
         "security-groups-unreadable",
@@ -109,7 +117,11 @@ pub const UNREADABLE: [(&str, &str, &[&str]); 15] = [
             readiness::NODE_SG_BLOCKS_CONTROL_PLANE,
         ],
     ),
-    ("route-tables-unreadable", "the VPC's route tables and endpoints", &[readiness::SUBNET_NO_WAY_OUT]),
+    (
+        "route-tables-unreadable",
+        "the VPC's route tables and endpoints",
+        &[readiness::SUBNET_NO_WAY_OUT, readiness::SUBNET_WAY_OUT_UNCONFIRMED],
+    ),
     (
         "queue-unreadable",
         "the interruption queue",
@@ -200,28 +212,40 @@ pub fn check(s: &Setup) -> Outcome {
     Outcome { findings, passed }
 }
 
+/// The tagged subnets of the cluster's VPC and what judging them needs, as `up` and `diff` build
+/// them from the plan (`any_vpc`: with no cluster VPC known, take every tagged subnet). A subnet
+/// in another VPC is `discovery-outside-cluster-vpc`; its routes are not read.
+pub fn subnets_as_judged(s: &Setup, any_vpc: bool) -> (Vec<readiness::TaggedSubnet>, crate::egress::Network) {
+    let ipv6 = s.ip_family.eq_ignore_ascii_case("ipv6");
+    let in_vpc: Vec<&super::model::TaggedSubnet> =
+        s.discovery.subnets.iter().filter(|t| t.vpc_id == s.cluster_vpc || (any_vpc && s.cluster_vpc.is_empty())).collect();
+    let tagged = in_vpc
+        .iter()
+        .map(|t| readiness::TaggedSubnet {
+            candidate: crate::egress::Candidate::new(&t.id, t.map_public_ip, &s.route_tables, ipv6),
+            karpctls: t.karpctls,
+        })
+        .collect();
+    let net = crate::egress::Network {
+        region: s.region.clone(),
+        endpoints: s.endpoints.clone(),
+        interruption: s.queue.as_ref().is_some_and(|q| q.exists),
+        pod_identity: s.mode == Some(IdentityMode::PodIdentity),
+        associate_public_ip: s.associate_public_ip,
+        shared_by: in_vpc.iter().map(|t| t.owner_id.as_str()).find(|o| !o.is_empty() && *o != s.account_id).map(str::to_string),
+    };
+    (tagged, net)
+}
+
 /// The tagged subnets' way out and the node security group's control-plane rules (the checks
 /// `up` and `diff` make on what they tag).
 fn network(s: &Setup, c: &mut Checker) {
     if !s.route_tables.is_empty() && !s.discovery.subnets.is_empty() {
-        let cands: Vec<crate::egress::Candidate> = s
-            .discovery
-            .subnets
-            .iter()
-            // A subnet in another VPC is `discovery-outside-cluster-vpc`; its routes are not read.
-            .filter(|t| t.vpc_id == s.cluster_vpc)
-            .map(|t| crate::egress::Candidate {
-                id: t.id.clone(),
-                map_public_ip: t.map_public_ip,
-                way: crate::egress::way_out(&t.id, &s.route_tables),
-            })
-            .collect();
-        let missing = if cands.iter().any(|x| x.way == crate::egress::Way::None) {
-            crate::egress::missing_endpoints(&s.endpoints, &s.region, s.queue.as_ref().is_some_and(|q| q.exists))
-        } else {
-            vec![]
-        };
-        c.readiness(readiness::SUBNET_NO_WAY_OUT, readiness::tagged_subnets_have_a_way_out(&cands, &missing));
+        let (tagged, net) = subnets_as_judged(s, false);
+        let tag = (s.discovery.tag_key.as_str(), s.discovery.tag_value.as_str());
+        for (code, found) in readiness::tagged_subnets_have_a_way_out(tag, &tagged, &net) {
+            c.readiness(code, found);
+        }
     }
     if !s.control_plane_groups.is_empty() && !s.discovery.groups.is_empty() {
         // Karpenter attaches every tagged group: a node gets the union of their rules.
@@ -982,7 +1006,7 @@ mod tests {
             default_routes: vec![crate::egress::DefaultRoute {
                 gateway_id: None,
                 other_target: Some("nat-1".into()),
-                blackhole: false,
+                ..Default::default()
             }],
         }];
         s.spot_service_linked_role = true;
@@ -1081,6 +1105,10 @@ mod tests {
             ("spot-service-linked-role-missing", |s| s.spot_service_linked_role = false),
             ("event-bus-rule-quota", |s| s.bus_rules = 290),
             ("subnet-no-way-out", |s| s.route_tables[0].default_routes.clear()),
+            ("subnet-way-out-unconfirmed", |s| {
+                s.route_tables[0].default_routes[0] =
+                    crate::egress::DefaultRoute { gateway_id: Some("vpce-firewall".into()), ..Default::default() }
+            }),
             ("node-sg-blocks-control-plane", |s| s.discovery.groups[0].rules.ingress.clear()),
             ("kms-key-policy-events", |s| {
                 let p = s.queue.as_mut().unwrap().kms_key_policy.as_mut().unwrap();
@@ -1107,6 +1135,40 @@ mod tests {
             covered.insert(code);
         }
         assert_eq!(covered.len(), CHECKS.len(), "every check has a defect test");
+    }
+
+    #[test]
+    fn tagged_subnets_are_judged_with_the_plan_and_the_mode() {
+        // A public subnet without public IPs: an error, unless the plan gives nodes public IPs.
+        let mut s = clean();
+        s.route_tables[0].default_routes[0] =
+            crate::egress::DefaultRoute { gateway_id: Some("igw-1".into()), ..Default::default() };
+        assert_eq!(codes(&s), ["subnet-no-way-out"]);
+        s.associate_public_ip = true;
+        assert!(codes(&s).is_empty(), "{:?}", check(&s).findings);
+        // Isolated with every endpoint but eks-auth: fine with IRSA, an error with Pod Identity.
+        let mut s = clean();
+        s.route_tables[0].default_routes.clear();
+        s.endpoints = ["ec2", "ecr.api", "ecr.dkr", "sts", "ssm", "eks", "sqs", "s3"]
+            .iter()
+            .map(|svc| crate::egress::Endpoint {
+                service_name: format!("com.amazonaws.us-east-1.{svc}"),
+                kind: "Interface".into(),
+                ..Default::default()
+            })
+            .collect();
+        s.mode = Some(IdentityMode::Irsa);
+        assert!(!codes(&s).contains(&"subnet-no-way-out"), "{:?}", check(&s).findings);
+        s.mode = Some(IdentityMode::PodIdentity);
+        let f = check(&s).findings.into_iter().find(|f| f.code == "subnet-no-way-out").expect("eks-auth missing");
+        assert!(f.message.contains("eks-auth"), "{}", f.message);
+        // A VPC another account shares: its endpoints are invisible, so a warning, not an error.
+        s.endpoints.clear();
+        for t in &mut s.discovery.subnets {
+            t.owner_id = "999988887777".into();
+        }
+        let c = codes(&s);
+        assert!(c.contains(&"subnet-way-out-unconfirmed") && !c.contains(&"subnet-no-way-out"), "{c:?}");
     }
 
     #[test]

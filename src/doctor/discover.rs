@@ -33,6 +33,8 @@ pub struct Inputs {
     pub discovery_tag: (String, String),
     /// Reads refused before `gather` (DescribeCluster).
     pub refused: Vec<Unreadable>,
+    /// The plan's `discovery.associate_public_ip` (false without a plan).
+    pub associate_public_ip: bool,
 }
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
@@ -49,6 +51,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     s.service_account = i.service_account.clone();
     s.authentication_mode = i.cluster.authentication_mode.clone();
     s.ip_family = i.cluster.ip_family.clone();
+    s.associate_public_ip = i.associate_public_ip;
 
     s.control_plane_groups = std::iter::once(&i.cluster.cluster_security_group_id)
         .chain(&i.cluster.security_group_ids)
@@ -103,7 +106,14 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
         subnets: tagged_subnets
             .into_iter()
             .filter(|x| has_tag(&x.tags))
-            .map(|x| TaggedSubnet { id: x.id, az: x.az, vpc_id: x.vpc_id, map_public_ip: x.map_public_ip })
+            .map(|x| TaggedSubnet {
+                karpctls: x.tags.get(crate::tags::MARKER_TAG) == Some(&c.to_string()),
+                id: x.id,
+                az: x.az,
+                vpc_id: x.vpc_id,
+                map_public_ip: x.map_public_ip,
+                owner_id: x.owner_id,
+            })
             .collect(),
         groups: tagged_groups
             .into_iter()
@@ -185,7 +195,9 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     s.rules = rules;
     s.node_roles = stand_alone(&mut s, "node-roles-unreadable", nodes)?;
     s.route_tables = stand_alone(&mut s, "route-tables-unreadable", tables)?;
-    let no_route = s.discovery.subnets.iter().any(|t| crate::egress::way_out(&t.id, &s.route_tables) == crate::egress::Way::None);
+    let ipv6 = s.ip_family.eq_ignore_ascii_case("ipv6");
+    let no_route =
+        s.discovery.subnets.iter().any(|t| crate::egress::way_out(&t.id, &s.route_tables, ipv6) == crate::egress::Way::None);
     if no_route && !s.route_tables.is_empty() {
         let endpoints = crate::discovery::vpc_endpoints(&aws.ec2, &vpc).await;
         s.endpoints = stand_alone(&mut s, "route-tables-unreadable", endpoints)?;
@@ -806,6 +818,7 @@ struct SubnetRead {
     vpc_id: String,
     tags: BTreeMap<String, String>,
     map_public_ip: bool,
+    owner_id: String,
 }
 
 /// The subnets matching the filters.
@@ -823,6 +836,7 @@ async fn subnets(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<SubnetRead>>
             vpc_id: s.vpc_id().unwrap_or_default().to_string(),
             tags: ec2_tags(s.tags()),
             map_public_ip: s.map_public_ip_on_launch().unwrap_or(false),
+            owner_id: s.owner_id().unwrap_or_default().to_string(),
         });
     }
     Ok(out)

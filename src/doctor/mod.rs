@@ -95,6 +95,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         queue: args.queue.clone(),
         discovery_tag: tag,
         refused,
+        associate_public_ip: spec.discovery.associate_public_ip,
     };
     let setup = discover::gather(&connected.clients, &inputs).await.map_err(explain)?;
     let outcome = checks::check(&setup);

@@ -120,6 +120,12 @@ pub struct TaggedSubnet {
     /// `MapPublicIpOnLaunch` (a public subnet works only with it).
     #[serde(skip)]
     pub map_public_ip: bool,
+    /// It carries karpctl's marker `karpctl.io/discovery=<cluster>`: karpctl put the tag there.
+    #[serde(skip)]
+    pub karpctls: bool,
+    /// The account that owns it (another account's: a VPC shared through AWS RAM).
+    #[serde(skip)]
+    pub owner_id: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -193,6 +199,8 @@ pub struct Setup {
     pub route_tables: Vec<crate::egress::RouteTable>,
     /// Its VPC endpoints, read only when a tagged subnet has no default route.
     pub endpoints: Vec<crate::egress::Endpoint>,
+    /// The plan's `discovery.associate_public_ip` (nodes get public IPs from the EC2NodeClass).
+    pub associate_public_ip: bool,
     /// Reads AWS refused.
     pub unreadable: Vec<Unreadable>,
 }
@@ -229,6 +237,7 @@ impl Setup {
             control_plane_groups: vec![],
             route_tables: vec![],
             endpoints: vec![],
+            associate_public_ip: false,
             unreadable: vec![],
         }
     }

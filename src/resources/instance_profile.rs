@@ -46,14 +46,21 @@ super::kind::def!(
 const ADD_ROLE_RETRY: [Condition; 3] =
     [Condition::InstanceProfileNotYetValid, Condition::MissingRole, Condition::MissingInstanceProfile];
 
-/// What GetInstanceProfile says about a profile.
-/// Pure: the instance profile (opt-in), holding the node role. Fields: `path`, `Role` (the role's
-/// name), `tags`.
+/// Whether karpctl makes the node instance profile: the plan asks for it
+/// (`identity.instance_profile`), or the nodes' subnets are isolated, where Karpenter cannot
+/// create instance profiles (there is no IAM VPC endpoint) and the EC2NodeClass must name one
+/// (`spec.instanceProfile`).
+pub fn wanted(spec: &Spec, facts: &Facts) -> bool {
+    spec.identity.instance_profile.is_some() || facts.discovery.isolated
+}
+
+/// Pure: the instance profile (see [`wanted`]), holding the node role. Fields: `path`, `Role`
+/// (the role's name), `tags`.
 pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let id = &spec.identity;
     let path = id.path.as_str();
     let ip = &id.instance_profile_name;
-    let fields = id.instance_profile.as_ref().map(|_| {
+    let fields = wanted(spec, facts).then(|| {
         crate::model::fields_of(vec![
             ("path", json!(path)),
             ("Role", json!(id.node_role_name())),
@@ -66,8 +73,15 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         Node::new("node-instance-profile", &ip.name, NodeSpec::InstanceProfile(ArnSpec::new(arn)))
             .with_fields(fields)
             .with_deps(deps)
-            .with_notes(ip.note.iter().cloned()),
+            .with_notes(ip.note.iter().cloned().chain(isolated_note(spec, facts))),
     ]
+}
+
+/// Why karpctl makes the profile though the plan does not ask for it.
+fn isolated_note(spec: &Spec, facts: &Facts) -> Option<String> {
+    (facts.discovery.isolated && spec.identity.instance_profile.is_none()).then(|| {
+        "made because the nodes' subnets are isolated: without an IAM endpoint Karpenter cannot create instance profiles, so the EC2NodeClass names this one (spec.instanceProfile)".to_string()
+    })
 }
 
 #[derive(Clone, Debug)]
