@@ -346,6 +346,23 @@ fn controller(s: &Setup, c: &mut Checker) {
         );
         return;
     };
+    if role.how == super::discover::UNASSOCIATED {
+        // The role is there, but nothing gives it to Karpenter's pods (the module v20's defaults).
+        c.add(
+            "controller-role-not-found",
+            Severity::Error,
+            format!("serviceaccount/{sa}"),
+            format!(
+                "no Pod Identity association gives {sa} a role; {} is trusted by Pod Identity and names this cluster, but no association uses it",
+                role.name
+            ),
+            format!(
+                "associate it: `aws eks create-pod-identity-association --cluster-name {} --namespace {} --service-account {} --role-arn {}` (or `karpctl import` then `karpctl up --adopt`, which makes it)",
+                s.cluster, s.namespace, s.service_account, role.arn
+            ),
+        );
+        return;
+    }
     let docs: Vec<&Value> = role.policies.iter().filter_map(|p| p.document.as_ref()).collect();
     c.ran("controller-missing-permissions");
     let missing: Vec<String> = required_actions(s).into_iter().filter(|a| !allows(&docs, a)).collect();
