@@ -327,6 +327,11 @@ async fn caller_identity(clients: &Clients, region: &str, spec: &Spec) -> Result
             Ok((o.account().unwrap_or_default().to_string(), partition))
         }
         Err(e) => {
+            // No answer at all (no credentials, an endpoint that refuses or is silent): say so plainly.
+            let op = if spec.assume_role.is_some() { "sts:AssumeRole" } else { "sts:GetCallerIdentity" };
+            if let Some(plain) = aws::https::unanswered(op, &e) {
+                return Err(plain.into());
+            }
             let what = match (e.code(), e.message()) {
                 (Some(c), Some(m)) => format!("{c}: {m}"),
                 (Some(c), None) => c.to_string(),
@@ -366,6 +371,9 @@ fn cluster_facts(name: &str, answer: DescribeClusterResult) -> Result<Option<Clu
         Ok(o) => o,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => {
+            if let Some(plain) = aws::https::unanswered("eks:DescribeCluster", &e) {
+                return Err(plain.into());
+            }
             return Err(anyhow::Error::new(
                 UserError::new(format!(
                     "cannot describe EKS cluster {name}: {}",
