@@ -35,6 +35,7 @@ mod report;
 mod resources;
 mod scope;
 mod spec;
+mod suggest;
 mod tags;
 
 use clap::{CommandFactory, Parser};

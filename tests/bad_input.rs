@@ -262,3 +262,22 @@ fn missing_credentials_say_so_in_a_few_lines() {
     assert!(err.contains("hint: set AWS_PROFILE"), "{r:?}");
     assert!(err.lines().count() <= 3 && err.len() < 600, "a few lines: {r:?}");
 }
+
+#[test]
+fn a_mistyped_cluster_or_plan_key_gets_did_you_mean() {
+    let c = cluster_name("dym");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    // Two neighbouring letters swapped: "dym-..." typed "ydm-...".
+    let typo = format!("ydm{}", &c[3..]);
+    let r = karpctl(&wd, &["diff", "--cluster", &typo]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&format!("error: EKS cluster {typo} does not exist in region us-east-1")), "{r:?}");
+    assert!(r.stderr.contains(&format!("hint: did you mean `{c}`?")), "{r:?}");
+
+    wd.plan(&c, &format!("cluster = \"{c}\"\n[interruption]\nenabeld = false\n"));
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&format!("{c}.toml:3: unknown key `enabeld` in [interruption]")), "{r:?}");
+    assert!(r.stderr.contains("hint: did you mean `enabled`?"), "{r:?}");
+}
