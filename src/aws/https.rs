@@ -168,7 +168,8 @@ enum NoAnswer {
     TimedOut,
     NoSuchHost,
     Tls(String),
-    Other(String),
+    /// Anything else (a refused AssumeRole, say): left to the caller.
+    Other,
 }
 
 /// Every cause of `e`, itself first.
@@ -186,7 +187,7 @@ fn no_answer(connector: &ConnectorError) -> NoAnswer {
     let words = causes(connector);
     let all = words.join(": ").to_ascii_lowercase();
     let has = |w: &str| all.contains(w);
-    if has("no credentials") || has("credential provider was not enabled") || has("failed to load credentials") {
+    if has("no credentials") || has("credential provider was not enabled") {
         NoAnswer::NoCredentials
     } else if connector.is_timeout() || has("timed out") || has("timeout") {
         NoAnswer::TimedOut
@@ -197,7 +198,7 @@ fn no_answer(connector: &ConnectorError) -> NoAnswer {
     } else if has("certificate") || has("tls") || has("handshake") {
         NoAnswer::Tls(words.last().cloned().unwrap_or_default())
     } else {
-        NoAnswer::Other(words.last().cloned().unwrap_or_default())
+        NoAnswer::Other
     }
 }
 
@@ -212,7 +213,12 @@ where
     let at = endpoint_shown(service);
     let network = "check --endpoint-url / AWS_ENDPOINT_URL (is the emulator running?), --region, and the network: a proxy (HTTPS_PROXY, NO_PROXY) or a firewall";
     let why = match e {
-        SdkError::DispatchFailure(d) => no_answer(d.as_connector_error()?),
+        // A connector error of kind `other` is the identity's (credentials) or the caller's: only
+        // "no credentials at all" is said here; a refused AssumeRole stays with its caller.
+        SdkError::DispatchFailure(d) => match no_answer(d.as_connector_error()?) {
+            NoAnswer::Other => return None,
+            why => why,
+        },
         SdkError::TimeoutError(_) => NoAnswer::TimedOut,
         // An answer, but not one from AWS (a proxy's or a web server's page, an empty 404).
         SdkError::ServiceError(s) if s.err().code().is_none() => {
@@ -233,7 +239,7 @@ where
         }
         NoAnswer::Tls(m) => UserError::new(format!("cannot reach AWS for {operation}: TLS with {at} failed: {m}"))
             .hint("behind a TLS-inspecting proxy, point AWS_CA_BUNDLE (or SSL_CERT_FILE) at its CA certificate (PEM)"),
-        NoAnswer::Other(m) => UserError::new(format!("cannot reach AWS for {operation} at {at}: {m}")).hint(network),
+        NoAnswer::Other => return None,
     })
 }
 
