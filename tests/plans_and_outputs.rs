@@ -242,4 +242,15 @@ fn up_on_a_terminal_asks_before_it_deletes_and_only_yes_goes_on() {
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "no terminal: no question, as in CI: {r:?}");
     assert!(!profile_exists(&sdk, &c));
+
+    // Several clusters on one terminal cannot each ask: a deleting plan is refused unless --yes.
+    settings(true, false);
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    settings(false, false);
+    let r = karpctl_on_terminal(&wd, &["up", "--clusters", &c], "yes");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.all().contains("nothing was changed") && profile_exists(&sdk, &c), "{r:?}");
+    let r = karpctl_on_terminal(&wd, &["up", "--clusters", &c, "--yes"], "no");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!profile_exists(&sdk, &c));
 }
