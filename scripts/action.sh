@@ -2,8 +2,9 @@
 # scripts/action.sh: the body of karpctl's GitHub Action (action.yml at the repo root).
 #
 #   1. installs the release archive for this runner (karpctl-<v>-<target>.tar.gz, the names
-#      .github/workflows/release.yml makes), checked against its .sha256, into a temp dir that
-#      is added to GITHUB_PATH;
+#      .github/workflows/release.yml makes: static musl builds on Linux), downloaded with
+#      `gh release download` (private repositories too) and checked against its .sha256, into a
+#      temp dir that is added to GITHUB_PATH;
 #   2. runs `karpctl diff --output markdown ARGS` (or `karpctl up ARGS`) in the working
 #      directory. Exit 2 of diff (changes) is a result, not a failure;
 #   3. on a pull request, posts the Markdown as ONE comment, found again on the next run by a
@@ -179,30 +180,64 @@ resolve_version() {
     printf '%s' "$v"
 }
 
-# RUNNER_OS / RUNNER_ARCH -> one of the targets release.yml builds.
-release_target() {
+# RUNNER_OS / RUNNER_ARCH -> the targets release.yml builds for this runner, best first: the
+# Linux archives are static (musl) and run on any distribution; releases before them had glibc
+# (gnu) builds only.
+release_targets() {
     local os=${RUNNER_OS:-$(uname -s)} arch=${RUNNER_ARCH:-$(uname -m)}
     case "$os/$arch" in
-        Linux/X64 | Linux/x86_64) echo x86_64-unknown-linux-gnu ;;
-        Linux/ARM64 | Linux/aarch64 | Linux/arm64) echo aarch64-unknown-linux-gnu ;;
+        Linux/X64 | Linux/x86_64) echo "x86_64-unknown-linux-musl x86_64-unknown-linux-gnu" ;;
+        Linux/ARM64 | Linux/aarch64 | Linux/arm64) echo "aarch64-unknown-linux-musl aarch64-unknown-linux-gnu" ;;
         macOS/X64 | Darwin/x86_64) echo x86_64-apple-darwin ;;
         macOS/ARM64 | Darwin/arm64) echo aarch64-apple-darwin ;;
         *) die "no karpctl release archive for $os/$arch (releases: Linux and macOS on x86_64 and arm64); run the container image instead" ;;
     esac
 }
 
-download() { # URL FILE
-    curl --fail --silent --show-error --location --retry 3 --retry-delay 2 --output "$2" "$1" ||
-        die "download failed: $1"
+have_gh() { command -v gh >/dev/null 2>&1; }
+
+# The asset names of release VERSION, one a line (gh: works for private repositories too).
+release_assets() { # VERSION
+    if have_gh; then
+        GH_TOKEN=$GITHUB_API_TOKEN GH_ENTERPRISE_TOKEN=$GITHUB_API_TOKEN \
+            gh release view "$1" --repo "$release_repo" --json assets --jq '.assets[].name'
+    fi
+}
+
+# The first of the runner's targets the release has an archive for.
+pick_target() { # VERSION
+    local v=$1 assets t
+    assets=$(release_assets "$v") || die "could not list the assets of release $v of $release_repo (is the tag right, and may github-token read the repository?)"
+    for t in $(release_targets); do
+        if [[ -z "$assets" ]] || printf '%s\n' "$assets" | grep -qxF "karpctl-$v-$t.tar.gz"; then
+            echo "$t"
+            return 0
+        fi
+    done
+    die "release $v of $release_repo has no archive for this runner (looked for: $(release_targets))"
+}
+
+# Fetch ASSET of release VERSION into DIR: `gh release download` with the action's token, so a
+# private repository works; without gh, a plain download (public repositories only).
+download() { # VERSION ASSET DIR
+    local v=$1 asset=$2 dir=$3
+    if have_gh; then
+        GH_TOKEN=$GITHUB_API_TOKEN GH_ENTERPRISE_TOKEN=$GITHUB_API_TOKEN \
+            gh release download "$v" --repo "$release_repo" --pattern "$asset" --dir "$dir" --clobber ||
+            die "download failed: $asset of release $v of $release_repo"
+    else
+        local url="$server_url/$release_repo/releases/download/$v/$asset"
+        curl --fail --silent --show-error --location --retry 3 --retry-delay 2 --output "$dir/$asset" "$url" ||
+            die "download failed: $url (without the GitHub CLI only public repositories can be downloaded from)"
+    fi
 }
 
 install_karpctl() { # VERSION TARGET DIR -> prints the binary's path
     local v=$1 t=$2 dir=$3
     local name="karpctl-$v-$t"
-    local base="$server_url/$release_repo/releases/download/$v"
-    say "downloading $base/$name.tar.gz"
-    download "$base/$name.tar.gz" "$dir/$name.tar.gz"
-    download "$base/$name.tar.gz.sha256" "$dir/$name.tar.gz.sha256"
+    say "downloading $name.tar.gz from release $v of $release_repo"
+    download "$v" "$name.tar.gz" "$dir"
+    download "$v" "$name.tar.gz.sha256" "$dir"
     local want got
     want=$(lower "$(awk 'NR == 1 {print $1}' "$dir/$name.tar.gz.sha256")")
     [[ "$want" =~ ^[0-9a-f]{64}$ ]] || die "$name.tar.gz.sha256 holds no SHA-256"
@@ -283,7 +318,7 @@ main() {
     parse_args "$work/args"
 
     version=$(resolve_version)
-    target=$(release_target)
+    target=$(pick_target "$version")
     bin=$(install_karpctl "$version" "$target" "$work")
     if [[ -n "${GITHUB_PATH:-}" ]]; then
         printf '%s\n' "$(dirname "$bin")" >>"$GITHUB_PATH"

@@ -15,7 +15,7 @@
 //!   `karpctl.io/discovery=<c>`: marked objects the plan no longer selects get a node without
 //!   desired fields (their tags are removed), unmarked ones are reported (Karpenter uses them too).
 //! - Findings: per Availability Zone, the subnet Karpenter will pick (most free addresses among
-//!   the tagged ones), with a warning under 256 free or when a cluster AZ has none.
+//!   the tagged ones), with a warning under `LOW_FREE_ADDRESSES` free or when a cluster AZ has none.
 //!
 //! `down` skips selection and only looks for marked objects: it must never fail on a plan whose
 //! subnets or groups changed.
@@ -32,8 +32,11 @@ use anyhow::Result;
 use aws_sdk_ec2::types::Filter;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Fewer free addresses than this in an AZ's best subnet is worth a warning.
-pub const LOW_FREE_ADDRESSES: i64 = 256;
+/// Fewer free addresses than this in an AZ's best subnet is worth a warning. The VPC CNI gives
+/// each pod an address from its node's subnet: a node takes one for itself and, as pods come,
+/// up to 29 more on an m5.large (3 interfaces of 10), or /28 prefixes of 16 with prefix
+/// delegation. Under 64 a handful of nodes fill the subnet; an ordinary /24 (251 usable) passes.
+pub const LOW_FREE_ADDRESSES: i64 = 64;
 /// The description EKS gives the control-plane security group it makes for old clusters.
 const CONTROL_PLANE_DESCRIPTION: &str =
     "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes";
@@ -896,6 +899,16 @@ mod tests {
         assert!(f[1].message.contains("only 50 free"), "{}", f[1].message);
         assert_eq!(f[2].level, Level::Warning);
         assert!(f[2].message.contains("az-c") && f[2].message.contains("no subnet"), "{}", f[2].message);
+    }
+
+    #[test]
+    fn an_ordinary_slash_24_is_no_warning() {
+        let azs: BTreeSet<String> = ["az-a"].iter().map(|s| s.to_string()).collect();
+        // A /24 has 256 addresses, 5 reserved by AWS.
+        let f = capacity_findings(&[subnet("subnet-a", "az-a", 251, "v", &[])], &azs);
+        assert_eq!((f.len(), f[0].level), (1, Level::Info), "{f:?}");
+        let f = capacity_findings(&[subnet("subnet-a", "az-a", LOW_FREE_ADDRESSES - 1, "v", &[])], &azs);
+        assert_eq!(f[0].level, Level::Warning, "{f:?}");
     }
 
     #[test]

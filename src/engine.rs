@@ -64,6 +64,7 @@ pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<P
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
     plan.findings.extend(crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
+    plan.findings.extend(queue_in_use_findings(&p, &plan));
     if let Some(path) = out {
         let saved = SavedPlan {
             format_version: SAVED_PLAN_VERSION,
@@ -84,15 +85,87 @@ pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<P
     Ok(report("diff", &p, plan, None, None, None))
 }
 
-pub async fn up(global: &Options, adopt: bool) -> Result<PlanReport> {
+/// `up`: on a terminal, a plan that deletes or replaces anything is shown and applied only after
+/// the answer `yes` (as `down` asks); `yes` skips the question. Without a terminal (CI) it goes
+/// on. In a many-cluster run on a terminal no cluster can ask: such a plan is refused unless
+/// `yes`.
+pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> {
     let p = prepare(global, Intent::Up, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
-    // Over a role's managed-policy quota: stop here, before any write.
+    plan.findings.extend(queue_in_use_findings(&p, &plan));
+    // Over a role's managed-policy quota: stop here, before any question or write.
     crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Up).await?;
-    apply_plan("up", &p, plan).await
+    let destructive = destroys(&plan);
+    let shown = if yes || destructive == 0 || !plan.conflicts.is_empty() || !std::io::stdin().is_terminal() {
+        false
+    } else if global.scope.is_some() {
+        return Err(UserError::new(format!(
+            "the plan for cluster {} deletes or replaces {destructive} object(s); nothing was changed",
+            p.spec.cluster
+        ))
+        .hint("review it with `karpctl diff`, then run again with --yes (several clusters cannot each ask on one terminal)")
+        .into());
+    } else {
+        confirm(
+            &p,
+            &plan,
+            &format!(
+                "Apply this plan to cluster {}? It deletes or replaces {destructive} object(s). Only 'yes' is accepted: ",
+                p.spec.cluster
+            ),
+            "up",
+        )?;
+        true
+    };
+    apply_plan("up", &p, plan, shown).await
+}
+
+/// The steps of a plan that delete or replace an object (what `up` asks about).
+fn destroys(plan: &Plan) -> usize {
+    use crate::model::Action;
+    plan.steps.iter().filter(|s| matches!(s.action, Action::Delete | Action::Replace)).count()
+}
+
+/// Show the plan, ask `question` on the terminal and go on only on the answer `yes`; anything
+/// else (or no answer) is an error saying nothing was changed. Shared by `up` and `down`.
+fn confirm(p: &Prepared, plan: &Plan, question: &str, command: &str) -> Result<()> {
+    let printer = Printer::new(&p.global);
+    printer.plan_preview(plan);
+    printer.prompt(question);
+    let mut answer = String::new();
+    std::io::stdin().read_line(&mut answer)?;
+    if answer.trim() != "yes" {
+        return Err(UserError::new(format!("{command} cancelled; nothing was changed")).into());
+    }
+    Ok(())
+}
+
+/// A plan that deletes the interruption queue the plan names: that name is the one `karpctl
+/// output` handed on as `settings.interruptionQueue`, so a Karpenter installed from it keeps
+/// polling a queue that is gone. Said in the plan (`diff` and `up`).
+fn queue_in_use_findings(p: &Prepared, plan: &Plan) -> Vec<crate::model::Finding> {
+    use crate::model::{Action, Finding, Kind, Level};
+    let handed_on = &p.spec.interruption.queue_name;
+    plan.steps
+        .iter()
+        .filter(|s| s.kind == Kind::Queue && matches!(s.action, Action::Delete | Action::Replace) && &s.name == handed_on)
+        .map(|s| Finding {
+            id: format!("{}-in-use", s.id),
+            level: Level::Warning,
+            message: format!(
+                "SQS queue {} is deleted: it is the queue Karpenter's settings.interruptionQueue names if you installed it from `karpctl output`; {}",
+                s.name,
+                if p.spec.interruption.enabled {
+                    "set it again from `karpctl output --format helm` after up".to_string()
+                } else {
+                    "remove settings.interruptionQueue from Karpenter's Helm values (`karpctl output --format helm` no longer sets it), or Karpenter keeps failing to read it".to_string()
+                }
+            ),
+        })
+        .collect()
 }
 
 /// Apply a saved plan: only if it is for this cluster, account and region, and every object it
@@ -153,7 +226,7 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
             .into());
     }
     crate::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
-    apply_plan("up", &p, saved.plan).await
+    apply_plan("up", &p, saved.plan, false).await
 }
 
 pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
@@ -165,21 +238,16 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
     let p = prepare(global, Intent::Down, true).await?;
     let observed = p.observe(p.nodes()).await?;
     let plan = planner::plan(observed, PlanOptions::default());
-    if !yes && !plan.steps.is_empty() {
-        let printer = Printer::new(&p.global);
-        printer.plan_preview(&plan);
-        printer.prompt(&format!(
-            "Destroy these {} object(s) for cluster {}? Only 'yes' is accepted: ",
-            plan.steps.len(),
-            p.spec.cluster
-        ));
-        let mut answer = String::new();
-        std::io::stdin().read_line(&mut answer)?;
-        if answer.trim() != "yes" {
-            return Err(UserError::new("down cancelled; nothing was changed").into());
-        }
+    let shown = !yes && !plan.steps.is_empty();
+    if shown {
+        confirm(
+            &p,
+            &plan,
+            &format!("Destroy these {} object(s) for cluster {}? Only 'yes' is accepted: ", plan.steps.len(), p.spec.cluster),
+            "down",
+        )?;
     }
-    apply_plan("down", &p, plan).await
+    apply_plan("down", &p, plan, shown).await
 }
 
 /// Wait for the agreement waits the steps left running (`Ctx::settle_later`); a step whose wait
@@ -200,7 +268,8 @@ async fn settle(
     results
 }
 
-async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan) -> Result<PlanReport> {
+/// Apply a plan (`shown`: it was shown already, before a question).
+async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool) -> Result<PlanReport> {
     if !plan.conflicts.is_empty() {
         return Ok(report(command, p, plan, None, None, None));
     }
@@ -219,7 +288,9 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan) -> Result<P
     if plan.steps.is_empty() {
         return Ok(report(command, p, plan, Some(BTreeMap::new()), None, None));
     }
-    Printer::new(&p.global).plan_preview(&plan);
+    if !shown {
+        Printer::new(&p.global).plan_preview(&plan);
+    }
     crate::interrupt::writes_started();
     p.stats.set_phase("execute");
     let rx = crate::interrupt::cancelled();

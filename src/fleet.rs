@@ -114,7 +114,7 @@ async fn produce(g: &Options, command: &Command) -> Produced {
     };
     match command {
         Command::Diff(a) => plan(crate::engine::diff(g, a.adopt, None).await),
-        Command::Up(a) => plan(crate::engine::up(g, a.adopt).await),
+        Command::Up(a) => plan(crate::engine::up(g, a.adopt, a.yes).await),
         Command::Down(_) => plan(crate::engine::down(g, true).await),
         Command::Output(a) => match crate::karpenter_values::run(g, a.format).await {
             Ok(v) => Produced { plan: None, text: Some(v.text), doc: Some(v.doc), code: EXIT_OK, error: None },

@@ -35,10 +35,10 @@ mod report;
 mod resources;
 mod scope;
 mod spec;
+mod suggest;
 mod tags;
 
-use clap::{CommandFactory, Parser};
-use cli::{Cli, Command};
+use cli::Command;
 
 fn init_tracing(verbose: u8, quiet: bool) {
     use tracing_subscriber::EnvFilter;
@@ -72,8 +72,29 @@ fn fleet_name(c: &Command) -> &'static str {
     }
 }
 
-/// The engine's options from the parsed global flags (the engine never sees the clap struct).
-fn options(g: &cli::Global) -> options::Options {
+/// The engine's options from the parsed flags: the global ones, and the command's output
+/// format and many-cluster flags (the engine never sees the clap structs).
+fn options(g: &cli::Global, command: &Command) -> options::Options {
+    use options::Format;
+    let plain = |o: cli::Output| match o {
+        cli::Output::Human => Format::Human,
+        cli::Output::Json => Format::Json,
+    };
+    let output = match command {
+        Command::Up(a) => plain(a.output),
+        Command::Down(a) => plain(a.output),
+        Command::Doctor(a) => plain(a.output),
+        Command::Import(a) => plain(a.output),
+        Command::Diff(a) => match a.output {
+            cli::DiffOutput::Human => Format::Human,
+            cli::DiffOutput::Json => Format::Json,
+            cli::DiffOutput::Markdown => Format::Markdown,
+        },
+        // `output --format json` prints JSON, errors included; the other formats are text.
+        Command::Output(a) if a.format == cli::OutputFormat::Json => Format::Json,
+        Command::Output(_) | Command::Completions { .. } => Format::Human,
+    };
+    let many = command.many();
     options::Options {
         cluster: g.cluster.clone(),
         config: g.config.clone().or_else(|| g.plan.clone()),
@@ -82,24 +103,20 @@ fn options(g: &cli::Global) -> options::Options {
         profile: g.profile.clone(),
         endpoint_url: g.endpoint_url.clone(),
         concurrency: g.concurrency,
-        output: match g.output {
-            cli::Output::Human => options::Format::Human,
-            cli::Output::Json => options::Format::Json,
-            cli::Output::Markdown => options::Format::Markdown,
-        },
+        output,
         stats: g.stats,
         quiet: g.quiet,
-        all: g.all,
-        clusters: g.clusters.clone(),
-        parallel_clusters: g.parallel_clusters,
-        account_concurrency: g.account_concurrency,
+        all: many.all,
+        clusters: many.clusters,
+        parallel_clusters: many.parallel_clusters,
+        account_concurrency: many.account_concurrency,
         scope: None,
     }
 }
 
 fn main() {
     // Usage errors exit 1 (not clap's 2, which means "diff found changes" here).
-    let cli = match Cli::try_parse() {
+    let cli = match cli::parse() {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -108,17 +125,18 @@ fn main() {
     };
     init_tracing(cli.global.verbose, cli.global.quiet);
     if let Command::Completions { shell } = cli.command {
-        clap_complete::generate(shell, &mut Cli::command(), "karpctl", &mut std::io::stdout());
+        clap_complete::generate(shell, &mut cli::command(), "karpctl", &mut std::io::stdout());
         return;
     }
-    let opts = options(&cli.global);
+    let opts = options(&cli.global, &cli.command);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let printer = report::Printer::new(&opts);
     let (name, result) = rt.block_on(async {
         interrupt::install_interrupt_handler();
-        if opts.output == options::Format::Markdown && !matches!(cli.command, Command::Diff(_)) {
-            let e = error::UserError::new("--output markdown is for `karpctl diff` (a pull-request comment)")
-                .hint("use --output human or json with this command");
+        if (opts.all || opts.clusters.is_some()) && (opts.cluster.is_some() || opts.config.is_some()) {
+            // clap checks this when both follow the command; a global flag given before it is not.
+            let e = error::UserError::new("--all and --clusters name the clusters themselves: not with --cluster or --config")
+                .hint("drop --cluster/--config, or run one cluster without --all/--clusters");
             return ("karpctl", Err(e.into()));
         }
         if let Some(r) = fleet::dispatch(&opts, &cli.command).await {
@@ -128,7 +146,7 @@ fn main() {
         match &cli.command {
             Command::Up(a) => match &a.plan_file {
                 Some(f) => ("up", plan(engine::up_saved(&opts, f).await)),
-                None => ("up", plan(engine::up(&opts, a.adopt).await)),
+                None => ("up", plan(engine::up(&opts, a.adopt, a.yes).await)),
             },
             Command::Diff(a) => ("diff", plan(engine::diff(&opts, a.adopt, a.out.as_deref()).await)),
             Command::Output(a) => (

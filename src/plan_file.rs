@@ -316,11 +316,43 @@ pub fn parse(text: &str, file: &str, cluster_flag: Option<&str>) -> Result<Spec,
             Some(l) => format!("{file}:{l}"),
             None => file.to_string(),
         };
-        UserError::new(format!("{at}: {}", e.message()))
-            .hint("fix the plan file; every key is documented in the README's plan reference")
+        match unknown_key(e.message(), text, e.span().map(|s| s.start)) {
+            Some((message, hint)) => UserError::new(format!("{at}: {message}")).hint(hint),
+            None => UserError::new(format!("{at}: {}", e.message()))
+                .hint("fix the plan file; every key is documented in the README's plan reference"),
+        }
     })?;
     let ctx = Ctx { file, text };
     resolve(raw, &ctx, cluster_flag, Some(PathBuf::from(file)))
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" as karpctl says it: the key, its table,
+/// and the closest known key ("did you mean"), or the keys there are. None for other errors.
+fn unknown_key(message: &str, text: &str, at: Option<usize>) -> Option<(String, String)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (key, rest) = rest.split_once('`')?;
+    let known: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+    // The table the key is in: the last `[header]` line before it.
+    let before = &text[..at.unwrap_or(0).min(text.len())];
+    let table = before
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && !l.starts_with("[["))
+        .map(|l| l.trim_matches(['[', ']', ' ']).to_string());
+    let place = match &table {
+        Some(t) => format!("in [{t}]"),
+        None => "at the top level".to_string(),
+    };
+    let message = format!("unknown key `{key}` {place}");
+    let hint = match crate::suggest::closest(key, known.iter().copied()) {
+        Some(k) => format!("did you mean `{k}`? (every key is in the README's plan reference)"),
+        None if !known.is_empty() => {
+            format!("the keys {place} are {}", known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))
+        }
+        None => "every key is documented in the README's plan reference".to_string(),
+    };
+    Some((message, hint))
 }
 
 /// The plan karpctl uses when there is no plan file: everything from defaults.
@@ -839,7 +871,14 @@ mod tests {
     fn unknown_keys_are_rejected_with_the_line() {
         let e = parse("cluster = \"a\"\n[interruption]\nenabeld = true\n", "p.toml", None).unwrap_err();
         assert!(e.message.starts_with("p.toml:3:"), "{}", e.message);
-        assert!(e.message.contains("enabeld"), "{}", e.message);
+        assert!(e.message.contains("unknown key `enabeld` in [interruption]"), "{}", e.message);
+        assert_eq!(e.hint.as_deref(), Some("did you mean `enabled`? (every key is in the README's plan reference)"));
+        let e = parse("cluster = \"a\"\nregoin = \"us-east-1\"\n", "p.toml", None).unwrap_err();
+        assert!(e.message.contains("unknown key `regoin` at the top level"), "{}", e.message);
+        assert!(e.hint.unwrap().contains("did you mean `region`?"));
+        // Nothing close: the keys of that table.
+        let e = parse("cluster = \"a\"\n[account]\nspot = true\n", "p.toml", None).unwrap_err();
+        assert!(e.hint.unwrap().contains("`create_spot_service_linked_role`"));
     }
 
     #[test]

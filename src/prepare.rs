@@ -235,7 +235,13 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
     };
     let (early, cluster) = tokio::join!(early, in_unit("prepare:cluster", describe_cluster(&clients, &spec.cluster)));
     let (ctx, ahead, early_checks) = early?;
-    let cluster = cluster_status_check(cluster?, &spec.cluster, &region, cmd, reporter.as_ref())?;
+    let cluster = cluster?;
+    // A cluster EKS does not know is most often a typo: name the closest of the region's.
+    let others = match cluster {
+        None => in_unit("prepare:cluster", missing_cluster_hint(&clients, &spec.cluster, &region)).await,
+        Some(_) => None,
+    };
+    let cluster = cluster_status_check(cluster, &spec.cluster, &region, cmd, reporter.as_ref(), others)?;
     resources::eks::remember_status(&ctx, &spec.cluster, &cluster.status);
     let mut facts = Facts {
         account_id: ctx.account_id.clone(),
@@ -350,6 +356,11 @@ async fn caller_identity(clients: &Clients, region: &str, spec: &Spec) -> Result
             Ok((o.account().unwrap_or_default().to_string(), partition))
         }
         Err(e) => {
+            // No answer at all (no credentials, an endpoint that refuses or is silent): say so plainly.
+            let op = if spec.assume_role.is_some() { "sts:AssumeRole" } else { "sts:GetCallerIdentity" };
+            if let Some(plain) = aws::https::unanswered(op, &e) {
+                return Err(plain.into());
+            }
             let what = match (e.code(), e.message()) {
                 (Some(c), Some(m)) => format!("{c}: {m}"),
                 (Some(c), None) => c.to_string(),
@@ -389,6 +400,9 @@ fn cluster_facts(name: &str, answer: DescribeClusterResult) -> Result<Option<Clu
         Ok(o) => o,
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => {
+            if let Some(plain) = aws::https::unanswered("eks:DescribeCluster", &e) {
+                return Err(plain.into());
+            }
             return Err(anyhow::Error::new(
                 UserError::new(format!(
                     "cannot describe EKS cluster {name}: {}",
@@ -424,6 +438,24 @@ fn cluster_facts(name: &str, answer: DescribeClusterResult) -> Result<Option<Clu
     }))
 }
 
+/// What to say about a cluster EKS does not know (eks:ListClusters in the region): "did you
+/// mean" the closest name, else the names there are (a few), else that there are none. None
+/// when the list cannot be read.
+async fn missing_cluster_hint(clients: &Clients, name: &str, region: &str) -> Option<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut pages = clients.eks.list_clusters().into_paginator().send();
+    while let Some(page) = pages.next().await {
+        names.extend(page.ok()?.clusters().iter().cloned());
+    }
+    names.sort();
+    Some(match crate::suggest::closest(name, names.iter().map(String::as_str)) {
+        Some(c) => format!("did you mean `{c}`?"),
+        None if names.is_empty() => format!("region {region} has no EKS cluster these credentials can see"),
+        None if names.len() <= 10 => format!("the clusters in {region} are {}", names.join(", ")),
+        None => format!("{region} has {} clusters: `aws eks list-clusters --region {region}` lists them", names.len()),
+    })
+}
+
 /// What the cluster's status allows this command (docs/aws-behaviour.md section 9): IAM, SQS,
 /// EventBridge and EC2 never need the cluster; access entries and associations go with it.
 ///
@@ -437,15 +469,22 @@ fn cluster_status_check(
     region: &str,
     cmd: Intent,
     reporter: &dyn Reporter,
+    others: Option<String>,
 ) -> Result<ClusterFacts> {
     let Some(cluster) = cluster else {
         if cmd != Intent::Down {
+            let check = "check --cluster and --region (or the plan's `cluster` and `region`); `karpctl down` still removes what karpctl made around a deleted cluster";
+            // Several hints go on lines of their own (as `combine_errors` writes them).
             return Err(UserError::new(format!("EKS cluster {name} does not exist in region {region}"))
-                .hint("check --cluster and --region (or the plan's `cluster` and `region`); `karpctl down` still removes what karpctl made around a deleted cluster")
+                .hint(match others {
+                    Some(o) => format!("{o}\n      {check}"),
+                    None => check.to_string(),
+                })
                 .into());
         }
         reporter.event(Event::Note { level: Level::Info, text: &format!(
-            "EKS cluster {name} does not exist in region {region}; its access entries and Pod Identity associations went with the cluster, karpctl removes the rest"
+            "EKS cluster {name} does not exist in region {region}{}; its access entries and Pod Identity associations went with the cluster, karpctl removes the rest",
+            others.filter(|o| o.starts_with("did you mean")).map(|o| format!(" ({o})")).unwrap_or_default()
         ) });
         return Ok(ClusterFacts {
             name: name.to_string(),

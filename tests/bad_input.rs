@@ -211,3 +211,73 @@ fn bad_input_fails_with_the_field_a_hint_and_no_write() {
     let role = rt().block_on(sdk.iam.get_role().role_name(node_role(&c)).send());
     assert!(role.is_err(), "no role was created");
 }
+
+/// The error a newcomer reads, without the JSON wrapping: stderr of a human run.
+fn plain(r: &Run) -> &str {
+    assert!(
+        !r.stderr.contains("Error {") && !r.stderr.contains("Failure(") && !r.stderr.contains("source:"),
+        "no debug dump: {r:?}"
+    );
+    &r.stderr
+}
+
+#[test]
+fn an_endpoint_that_refuses_fails_with_one_plain_sentence_and_a_hint() {
+    let wd = Workdir::new();
+    let url = "http://127.0.0.1:1";
+    let r = karpctl_at(&wd, url, &["up", "--cluster", "nowhere", "--endpoint-url", url], &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let err = plain(&r);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.starts_with("Account ")).collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some("error: cannot reach AWS for sts:GetCallerIdentity: http://127.0.0.1:1 refused the connection"),
+        "{r:?}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("hint: check --endpoint-url")), "{r:?}");
+    assert!(!err.contains("caused by"), "one sentence: {r:?}");
+}
+
+#[test]
+fn missing_credentials_say_so_in_a_few_lines() {
+    let wd = Workdir::new();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path().display().to_string();
+    let env = [
+        ("AWS_ACCESS_KEY_ID", ""),
+        ("AWS_SECRET_ACCESS_KEY", ""),
+        ("AWS_SESSION_TOKEN", ""),
+        ("AWS_CONFIG_FILE", ""),
+        ("AWS_SHARED_CREDENTIALS_FILE", ""),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", ""),
+        ("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", ""),
+        ("AWS_CONTAINER_CREDENTIALS_FULL_URI", ""),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("HOME", home.as_str()),
+    ];
+    let r = karpctl_env(&wd, &["diff", "--cluster", "nowhere"], &env);
+    assert_eq!(r.code, 1, "{r:?}");
+    let err = plain(&r);
+    assert!(err.starts_with("error: no AWS credentials found for sts:GetCallerIdentity"), "{r:?}");
+    assert!(err.contains("hint: set AWS_PROFILE"), "{r:?}");
+    assert!(err.lines().count() <= 3 && err.len() < 600, "a few lines: {r:?}");
+}
+
+#[test]
+fn a_mistyped_cluster_or_plan_key_gets_did_you_mean() {
+    let c = cluster_name("dym");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    // Two neighbouring letters swapped: "dym-..." typed "ydm-...".
+    let typo = format!("ydm{}", &c[3..]);
+    let r = karpctl(&wd, &["diff", "--cluster", &typo]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&format!("error: EKS cluster {typo} does not exist in region us-east-1")), "{r:?}");
+    assert!(r.stderr.contains(&format!("hint: did you mean `{c}`?")), "{r:?}");
+
+    wd.plan(&c, &format!("cluster = \"{c}\"\n[interruption]\nenabeld = false\n"));
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains(&format!("{c}.toml:3: unknown key `enabeld` in [interruption]")), "{r:?}");
+    assert!(r.stderr.contains("hint: did you mean `enabled`?"), "{r:?}");
+}

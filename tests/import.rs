@@ -531,7 +531,7 @@ fn a_terraform_v21_setup_is_imported_and_adopted_in_one_run() {
     let c = m.c.clone();
     // Lines only the emulator causes (its made-up VPC id, its small seeded subnets) and the
     // in-sync discovery tags, whose order follows random subnet ids, are left out of the docs.
-    let emulator_only = ["note: aws_ec2_tag ", "note: EKS reports VPC", "warning: Availability Zone"];
+    let emulator_only = ["note: aws_ec2_tag ", "note: EKS reports VPC", "warning: Availability Zone", "note: Availability Zone"];
     let mut text: String =
         run.stdout.lines().filter(|l| !emulator_only.iter().any(|p| l.starts_with(p))).map(|l| format!("{l}\n")).collect();
     for n in 1..=4 {

@@ -1,4 +1,5 @@
-//! Saved plans (`diff --out` / `up --plan-file`) and `karpctl output`.
+//! Saved plans (`diff --out` / `up --plan-file`), `up`'s question on a terminal, and `karpctl
+//! output`.
 
 use crate::common::*;
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -103,6 +104,14 @@ fn output_prints_helm_values_a_nodeclass_and_json_from_live_aws() {
     assert!(r.stdout.contains(&format!("interruptionQueue: Karpenter-{c}")), "{r:?}");
     assert!(r.stdout.contains("name: karpenter"), "{r:?}");
     assert!(r.stdout.contains("--namespace kube-system"), "{r:?}");
+    // The chart pinned to the release the permissions were made for, as helm takes a version.
+    let install = r.stdout.lines().find(|l| l.contains("helm upgrade --install")).expect("the helm command");
+    assert!(install.contains("oci://public.ecr.aws/karpenter/karpenter --version \"~1.14.0\""), "{install}");
+    assert!(r.stdout.contains("helm show chart"), "how to pick a patch: {r:?}");
+    // output made no association in this run: no restart note.
+    assert!(!r.stdout.contains("rollout restart"), "{r:?}");
+    // --output is the same flag as --format.
+    assert_eq!(karpctl(&wd, &["output", "--cluster", &c, "--output", "helm"]).stdout, r.stdout);
 
     let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "nodeclass"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -110,9 +119,20 @@ fn output_prints_helm_values_a_nodeclass_and_json_from_live_aws() {
     assert!(r.stdout.contains(&format!("role: KarpenterNodeRole-{c}")), "{r:?}");
     assert!(r.stdout.contains(&format!("karpenter.sh/discovery: {c}")), "{r:?}");
 
+    // An EC2NodeClass and a NodePool using it, for `kubectl apply -f -`.
+    let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "manifests"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let docs: Vec<&str> = r.stdout.split("\n---\n").collect();
+    assert_eq!(docs.len(), 2, "{r:?}");
+    assert!(docs[0].contains("kind: EC2NodeClass") && docs[0].contains(&format!("role: KarpenterNodeRole-{c}")), "{r:?}");
+    assert!(docs[1].contains("kind: NodePool") && docs[1].contains("nodeClassRef:"), "{r:?}");
+    assert!(docs[1].contains("karpenter.sh/capacity-type") && docs[1].contains("disruption:"), "{r:?}");
+    assert!(r.stdout.contains("- alias: al2023@"), "{r:?}");
+
     let r = karpctl(&wd, &["output", "--cluster", &c, "--format", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let doc = r.json();
+    assert_eq!(doc["karpenter_version"], "1.14");
     assert_eq!(doc["cluster_name"], c.as_str());
     assert_eq!(doc["interruption_queue"], queue_name(&c));
     assert_eq!(doc["node_role_name"], node_role(&c));
@@ -121,4 +141,116 @@ fn output_prints_helm_values_a_nodeclass_and_json_from_live_aws() {
     assert_eq!(doc["controller_role_arn"], live.role().unwrap().arn());
     assert_eq!(doc["service_account"]["namespace"], "kube-system");
     assert_eq!(doc["subnets"].as_array().unwrap().len(), 3);
+}
+
+/// karpctl in `wd` with its stdin on a pseudo-terminal (stdout and stderr stay pipes), `answer`
+/// typed on it: python's pty module from the project venv opens the terminal.
+fn karpctl_on_terminal(wd: &Workdir, args: &[&str], answer: &str) -> Run {
+    const PTY: &str = r#"
+import os, pty, subprocess, sys, threading
+answer, cmd = sys.argv[1], sys.argv[2:]
+master, slave = pty.openpty()
+p = subprocess.Popen(cmd, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+os.close(slave)
+os.write(master, (answer + "\n").encode())
+def drain():
+    try:
+        while os.read(master, 4096):
+            pass
+    except OSError:
+        pass
+threading.Thread(target=drain, daemon=True).start()
+out, err = p.communicate()
+sys.stdout.buffer.write(out)
+sys.stderr.buffer.write(err)
+sys.exit(p.returncode)
+"#;
+    let inner = karpctl_command(wd, args, &[]);
+    let mut cmd = std::process::Command::new(repo().join(".venv/bin/python"));
+    cmd.arg("-c").arg(PTY).arg(answer).arg(karpctl_bin()).args(args).current_dir(wd.path());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    let out = cmd.stdin(std::process::Stdio::null()).output().expect("run karpctl on a pseudo-terminal");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn profile_exists(sdk: &Sdk, c: &str) -> bool {
+    rt().block_on(sdk.iam.get_instance_profile().instance_profile_name(instance_profile(c)).send()).is_ok()
+}
+
+fn queue_exists(sdk: &Sdk, c: &str) -> bool {
+    rt().block_on(sdk.sqs.get_queue_url().queue_name(queue_name(c)).send()).is_ok()
+}
+
+#[test]
+fn up_on_a_terminal_asks_before_it_deletes_and_only_yes_goes_on() {
+    let c = cluster_name("ask");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let sdk = sdk();
+    let settings = |profile: bool, queue: bool| {
+        wd.plan(&c, &format!("cluster = \"{c}\"\n[identity]\ninstance_profile = {profile}\n[interruption]\nenabled = {queue}\n"));
+    };
+
+    // A plan that only creates does not ask, even on a terminal.
+    settings(true, true);
+    let r = karpctl_on_terminal(&wd, &["up", "--cluster", &c], "no");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("Only 'yes'"), "no question without a delete: {r:?}");
+    assert!(profile_exists(&sdk, &c) && queue_exists(&sdk, &c));
+
+    // It deletes the instance profile and the queue (with its policy and rules): asked, "no".
+    settings(false, false);
+    let r = karpctl_on_terminal(&wd, &["up", "--cluster", &c], "no");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("Only 'yes' is accepted"), "it asked: {r:?}");
+    assert!(r.stderr.contains("up cancelled; nothing was changed"), "{r:?}");
+    assert!(r.stdout.contains("will be destroyed"), "the plan was shown before the question: {r:?}");
+    assert!(
+        r.stdout.contains(&format!(
+            "SQS queue {} is deleted: it is the queue Karpenter's settings.interruptionQueue names if you installed it from `karpctl output`",
+            queue_name(&c)
+        )),
+        "the plan says which queue Karpenter's settings name: {r:?}"
+    );
+    assert!(profile_exists(&sdk, &c) && queue_exists(&sdk, &c), "nothing was changed");
+
+    // "yes" goes on.
+    let r = karpctl_on_terminal(&wd, &["up", "--cluster", &c], "yes");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains("Only 'yes' is accepted"), "{r:?}");
+    assert!(!profile_exists(&sdk, &c) && !queue_exists(&sdk, &c), "deleted after yes: {r:?}");
+
+    // --yes skips the question; without a terminal (CI) it never asks.
+    settings(true, false);
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    settings(false, false);
+    let r = karpctl_on_terminal(&wd, &["up", "--cluster", &c, "--yes"], "no");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("Only 'yes'") && !profile_exists(&sdk, &c), "{r:?}");
+    settings(true, false);
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    settings(false, false);
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "no terminal: no question, as in CI: {r:?}");
+    assert!(!profile_exists(&sdk, &c));
+
+    // Several clusters on one terminal cannot each ask: a deleting plan is refused unless --yes.
+    settings(true, false);
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    settings(false, false);
+    let r = karpctl_on_terminal(&wd, &["up", "--clusters", &c], "yes");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.all().contains("nothing was changed") && profile_exists(&sdk, &c), "{r:?}");
+    let r = karpctl_on_terminal(&wd, &["up", "--clusters", &c, "--yes"], "no");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!profile_exists(&sdk, &c));
 }

@@ -49,3 +49,242 @@ fn build_https_client(ca_bundle: Option<Vec<u8>>) -> SharedHttpClient {
         conn.build()
     })
 }
+
+// --- An endpoint that never answers --------------------------------------------------------------
+//
+// A request that cannot connect (refused, no answer within the connect timeout, a name that does
+// not resolve) is a transient error to the SDK, retried like a reset. Against an endpoint that has
+// answered before in this run that is right: the network blipped. Against one that never answered
+// it is almost always a wrong `--endpoint-url`, region, proxy or firewall, and every retry only
+// delays the error (16 attempts with back-off took about a minute). So each client keeps whether
+// its endpoint ever answered (`Reach`), and while it has not, connection failures get
+// `NEVER_REACHED_ATTEMPTS` attempts in all, across the client's calls.
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::{FinalizerInterceptorContextRef, InterceptorContext};
+use aws_smithy_runtime_api::client::result::{ConnectorError, SdkError};
+use aws_smithy_runtime_api::client::retries::classifiers::{ClassifyRetry, RetryAction, RetryClassifierPriority};
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::ConfigBag;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+/// Connection failures, in all, an endpoint that never answered gets before its calls fail.
+pub const NEVER_REACHED_ATTEMPTS: u32 = 2;
+
+/// Whether a client's endpoint has answered in this run, and how often connecting to it failed.
+#[derive(Debug, Default)]
+pub struct Reach {
+    answered: AtomicBool,
+    connect_failures: AtomicU32,
+}
+
+impl Reach {
+    fn given_up(&self) -> bool {
+        !self.answered.load(Ordering::SeqCst) && self.connect_failures.load(Ordering::SeqCst) >= NEVER_REACHED_ATTEMPTS
+    }
+}
+
+/// A failure to reach the endpoint at all (no HTTP answer): refused, timed out, unresolvable.
+fn connect_failure(ctx: &InterceptorContext) -> bool {
+    let Some(Err(e)) = ctx.output_or_error() else { return false };
+    ctx.response().is_none() && e.as_connector_error().is_some_and(|c| c.is_io() || c.is_timeout())
+}
+
+/// Once per attempt (before the retry decision): notes an answer or a connection failure.
+#[derive(Debug)]
+pub struct ReachWatch(pub Arc<Reach>);
+
+impl Intercept for ReachWatch {
+    fn name(&self) -> &'static str {
+        "karpctl-reach-watch"
+    }
+    fn read_after_attempt(
+        &self,
+        context: &FinalizerInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let ctx = context.inner();
+        if ctx.response().is_some() {
+            self.0.answered.store(true, Ordering::SeqCst);
+        } else if connect_failure(ctx) {
+            self.0.connect_failures.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// Forbids retrying a connection failure once the never-answering endpoint had its attempts.
+#[derive(Debug)]
+pub struct NeverReached(pub Arc<Reach>);
+
+impl ClassifyRetry for NeverReached {
+    fn classify_retry(&self, _ctx: &InterceptorContext) -> RetryAction {
+        RetryAction::NoActionIndicated
+    }
+    fn classify_retry_v2(&self, ctx: &InterceptorContext, previous: &RetryAction) -> RetryAction {
+        match previous {
+            RetryAction::RetryIndicated(_) if connect_failure(ctx) && self.0.given_up() => RetryAction::RetryForbidden,
+            _ => RetryAction::NoActionIndicated,
+        }
+    }
+    fn name(&self) -> &'static str {
+        "karpctl-never-reached"
+    }
+    fn priority(&self) -> RetryClassifierPriority {
+        RetryClassifierPriority::run_after(RetryClassifierPriority::transient_error_classifier())
+    }
+}
+
+// --- Saying it plainly ---------------------------------------------------------------------------
+
+/// The endpoint `--endpoint-url` named for this run, for error messages.
+static ENDPOINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+pub(super) fn remember_endpoint(url: Option<&str>) {
+    if let Some(u) = url {
+        let _ = ENDPOINT.set(u.to_string());
+    }
+}
+
+/// Where a service's calls went: `--endpoint-url`, else the SDK's endpoint variables, else AWS.
+fn endpoint_shown(service: &str) -> String {
+    let var = format!("AWS_ENDPOINT_URL_{}", service.to_ascii_uppercase());
+    ENDPOINT
+        .get()
+        .cloned()
+        .or_else(|| std::env::var(&var).ok().filter(|v| !v.is_empty()))
+        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| format!("the {service} endpoint"))
+}
+
+/// Why a call got no answer, from the words of its causes.
+#[derive(Debug, PartialEq, Eq)]
+enum NoAnswer {
+    NoCredentials,
+    Refused,
+    TimedOut,
+    NoSuchHost,
+    Tls(String),
+    /// Anything else (a refused AssumeRole, say): left to the caller.
+    Other,
+}
+
+/// Every cause of `e`, itself first.
+fn causes(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    let mut out = vec![e.to_string()];
+    let mut next = e.source();
+    while let Some(c) = next {
+        out.push(c.to_string());
+        next = c.source();
+    }
+    out
+}
+
+fn no_answer(connector: &ConnectorError) -> NoAnswer {
+    let words = causes(connector);
+    let all = words.join(": ").to_ascii_lowercase();
+    let has = |w: &str| all.contains(w);
+    if has("no credentials") || has("credential provider was not enabled") {
+        NoAnswer::NoCredentials
+    } else if connector.is_timeout() || has("timed out") || has("timeout") {
+        NoAnswer::TimedOut
+    } else if has("connection refused") {
+        NoAnswer::Refused
+    } else if has("dns error") || has("failed to lookup address") || has("name or service not known") || has("no such host") {
+        NoAnswer::NoSuchHost
+    } else if has("certificate") || has("tls") || has("handshake") {
+        NoAnswer::Tls(words.last().cloned().unwrap_or_default())
+    } else {
+        NoAnswer::Other
+    }
+}
+
+/// An AWS call that never got an answer, as one plain sentence and a hint (None: AWS answered,
+/// or the failure is of another kind). `operation` is `service:Action`, as errors name it.
+pub fn unanswered<E>(operation: &str, e: &SdkError<E, aws_smithy_runtime_api::http::Response>) -> Option<crate::error::UserError>
+where
+    E: aws_smithy_types::error::metadata::ProvideErrorMetadata + std::error::Error + 'static,
+{
+    use crate::error::UserError;
+    let service = operation.split(':').next().unwrap_or("aws");
+    let at = endpoint_shown(service);
+    let network = "check --endpoint-url / AWS_ENDPOINT_URL (is the emulator running?), --region, and the network: a proxy (HTTPS_PROXY, NO_PROXY) or a firewall";
+    let why = match e {
+        // A connector error of kind `other` is the identity's (credentials) or the caller's: only
+        // "no credentials at all" is said here; a refused AssumeRole stays with its caller.
+        SdkError::DispatchFailure(d) => match no_answer(d.as_connector_error()?) {
+            NoAnswer::Other => return None,
+            why => why,
+        },
+        SdkError::TimeoutError(_) => NoAnswer::TimedOut,
+        // An answer, but not one from AWS (a proxy's or a web server's page, an empty 404).
+        SdkError::ServiceError(s) if s.err().code().is_none() => {
+            return Some(not_aws(operation, &at, s.raw().status().as_u16(), network));
+        }
+        SdkError::ResponseError(r) => return Some(not_aws(operation, &at, r.raw().status().as_u16(), network)),
+        _ => return None,
+    };
+    Some(match why {
+        NoAnswer::NoCredentials => UserError::new(format!(
+            "no AWS credentials found for {operation} (looked in the environment, the shared config and credentials files, web identity, the container and instance metadata)"
+        ))
+        .hint("set AWS_PROFILE (or pass --profile), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; after SSO, run `aws sso login --profile NAME`"),
+        NoAnswer::Refused => UserError::new(format!("cannot reach AWS for {operation}: {at} refused the connection")).hint(network),
+        NoAnswer::TimedOut => UserError::new(format!("cannot reach AWS for {operation}: {at} did not answer")).hint(network),
+        NoAnswer::NoSuchHost => {
+            UserError::new(format!("cannot reach AWS for {operation}: the host name of {at} does not resolve")).hint(network)
+        }
+        NoAnswer::Tls(m) => UserError::new(format!("cannot reach AWS for {operation}: TLS with {at} failed: {m}"))
+            .hint("behind a TLS-inspecting proxy, point AWS_CA_BUNDLE (or SSL_CERT_FILE) at its CA certificate (PEM)"),
+        NoAnswer::Other => return None,
+    })
+}
+
+/// An HTTP answer that carries no AWS error: the endpoint is not (or not only) AWS.
+fn not_aws(operation: &str, at: &str, status: u16, network: &str) -> crate::error::UserError {
+    crate::error::UserError::new(format!(
+        "{operation}: {at} answered HTTP {status}, which is not an AWS answer (no AWS error code)"
+    ))
+    .hint(network)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_failure_is_said_in_plain_words() {
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused (os error 111)");
+        assert_eq!(no_answer(&ConnectorError::io(Box::new(refused))), NoAnswer::Refused);
+        let dns = std::io::Error::other("dns error: failed to lookup address information: Name or service not known");
+        assert_eq!(no_answer(&ConnectorError::io(Box::new(dns))), NoAnswer::NoSuchHost);
+        let slow = std::io::Error::new(std::io::ErrorKind::TimedOut, "connection timed out");
+        assert_eq!(no_answer(&ConnectorError::timeout(Box::new(slow))), NoAnswer::TimedOut);
+        let creds = std::io::Error::other("the credential provider was not enabled: no credentials found in chain");
+        assert_eq!(no_answer(&ConnectorError::other(Box::new(creds), None)), NoAnswer::NoCredentials);
+
+        let refused = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused (os error 111)");
+        let e: SdkError<
+            aws_sdk_sts::operation::get_caller_identity::GetCallerIdentityError,
+            aws_smithy_runtime_api::http::Response,
+        > = SdkError::dispatch_failure(ConnectorError::io(Box::new(refused)));
+        let u = unanswered("sts:GetCallerIdentity", &e).unwrap();
+        assert!(u.message.starts_with("cannot reach AWS for sts:GetCallerIdentity: "), "{}", u.message);
+        assert!(u.message.ends_with("refused the connection"), "{}", u.message);
+        assert!(!u.message.contains('{') && !u.message.contains('\n'), "one plain sentence: {}", u.message);
+        assert!(u.hint.unwrap().contains("--endpoint-url"));
+    }
+
+    #[test]
+    fn an_endpoint_that_never_answered_gets_few_attempts() {
+        let r = Reach::default();
+        assert!(!r.given_up());
+        r.connect_failures.store(NEVER_REACHED_ATTEMPTS, Ordering::SeqCst);
+        assert!(r.given_up());
+        r.answered.store(true, Ordering::SeqCst);
+        assert!(!r.given_up(), "an endpoint that answered once keeps the usual retries");
+    }
+}

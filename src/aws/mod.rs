@@ -27,6 +27,9 @@ use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a request may take to connect.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 #[derive(Clone, Debug, Default)]
 pub struct ConnectOptions {
     pub region: String,
@@ -69,11 +72,14 @@ pub struct Clients {
 ///
 /// Timeouts: a request waiting for its turn in the `LimitedClient` is inside the SDK's transmit
 /// phase, so nothing that times the whole attempt may run while it waits. A request on the wire
-/// gets 5 s to connect and 30 s to its response head (both inside the inner connector, after
-/// the wait); an operation, waits and retries included, gets 120 s. The SDK's stalled-upload
+/// gets 3 s to connect (an AWS endpoint connects in well under a second from anywhere) and 30 s
+/// to its response head (both inside the inner connector, after the wait); an operation, waits
+/// and retries included, gets 120 s. An endpoint that has never answered in this run gets two
+/// connection attempts in all (`https::Reach`), so a wrong endpoint fails within seconds. The SDK's stalled-upload
 /// check is off (it would count the wait as a stalled body; karpctl's request bodies are a few
 /// KiB, sent in one write), its stalled-download check stays on.
 pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
+    https::remember_endpoint(opts.endpoint_url.as_deref());
     // `max_attempts` is what throttling gets, other errors stop sooner; the pace per account and
     // service is karpctl's (`throttle::Pacer`, in the limiter).
     let retry = RetryConfig::standard()
@@ -81,7 +87,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         .with_initial_backoff(Duration::from_millis(200))
         .with_max_backoff(Duration::from_secs(10));
     let timeouts = TimeoutConfig::builder()
-        .connect_timeout(Duration::from_secs(5))
+        .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(Duration::from_secs(30))
         .operation_timeout(Duration::from_secs(120))
         .build();
@@ -114,10 +120,14 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     // This cluster's retry budget, for all its clients (not the process's: one per service).
     let bucket = aws_smithy_runtime::client::retries::TokenBucket::default();
     macro_rules! client {
-        ($krate:ident, $service:literal) => {
+        ($krate:ident, $service:literal) => {{
+            // Whether this client's endpoint ever answered (connection failures' retries).
+            let reach = Arc::new(https::Reach::default());
             $krate::Client::from_conf(
                 $krate::config::Builder::from(&conf)
                     .interceptor(counter.clone())
+                    .interceptor(https::ReachWatch(reach.clone()))
+                    .retry_classifier(https::NeverReached(reach))
                     .retry_partition(throttle::partition($service, &bucket))
                     .retry_classifier(throttle::AttemptBudget)
                     .retry_classifier(throttle::QuotaIsNotThrottling { service: $service })
@@ -128,7 +138,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
                     })
                     .build(),
             )
-        };
+        }};
     }
     Clients {
         iam: client!(aws_sdk_iam, "iam"),
@@ -154,7 +164,10 @@ where
             let message = e.message().unwrap_or("").to_string();
             anyhow::Error::new(AwsError { operation: op.to_string(), code: c.to_string(), kind: e.kind(), message })
         }
-        None => anyhow::Error::new(e).context(format!("{op} failed")),
+        None => match https::unanswered(op, &e) {
+            Some(plain) => plain.into(),
+            None => anyhow::Error::new(e).context(format!("{op} failed")),
+        },
     }
 }
 

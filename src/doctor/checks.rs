@@ -346,7 +346,7 @@ fn controller(s: &Setup, c: &mut Checker) {
         );
         return;
     };
-    if role.how == super::discover::UNASSOCIATED {
+    if role.how == super::model::UNASSOCIATED {
         // The role is there, but nothing gives it to Karpenter's pods (the module v20's defaults).
         c.add(
             "controller-role-not-found",

@@ -343,11 +343,6 @@ fn why_suffix(why: &str) -> String {
     if why.is_empty() { String::new() } else { format!("; {why}") }
 }
 
-/// How a controller role found by `unassociated_pod_identity_role` was found: doctor reports that
-/// no association gives it to Karpenter; import adopts it and `up --adopt` makes the association.
-pub const UNASSOCIATED: &str =
-    "a role trusted by Pod Identity that names this cluster in its policies; no association uses it yet";
-
 /// A Karpenter controller role trusted by Pod Identity that no association uses yet (the
 /// terraform-aws-eks module v20's defaults make the role and no association): a role trusting
 /// `pods.eks.amazonaws.com`, named like Karpenter's, whose policies name this cluster's ARN.
@@ -364,7 +359,7 @@ async fn unassociated_pod_identity_role(aws: &Clients, cluster: &ClusterFacts) -
             candidates.push(r.arn().to_string());
         }
     }
-    let read = try_join_all(candidates.iter().map(|arn| read_controller(aws, arn, UNASSOCIATED))).await?;
+    let read = try_join_all(candidates.iter().map(|arn| read_controller(aws, arn, super::model::UNASSOCIATED))).await?;
     let mut named: Vec<ControllerRole> = read
         .into_iter()
         .filter(|role| role.policies.iter().filter_map(|p| p.document.as_ref()).any(|d| analysis::names_cluster(d, &cluster.arn)))

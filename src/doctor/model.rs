@@ -155,6 +155,11 @@ pub struct Discovery {
     pub groups: Vec<TaggedGroup>,
 }
 
+/// How a controller role that no association uses was found (`discover`): doctor reports that
+/// no association gives it to Karpenter; import adopts it and `up --adopt` makes the association.
+pub const UNASSOCIATED: &str =
+    "a role trusted by Pod Identity that names this cluster in its policies; no association uses it yet";
+
 /// Everything `doctor` read, for the checks.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Setup {
