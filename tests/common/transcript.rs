@@ -59,3 +59,78 @@ pub fn check(page: &str, name: &str, text: &str) {
         "the {name} transcript in docs/{page} drifted from what karpctl prints; run the test with KARPCTL_BLESS_DOCS=1 to rewrite it"
     );
 }
+
+/// `text` as a CLI snapshot keeps it: the cluster name and every generated id made stable (ids
+/// numbered in order of appearance, per prefix, only at a word start), ports, durations and
+/// the emulator's endpoint removed. Deterministic for the same run of karpctl.
+pub fn snapshot_text(text: &str, cluster: &str) -> String {
+    let mut out = stable(text, cluster);
+    for prefix in ["rtb-", "igw-", "nat-", "eigw-", "pcx-", "vpce-", "a-", "eni-", "key/"] {
+        out = number_ids(&out, prefix);
+    }
+    out = after_each(&out, "127.0.0.1:", |c| c.is_ascii_digit(), "<port>");
+    out = after_each(&out, "access-entry/say-when-east/", |c| c.is_ascii_hexdigit(), "<id>");
+    // Durations: "(1.2s)" and "after 3s".
+    let mut result = String::new();
+    let mut rest = out.as_str();
+    while let Some(at) = rest.find('(') {
+        let (head, tail) = rest.split_at(at);
+        result.push_str(head);
+        let digits = tail[1..].chars().take_while(|c| c.is_ascii_digit() || *c == '.').count();
+        if digits > 0 && tail[1 + digits..].starts_with("s)") {
+            result.push_str("(<t>s)");
+            rest = &tail[1 + digits + 2..];
+        } else {
+            result.push('(');
+            rest = &tail[1..];
+        }
+    }
+    result.push_str(rest);
+    result
+}
+
+/// Each `prefix` followed by characters `keep` takes, replaced by `prefix` + `with`.
+fn after_each(text: &str, prefix: &str, keep: impl Fn(char) -> bool, with: &str) -> String {
+    let mut result = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        let (head, tail) = rest.split_at(at + prefix.len());
+        result.push_str(head);
+        let n: usize = tail.chars().take_while(|c| keep(*c)).map(char::len_utf8).sum();
+        if n > 0 {
+            result.push_str(with);
+        }
+        rest = &tail[n..];
+    }
+    result.push_str(rest);
+    result
+}
+
+/// Ids `prefix<hex>` numbered in order of appearance (`prefix<n>`), only where the prefix starts
+/// a word.
+fn number_ids(text: &str, prefix: &str) -> String {
+    let mut seen: Vec<String> = Vec::new();
+    let mut result = String::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(prefix) {
+        let word_start = result.chars().last().or_else(|| rest[..at].chars().last()).is_none_or(|c| !c.is_ascii_alphanumeric());
+        let (head, tail) = rest.split_at(at);
+        result.push_str(head);
+        let hex = tail[prefix.len()..].chars().take_while(|c| c.is_ascii_hexdigit()).count();
+        let at_start = head.chars().last().map_or(word_start, |c| !c.is_ascii_alphanumeric());
+        if hex >= 4 && at_start {
+            let id = &tail[..prefix.len() + hex];
+            let n = seen.iter().position(|s| s == id).unwrap_or_else(|| {
+                seen.push(id.to_string());
+                seen.len() - 1
+            });
+            result.push_str(&format!("{prefix}{n}"));
+            rest = &tail[prefix.len() + hex..];
+        } else {
+            result.push_str(prefix);
+            rest = &tail[prefix.len()..];
+        }
+    }
+    result.push_str(rest);
+    result
+}
