@@ -219,7 +219,7 @@ fn choice_findings(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>,
         f.push(Finding {
             id: "associate-public-ip-unused".into(),
             level: Level::Warning,
-            message: "`discovery.associate_public_ip = true` has no effect: the nodes' subnets are private (their way out is not an internet gateway), so `karpctl output` leaves associatePublicIPAddress out; remove the setting".into(),
+            message: "`discovery.associate_public_ip = true` has no effect: every subnet Karpenter will see is private (its way out is not an internet gateway), so `karpctl output` leaves associatePublicIPAddress out; remove the setting".into(),
         });
     }
     f
@@ -354,8 +354,6 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
     // No error was collected, so every result above is Some.
     let (((chosen, choice), judged, net, tagged_cands), group, tagged_s, tagged_g) =
         (judged.unwrap(), group.unwrap(), tagged_s.unwrap(), tagged_g.unwrap());
-    findings.extend(choice_findings(&choice, spec, explicit, &net));
-
     check_not_claimed(c, &chosen, &group)?;
 
     let chosen_ids: BTreeSet<String> = chosen.iter().map(|s| s.id.clone()).chain([group.id.clone()]).collect();
@@ -376,6 +374,11 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
         .filter(|t| egress::judge(&t.candidate, &net) != egress::Verdict::Usable)
         .map(|t| t.candidate.id.clone())
         .collect();
+    // `associate_public_ip` is judged over every subnet Karpenter will see (a public one someone
+    // else tagged is usable only with it): output sets it exactly when one of those needs it.
+    let mut choice = choice;
+    choice.public_ip_matters = seen.iter().any(|t| egress::needs_public_ip(&t.candidate.way));
+    findings.extend(choice_findings(&choice, spec, explicit, &net));
     let readiness = crate::readiness::tagged_subnets_have_a_way_out((DISCOVERY_TAG, c), &seen, &net).to_vec();
     findings.extend(marked_findings(c, &tagged_s, &tagged_g, &chosen_ids));
     findings.extend(foreign_findings(c, &tagged_s, &tagged_g, &chosen_ids, &doubtful));

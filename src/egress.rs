@@ -358,8 +358,11 @@ pub fn fixes(bad: &[&Candidate], net: &Network) -> Vec<String> {
 type Class = fn(&Way) -> bool;
 
 /// The classes of subnets the default choice tries in turn, with where nodes go then.
-const CLASSES: [(Class, &str); 3] = [
-    (|w| matches!(w, Way::Private(_) | Way::Firewall(_)), "the private subnets with a way out"),
+/// Subnets whose way out karpctl can confirm (a NAT, a transit gateway) come before those behind
+/// a firewall endpoint, whose way out it cannot see past the endpoint.
+const CLASSES: [(Class, &str); 4] = [
+    (|w| matches!(w, Way::Private(_)), "the private subnets with a way out"),
+    (|w| matches!(w, Way::Firewall(_)), "the subnets behind a firewall endpoint"),
     (|w| matches!(w, Way::Public(_)), "the public subnets"),
     (|w| *w == Way::None, "the subnets the VPC's endpoints serve"),
 ];
@@ -385,7 +388,7 @@ pub fn choose_default(cands: &[Candidate], net: &Network) -> Result<Choice, User
         }
         let left_out =
             judged.iter().filter(|(c, _)| !chosen.contains(&c.id)).map(|(c, v)| (c.id.clone(), reason(c, v, nodes_go))).collect();
-        let mut choice = Choice { chosen, left_out, isolated: i == 2, public: i == 1, public_ip_matters: false };
+        let mut choice = Choice { chosen, left_out, isolated: i == 3, public: i == 2, public_ip_matters: false };
         choice.public_ip_matters = cands.iter().any(|c| choice.chosen.contains(&c.id) && needs_public_ip(&c.way));
         return Ok(choice);
     }
@@ -398,7 +401,7 @@ pub fn choose_default(cands: &[Candidate], net: &Network) -> Result<Choice, User
 
 /// A way out where nodes reach the internet with their own public IP (an internet gateway, or a
 /// firewall endpoint in front of one).
-fn needs_public_ip(w: &Way) -> bool {
+pub fn needs_public_ip(w: &Way) -> bool {
     matches!(w, Way::Public(_) | Way::Firewall(_))
 }
 
@@ -529,6 +532,16 @@ mod tests {
         let ch = choose_default(&[c, cand("subnet-b", true, Way::Public("igw-1".into()))], &net()).unwrap();
         assert_eq!(ch.chosen, vec!["subnet-a"]);
         assert!(ch.public_ip_matters && !ch.public);
+    }
+
+    #[test]
+    fn nat_subnets_win_over_subnets_behind_a_firewall_endpoint() {
+        let cands =
+            [cand("subnet-nat", false, Way::Private("nat-1".into())), cand("subnet-fw", false, Way::Firewall("vpce-1".into()))];
+        let c = choose_default(&cands, &net()).unwrap();
+        assert_eq!(c.chosen, ["subnet-nat"], "{c:?}");
+        let c = choose_default(&cands[1..], &net()).unwrap();
+        assert_eq!(c.chosen, ["subnet-fw"], "only behind a firewall: taken, with the warning the check gives");
     }
 
     #[test]

@@ -157,6 +157,11 @@ pub struct Node {
     /// node role's access entry that the tool karpctl takes over from made for the same role.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopt_external: bool,
+    /// No desired state, but an object of karpctl's that exists is kept as it is (never deleted
+    /// by `up`; `down` removes it): the instance profile made while the subnets were isolated,
+    /// which an EC2NodeClass may still name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep_existing: bool,
     /// When this node's object is made or changed while these are deleted in the same run, it
     /// waits for the deletes (the queue policy drops the old rules' names once they are gone).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -180,6 +185,7 @@ impl Node {
             immutable: vec![],
             delete_after: vec![],
             adopt_external: false,
+            keep_existing: false,
             after_deletes: vec![],
         }
     }
@@ -207,6 +213,11 @@ impl Node {
     /// `--adopt` takes it over also when it belongs to someone else (see `adopt_external`).
     pub fn adopt_external(mut self) -> Node {
         self.adopt_external = true;
+        self
+    }
+    /// Kept when it exists, though not wanted (see `keep_existing`).
+    pub fn keep_existing(mut self) -> Node {
+        self.keep_existing = true;
         self
     }
     pub fn unlisted(mut self) -> Node {

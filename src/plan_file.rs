@@ -645,6 +645,7 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
         extra_node_policy_arns: i.extra_node_policy_arns.clone(),
         extra_controller_policy_arns: i.extra_controller_policy_arns.clone(),
         instance_profile: i.instance_profile.unwrap_or(false).then(|| instance_profile_name.clone()),
+        instance_profile_off: i.instance_profile == Some(false),
         instance_profile_name,
         access_entry_type,
         namespace,

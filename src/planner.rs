@@ -167,6 +167,18 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
                 }
             },
             (None, Some(obs)) => match &obs.owner {
+                Owner::Ours if node.keep_existing => {
+                    p.in_sync.push(node.id.clone());
+                    p.findings.push(Finding {
+                        id: node.id.clone(),
+                        level: Level::Info,
+                        message: format!(
+                            "{} {} is no longer needed by the plan but is kept: an EC2NodeClass may still name it (`karpctl down` removes it)",
+                            node.kind.label(),
+                            node.name
+                        ),
+                    });
+                }
                 Owner::Ours => {
                     let ch = all_fields_as_changes(&node, Some(obs), false);
                     p.steps.push(step(Action::Delete, ch));
@@ -362,6 +374,18 @@ mod tests {
         assert!(!p.steps.iter().any(|s| s.id == "node-access-entry"), "{:?}", p.steps);
         let p = plan(vec![role(Owner::Unowned), (entry, live_entry)], PlanOptions::default());
         assert!(!p.steps.iter().any(|s| s.id == "node-access-entry"), "without --adopt: {:?}", p.steps);
+    }
+
+    #[test]
+    fn an_instance_profile_no_longer_needed_is_kept_while_nodes_may_use_it() {
+        let live = Some(obs(json!({"path": "/", "Role": "r", "tags": {}}), Owner::Ours));
+        let kept = node("node-instance-profile", Kind::InstanceProfile, None).keep_existing();
+        let p = plan(vec![(kept, live.clone())], PlanOptions::default());
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        assert!(p.findings.iter().any(|f| f.message.contains("is kept")), "{:?}", p.findings);
+        let dropped = node("node-instance-profile", Kind::InstanceProfile, None);
+        let p = plan(vec![(dropped, live)], PlanOptions::default());
+        assert!(p.steps.iter().any(|s| s.action == Action::Delete), "switched off in the plan, or down: {:?}", p.steps);
     }
 
     #[test]

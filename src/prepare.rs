@@ -337,6 +337,7 @@ pub fn nodes_for(spec: &Spec, facts: &Facts, cmd: Intent) -> Vec<Node> {
     if cmd == Intent::Down {
         for n in &mut nodes {
             n.fields = None;
+            n.keep_existing = false;
         }
     }
     nodes

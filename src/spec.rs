@@ -89,6 +89,9 @@ pub struct Identity {
     /// Managed policies kept attached to the controller role besides karpctl's own.
     pub extra_controller_policy_arns: Vec<String>,
     pub instance_profile: Option<Named>,
+    /// `instance_profile = false` said in the plan (not just left out): the profile karpctl made
+    /// for an isolated VPC goes too once the VPC is no longer isolated.
+    pub instance_profile_off: bool,
     /// The name the instance profile would have (also when switched off, to find and remove it).
     pub instance_profile_name: Named,
     pub access_entry_type: String,

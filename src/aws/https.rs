@@ -58,7 +58,9 @@ fn build_https_client(ca_bundle: Option<Vec<u8>>) -> SharedHttpClient {
 // it is almost always a wrong `--endpoint-url`, region, proxy or firewall, and every retry only
 // delays the error (16 attempts with back-off took about a minute). So each client keeps whether
 // its endpoint ever answered (`Reach`), and while it has not, connection failures get
-// `NEVER_REACHED_ATTEMPTS` attempts in all, across the client's calls.
+// `NEVER_REACHED_ATTEMPTS` attempts in all, across the client's calls, once the first failure is
+// `NEVER_REACHED_GRACE` old: the first calls of a run go out together, and on a slow or lossy
+// link to a real endpoint two of them may fail to connect before any has its answer.
 
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
@@ -72,17 +74,24 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Connection failures, in all, an endpoint that never answered gets before its calls fail.
 pub const NEVER_REACHED_ATTEMPTS: u32 = 2;
+/// How long after its first connection failure an endpoint that never answered keeps the usual
+/// retries.
+pub const NEVER_REACHED_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Whether a client's endpoint has answered in this run, and how often connecting to it failed.
+/// Whether a client's endpoint has answered in this run, and how often connecting to it failed
+/// (and when first).
 #[derive(Debug, Default)]
 pub struct Reach {
     answered: AtomicBool,
     connect_failures: AtomicU32,
+    first_failure: std::sync::OnceLock<std::time::Instant>,
 }
 
 impl Reach {
     fn given_up(&self) -> bool {
-        !self.answered.load(Ordering::SeqCst) && self.connect_failures.load(Ordering::SeqCst) >= NEVER_REACHED_ATTEMPTS
+        !self.answered.load(Ordering::SeqCst)
+            && self.connect_failures.load(Ordering::SeqCst) >= NEVER_REACHED_ATTEMPTS
+            && self.first_failure.get().is_some_and(|t| t.elapsed() >= NEVER_REACHED_GRACE)
     }
 }
 
@@ -110,6 +119,7 @@ impl Intercept for ReachWatch {
         if ctx.response().is_some() {
             self.0.answered.store(true, Ordering::SeqCst);
         } else if connect_failure(ctx) {
+            self.0.first_failure.get_or_init(std::time::Instant::now);
             self.0.connect_failures.fetch_add(1, Ordering::SeqCst);
         }
         Ok(())
@@ -283,6 +293,11 @@ mod tests {
         let r = Reach::default();
         assert!(!r.given_up());
         r.connect_failures.store(NEVER_REACHED_ATTEMPTS, Ordering::SeqCst);
+        r.first_failure.set(std::time::Instant::now()).unwrap();
+        assert!(!r.given_up(), "within the grace, calls that went out together keep their retries");
+        let r = Reach::default();
+        r.connect_failures.store(NEVER_REACHED_ATTEMPTS, Ordering::SeqCst);
+        r.first_failure.set(std::time::Instant::now() - NEVER_REACHED_GRACE).unwrap();
         assert!(r.given_up());
         r.answered.store(true, Ordering::SeqCst);
         assert!(!r.given_up(), "an endpoint that answered once keeps the usual retries");

@@ -69,12 +69,13 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     });
     let deps = if id.node_role.is_some() { vec!["node-role"] } else { vec![] };
     let arn = arns::instance_profile_arn(facts, path, &ip.name);
-    vec![
-        Node::new("node-instance-profile", &ip.name, NodeSpec::InstanceProfile(ArnSpec::new(arn)))
-            .with_fields(fields)
-            .with_deps(deps)
-            .with_notes(ip.note.iter().cloned().chain(isolated_note(spec, facts))),
-    ]
+    let node = Node::new("node-instance-profile", &ip.name, NodeSpec::InstanceProfile(ArnSpec::new(arn)))
+        .with_fields(fields)
+        .with_deps(deps)
+        .with_notes(ip.note.iter().cloned().chain(isolated_note(spec, facts)));
+    // Made while the subnets were isolated, and not switched off by the plan: nodes may still
+    // run with it (the EC2NodeClass names it), so a VPC that gains a way out does not take it.
+    if !wanted(spec, facts) && !id.instance_profile_off { vec![node.keep_existing()] } else { vec![node] }
 }
 
 /// Why karpctl makes the profile though the plan does not ask for it.
