@@ -133,7 +133,7 @@ fn destroys(plan: &Plan) -> usize {
 /// else (or no answer) is an error saying nothing was changed. Shared by `up` and `down`.
 fn confirm(p: &Prepared, plan: &Plan, question: &str, command: &str) -> Result<()> {
     let printer = Printer::new(&p.global);
-    printer.plan_preview(plan);
+    printer.plan_for_question(plan);
     printer.prompt(question);
     let mut answer = String::new();
     std::io::stdin().read_line(&mut answer)?;

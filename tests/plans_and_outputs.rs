@@ -213,9 +213,10 @@ fn up_on_a_terminal_asks_before_it_deletes_and_only_yes_goes_on() {
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("Only 'yes' is accepted"), "it asked: {r:?}");
     assert!(r.stderr.contains("up cancelled; nothing was changed"), "{r:?}");
-    assert!(r.stdout.contains("will be destroyed"), "the plan was shown before the question: {r:?}");
+    // stdout is a pipe here: the plan is shown with the question, on the terminal's stderr.
+    assert!(r.stderr.contains("will be destroyed"), "the plan was shown before the question: {r:?}");
     assert!(
-        r.stdout.contains(&format!(
+        r.all().contains(&format!(
             "SQS queue {} is deleted: it is the queue Karpenter's settings.interruptionQueue names if you installed it from `karpctl output`",
             queue_name(&c)
         )),

@@ -102,6 +102,16 @@ impl Printer {
         }
     }
 
+    /// The plan before a question: on stdout as usual, or, when stdout is JSON or not the
+    /// terminal, on stderr with the question, so that nobody answers without seeing it.
+    pub fn plan_for_question(&self, plan: &Plan) {
+        if self.human() && std::io::stdout().is_terminal() {
+            out(&human::render_plan(plan, Self::stdout_style()));
+        } else {
+            err(&human::render_plan(plan, Style::detect(std::io::stderr().is_terminal())));
+        }
+    }
+
     /// A question on stderr (the answer is read by the caller).
     pub fn prompt(&self, question: &str) {
         err(question);
