@@ -178,6 +178,9 @@ enum NoAnswer {
     TimedOut,
     NoSuchHost,
     Tls(String),
+    /// The operation's own timeout, retries and throttling waits included: the endpoint may
+    /// well have answered each attempt.
+    OperationTimedOut,
     /// Anything else (a refused AssumeRole, say): left to the caller.
     Other,
 }
@@ -229,7 +232,7 @@ where
             NoAnswer::Other => return None,
             why => why,
         },
-        SdkError::TimeoutError(_) => NoAnswer::TimedOut,
+        SdkError::TimeoutError(_) => NoAnswer::OperationTimedOut,
         // An answer, but not one from AWS (a proxy's or a web server's page, an empty 404).
         SdkError::ServiceError(s) if s.err().code().is_none() => {
             return Some(not_aws(operation, &at, s.raw().status().as_u16(), network));
@@ -249,6 +252,10 @@ where
         }
         NoAnswer::Tls(m) => UserError::new(format!("cannot reach AWS for {operation}: TLS with {at} failed: {m}"))
             .hint("behind a TLS-inspecting proxy, point AWS_CA_BUNDLE (or SSL_CERT_FILE) at its CA certificate (PEM)"),
+        NoAnswer::OperationTimedOut => UserError::new(format!(
+            "{operation} did not finish within its time limit, retries included ({at})"
+        ))
+        .hint("AWS may be throttling the account (the run says so when it is), or the network is slow; run again, with --concurrency 1 for an account other tools keep busy"),
         NoAnswer::Other => return None,
     })
 }
