@@ -65,6 +65,29 @@ fn all_fields_as_changes(node: &Node, observed: Option<&Observed>, create: bool)
     }
 }
 
+/// karpctl's record of the user tags it set (`tags::TRACK_TAG`) names only keys it wrote: those
+/// it recorded before that the plan still names, and those whose live value the plan changes or
+/// adds. A tag the object already carried with the same value (a takeover's `default_tags`) is
+/// not claimed, so dropping it from the plan later never removes it.
+fn record_only_written_tags(node: &mut Node, obs: &Observed) {
+    use crate::tags::TRACK_TAG;
+    let Some(want) = node.fields.as_mut().and_then(|f| f.get_mut("tags")).and_then(|t| t.as_object_mut()) else { return };
+    let Some(planned) = want.get(TRACK_TAG).and_then(|v| v.as_str()).map(str::to_string) else { return };
+    let live = obs.fields.get("tags").and_then(|t| t.as_object());
+    let live_of = |k: &str| live.and_then(|l| l.get(k));
+    let recorded: Vec<&str> = live_of(TRACK_TAG).and_then(|v| v.as_str()).map(|t| t.split(' ').collect()).unwrap_or_default();
+    let keys: Vec<String> =
+        planned.split(' ').filter(|k| recorded.contains(k) || live_of(k) != want.get(*k)).map(str::to_string).collect();
+    match crate::tags::track_value(&keys) {
+        Some(v) => {
+            want.insert(TRACK_TAG.to_string(), Value::String(v));
+        }
+        None => {
+            want.remove(TRACK_TAG);
+        }
+    }
+}
+
 pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
     // What the kinds want given what exists (`KindDef::refine`).
     crate::resources::refine(&mut entries);
@@ -78,7 +101,10 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
         .map(|(n, _)| n.id.clone())
         .collect();
     let with_its_deps = |n: &Node| n.adopt_external && !n.deps.is_empty() && n.deps.iter().all(|d| adopted.contains(d));
-    for (node, observed) in entries {
+    for (mut node, observed) in entries {
+        if let Some(obs) = &observed {
+            record_only_written_tags(&mut node, obs);
+        }
         let step = |action, changes| Step {
             id: node.id.clone(),
             kind: node.kind,
@@ -374,6 +400,20 @@ mod tests {
         assert!(!p.steps.iter().any(|s| s.id == "node-access-entry"), "{:?}", p.steps);
         let p = plan(vec![role(Owner::Unowned), (entry, live_entry)], PlanOptions::default());
         assert!(!p.steps.iter().any(|s| s.id == "node-access-entry"), "without --adopt: {:?}", p.steps);
+    }
+
+    #[test]
+    fn the_tag_record_claims_only_what_karpctl_writes() {
+        let want = fields(json!({"tags": {"env": "prod", "team": "a", "karpctl.io/tags": "env team"}}));
+        // Taken over: `env` was there already with the same value (the tool's default_tags).
+        let live = obs(json!({"tags": {"env": "prod"}}), Owner::Unowned);
+        let p = plan(vec![(node("r", Kind::IamRole, Some(want.clone())), Some(live))], PlanOptions { adopt: true });
+        let after = &p.steps[0].node.fields.as_ref().unwrap()["tags"];
+        assert_eq!(after["karpctl.io/tags"], "team", "{after}");
+        // Recorded before, still named: kept in the record; converged then.
+        let live = obs(json!({"tags": {"env": "prod", "team": "a", "karpctl.io/tags": "env team"}}), Owner::Ours);
+        let p = plan(vec![(node("r", Kind::IamRole, Some(want)), Some(live))], PlanOptions::default());
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
     }
 
     #[test]
