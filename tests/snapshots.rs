@@ -136,10 +136,14 @@ fn the_main_errors_read_the_same_every_time() {
     assert_eq!(r.code, 1, "{r:?}");
     cli_snapshot!("error_unknown_plan_key", r.stderr, &c);
 
+    // In a region of its own: a full run seeds over a hundred clusters in us-east-1, past which
+    // karpctl names the listing command instead of the closest cluster.
     let wd = Workdir::new();
-    let r = karpctl(&wd, &["diff", "--cluster", &format!("{c}-nope")]);
+    let lone = cluster_name("snap-lone");
+    seed(&lone, &["--region", "ap-southeast-2"]);
+    let r = karpctl(&wd, &["diff", "--cluster", &format!("{lone}-nope"), "--region", "ap-southeast-2"]);
     assert_eq!(r.code, 1, "{r:?}");
-    cli_snapshot!("error_no_such_cluster", r.stderr, &c);
+    cli_snapshot!("error_no_such_cluster", r.stderr, &lone);
 
     let r = karpctl_env(&wd, &["diff", "--cluster", &c, "--endpoint-url", "http://127.0.0.1:1"], &[]);
     assert_eq!(r.code, 1, "{r:?}");
