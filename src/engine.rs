@@ -59,12 +59,17 @@ const SAVED_PLAN_VERSION: u32 = 2;
 
 pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<PlanReport> {
     let p = prepare(global, Intent::Diff, true).await?;
+    phase(&p, "prepare", crate::aws::epoch());
+    let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
+    phase(&p, "observe", t);
+    let t = Instant::now();
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
     plan.findings.extend(crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
     plan.findings.extend(queue_in_use_findings(&p, &plan));
+    phase(&p, "plan", t);
     if let Some(path) = out {
         let saved = SavedPlan {
             format_version: SAVED_PLAN_VERSION,
@@ -91,13 +96,18 @@ pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<P
 /// `yes`.
 pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> {
     let p = prepare(global, Intent::Up, true).await?;
+    phase(&p, "prepare", crate::aws::epoch());
+    let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
+    phase(&p, "observe", t);
+    let t = Instant::now();
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
     plan.findings.extend(queue_in_use_findings(&p, &plan));
     // Over a role's managed-policy quota: stop here, before any question or write.
     crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Up).await?;
+    phase(&p, "plan", t);
     let destructive = destroys(&plan);
     let shown = if yes || destructive == 0 || !plan.conflicts.is_empty() || !std::io::stdin().is_terminal() {
         false
@@ -236,7 +246,10 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
             .into());
     }
     let p = prepare(global, Intent::Down, true).await?;
+    phase(&p, "prepare", crate::aws::epoch());
+    let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
+    phase(&p, "observe", t);
     let plan = planner::plan(observed, PlanOptions::default());
     let shown = !yes && !plan.steps.is_empty();
     if shown {
@@ -250,20 +263,27 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
     apply_plan("down", &p, plan, shown).await
 }
 
+/// With tracing, note the phase `what` of the run, from `start` until now (`CallStats::span`).
+fn phase(p: &Prepared, what: &str, start: Instant) {
+    p.stats.span("run", what, start, Instant::now());
+}
+
 /// Wait for the agreement waits the steps left running (`Ctx::settle_later`); a step whose wait
-/// failed is failed.
+/// failed is failed. With tracing, each wait is a `settle` span of its step.
 async fn settle(
     p: &Prepared,
     plan: &Plan,
     mut results: BTreeMap<String, Outcome>,
     started: Instant,
 ) -> BTreeMap<String, Outcome> {
-    for (id, e) in p.ctx.settled().await {
+    for s in p.ctx.settled().await {
+        p.stats.span(&format!("step:{}", s.step_id), "settle", s.began, s.ended);
+        let Err(e) = s.result else { continue };
         let msg = format!("{e:#}");
-        if let Some(step) = plan.steps.iter().find(|s| s.id == id) {
+        if let Some(step) = plan.steps.iter().find(|st| st.id == s.step_id) {
             p.ctx.reporter.event(crate::events::Event::Failed { step, error: &msg, elapsed: started.elapsed() });
         }
-        results.insert(id, Outcome::Failed(msg));
+        results.insert(s.step_id, Outcome::Failed(msg));
     }
     results
 }
@@ -277,13 +297,17 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
         // Account-wide, before the plan's steps: Karpenter's first Spot launch needs it.
         crate::interrupt::writes_started();
         p.stats.set_phase("execute");
+        let t = Instant::now();
         crate::aws::in_unit("preflight:create-spot-role", crate::preflight::create_spot_role(&p.ctx)).await?;
+        p.stats.span("preflight:create-spot-role", "apply", t, Instant::now());
     }
     if p.preflight.install_agent {
         // The first write, once the plan has no conflicts (and a saved plan is not stale).
         crate::interrupt::writes_started();
         p.stats.set_phase("execute");
+        let t = Instant::now();
         crate::aws::in_unit("preflight:create-agent", crate::preflight::create_agent(&p.ctx, &p.spec)).await?;
+        p.stats.span("preflight:create-agent", "apply", t, Instant::now());
     }
     if plan.steps.is_empty() {
         return Ok(report(command, p, plan, Some(BTreeMap::new()), None, None));
@@ -294,14 +318,22 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
     crate::interrupt::writes_started();
     p.stats.set_phase("execute");
     let rx = crate::interrupt::cancelled();
-    let ctx = p.ctx.clone();
+    let (ctx, stats) = (p.ctx.clone(), p.stats.clone());
     let started = Instant::now();
     let results = executor::execute(&plan.steps, p.global.concurrency as usize, rx, ctx.reporter.clone(), move |step| {
-        let ctx = ctx.clone();
-        async move { resources::apply(&ctx, &step).await }
+        let (ctx, stats) = (ctx.clone(), stats.clone());
+        async move {
+            let t = Instant::now();
+            let r = resources::apply(&ctx, &step).await;
+            stats.span(&format!("step:{}", step.id), "apply", t, Instant::now());
+            r
+        }
     })
     .await?;
+    phase(p, "execute", started);
+    let t = Instant::now();
     let results = settle(p, &plan, results, started).await;
+    phase(p, "settle", t);
     let mut applied = Applied {
         failed: results.values().filter(|o| matches!(o, Outcome::Failed(_))).count(),
         skipped: results.values().filter(|o| matches!(o, Outcome::Skipped(_))).count(),

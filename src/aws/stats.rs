@@ -21,6 +21,8 @@ pub struct CallStats {
     inner: Mutex<BTreeMap<(String, String), OpCount>>,
     /// None: tracing off (a normal run keeps no trace).
     trace: Mutex<Option<Vec<TraceCall>>>,
+    /// With tracing on: the spans of the run's own work (phases, steps, agreement waits).
+    spans: Mutex<Vec<Span>>,
     /// The unit of a call made outside any `in_unit` scope (a task spawned without one): the
     /// phase running at the time.
     phase: Mutex<Arc<str>>,
@@ -50,6 +52,7 @@ impl Default for CallStats {
         CallStats {
             inner: Default::default(),
             trace: Mutex::new(None),
+            spans: Default::default(),
             phase: Mutex::new(Arc::from("prepare")),
             throttled: Default::default(),
             progress: Mutex::new(None),
@@ -106,6 +109,30 @@ impl Serialize for TraceCall {
     }
 }
 
+/// A stretch of the run's own work with tracing on (see [`CallStats::span`]): its unit (`run` for
+/// a phase, `step:<id>` for a step), what it was, and its start and end since [`epoch`].
+#[derive(Debug, Clone)]
+pub struct Span {
+    pub unit: String,
+    pub what: String,
+    pub start: Duration,
+    pub end: Duration,
+}
+
+/// Serialised as `["step:queue", "apply", 12.1, 30.5]` (ms, 0.1 ms resolution).
+impl Serialize for Span {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let ms = |d: Duration| (d.as_secs_f64() * 10_000.0).round() / 10.0;
+        let mut seq = s.serialize_seq(Some(4))?;
+        seq.serialize_element(&self.unit)?;
+        seq.serialize_element(&self.what)?;
+        seq.serialize_element(&ms(self.start))?;
+        seq.serialize_element(&ms(self.end))?;
+        seq.end()
+    }
+}
+
 /// Put in the operation's config bag when it starts (tracing only).
 #[derive(Debug, Clone)]
 struct CallStart {
@@ -144,6 +171,9 @@ pub struct StatsReport {
     /// With tracing on: per unit of work, its calls in the order they started.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trace: Option<BTreeMap<String, Vec<TraceCall>>>,
+    /// With tracing on: the run's phases and steps (`Span`), in the order they started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spans: Option<Vec<Span>>,
 }
 
 impl CallStats {
@@ -204,6 +234,22 @@ impl CallStats {
             t.push(call);
         }
     }
+    /// With tracing on, note a stretch of the run's own work (`unit`: `run` for a phase,
+    /// `step:<id>` for a step; `what`: `prepare`, `apply`, `settle`, ...), so that a trace shows
+    /// when each began and ended, not only its calls. Without tracing, nothing.
+    pub fn span(&self, unit: &str, what: &str, start: Instant, end: Instant) {
+        if !self.tracing() {
+            return;
+        }
+        let e = epoch();
+        let span = Span {
+            unit: unit.to_string(),
+            what: what.to_string(),
+            start: start.saturating_duration_since(e),
+            end: end.saturating_duration_since(e),
+        };
+        self.spans.lock().unwrap().push(span);
+    }
     /// Every traced call so far, by unit, each unit's calls in the order they started.
     pub fn trace(&self) -> Option<BTreeMap<String, Vec<TraceCall>>> {
         let t = self.trace.lock().unwrap();
@@ -218,9 +264,15 @@ impl CallStats {
     }
     pub fn report(&self) -> StatsReport {
         let trace = self.trace();
+        let spans = trace.is_some().then(|| {
+            let mut v = self.spans.lock().unwrap().clone();
+            v.sort_by_key(|s| (s.start, s.end));
+            v
+        });
         let m = self.inner.lock().unwrap();
         let throttled = self.throttled.lock().unwrap().clone();
-        let mut r = StatsReport { calls: 0, reads: 0, writes: 0, retries: 0, operations: BTreeMap::new(), throttled, trace };
+        let mut r =
+            StatsReport { calls: 0, reads: 0, writes: 0, retries: 0, operations: BTreeMap::new(), throttled, trace, spans };
         for ((svc, op), c) in m.iter() {
             r.calls += c.calls;
             if is_read_operation(op) {

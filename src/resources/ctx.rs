@@ -10,6 +10,7 @@ use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 use tokio::sync::OnceCell;
 
 /// Memoised async lookups, so that kinds sharing a read (a queue and its policy) make one call.
@@ -84,7 +85,19 @@ pub struct Ctx {
     /// What this run has written so far (see `Ctx::wrote`).
     pub written: Mutex<BTreeMap<String, Written>>,
     /// Agreement waits still running after their step finished (see `Ctx::settle_later`).
-    pub settling: Mutex<Vec<(String, Background<Result<()>>)>>,
+    pub settling: Mutex<Vec<Settling>>,
+}
+
+/// One `settle_later` wait while it runs: its step id, when it began, and the task (its result
+/// and when it ended).
+pub type Settling = (String, Instant, Background<(Result<()>, Instant)>);
+
+/// One `settle_later` wait, once joined: its step, when it began and ended, and how it ended.
+pub struct Settled {
+    pub step_id: String,
+    pub began: Instant,
+    pub ended: Instant,
+    pub result: Result<()>,
 }
 
 /// One step this run applied: its action and the fields it set.
@@ -137,25 +150,34 @@ impl Ctx {
     /// the rest of the run: the step counts as done for its dependents, which need only the write
     /// AWS accepted, and the command ends only when every such wait has (`Ctx::settled`). So the
     /// agreement costs no time on the run's critical path, and `diff` right after `up` still
-    /// reads what `up` wrote. Its calls count as the step's.
+    /// reads what `up` wrote. Its calls count as the step's. Call it as soon as the write has
+    /// returned, before any other call of the step: the wait's first read then goes out at once.
     pub fn settle_later(&self, step_id: &str, wait: impl Future<Output = Result<()>> + Send + 'static) {
         let unit = format!("step:{step_id}");
-        let task = Background::spawn(crate::aws::in_unit(unit, wait));
-        self.settling.lock().unwrap().push((step_id.to_string(), task));
+        let task = Background::spawn(async move {
+            let r = crate::aws::in_unit(unit, wait).await;
+            (r, Instant::now())
+        });
+        self.settling.lock().unwrap().push((step_id.to_string(), Instant::now(), task));
     }
 
-    /// Wait for every `settle_later` wait; the ones that failed, by step id.
-    pub async fn settled(&self) -> Vec<(String, anyhow::Error)> {
-        let waits = std::mem::take(&mut *self.settling.lock().unwrap());
-        let mut failed = Vec::new();
-        for (id, task) in waits {
-            match task.join().await {
-                Some(Ok(())) => {}
-                Some(Err(e)) => failed.push((id, e)),
-                None => failed.push((id, anyhow::anyhow!("the wait for AWS to show the write panicked"))),
+    /// Wait for every `settle_later` wait (also those that steps start while it waits): each
+    /// one's step, when it began and ended, and its result.
+    pub async fn settled(&self) -> Vec<Settled> {
+        let mut out = Vec::new();
+        loop {
+            let waits = std::mem::take(&mut *self.settling.lock().unwrap());
+            if waits.is_empty() {
+                return out;
+            }
+            for (step_id, began, task) in waits {
+                let (result, ended) = match task.join().await {
+                    Some((r, at)) => (r, at),
+                    None => (Err(anyhow::anyhow!("the wait for AWS to show the write panicked")), Instant::now()),
+                };
+                out.push(Settled { step_id, began, ended, result });
             }
         }
-        failed
     }
 
     pub fn tags_value(tags: &Tags) -> Value {
