@@ -88,6 +88,11 @@ fn record_only_written_tags(node: &mut Node, obs: &Observed) {
     }
 }
 
+/// A finding about `node`: "<kind> <name> <what>".
+fn say(p: &mut Plan, node: &Node, level: Level, what: &str) {
+    p.findings.push(Finding { id: node.id.clone(), level, message: format!("{} {} {what}", node.kind.label(), node.name) });
+}
+
 pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
     // What the kinds want given what exists (`KindDef::refine`).
     crate::resources::refine(&mut entries);
@@ -181,62 +186,45 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
                 }
                 Owner::External => {
                     p.in_sync.push(node.id.clone());
-                    p.findings.push(Finding {
-                        id: node.id.clone(),
-                        level: Level::Info,
-                        message: format!(
-                            "{} {} already exists and is not managed by karpctl; it satisfies the plan and is left alone",
-                            node.kind.label(),
-                            node.name
-                        ),
-                    });
+                    say(
+                        &mut p,
+                        &node,
+                        Level::Info,
+                        "already exists and is not managed by karpctl; it satisfies the plan and is left alone",
+                    );
                 }
             },
             (None, Some(obs)) => match &obs.owner {
                 Owner::Ours if node.keep_existing => {
                     p.in_sync.push(node.id.clone());
-                    p.findings.push(Finding {
-                        id: node.id.clone(),
-                        level: Level::Info,
-                        message: format!(
-                            "{} {} is no longer needed by the plan but is kept: an EC2NodeClass may still name it (`karpctl down` removes it)",
-                            node.kind.label(),
-                            node.name
-                        ),
-                    });
+                    say(
+                        &mut p,
+                        &node,
+                        Level::Info,
+                        "is no longer needed by the plan but is kept: an EC2NodeClass may still name it (`karpctl down` removes it)",
+                    );
                 }
                 Owner::Ours => {
                     let ch = all_fields_as_changes(&node, Some(obs), false);
                     p.steps.push(step(Action::Delete, ch));
                 }
-                // Objects found by a scoped list (another cluster's under a shared IAM path, for
-                // example) are not worth a note.
                 // On a role `--adopt` takes over now: left this run, detached by the next `up`
                 // once the role is karpctl's. Said now, with how to keep it.
                 Owner::Unowned if node.unlisted && opts.adopt && node.kind == crate::model::Kind::RolePolicyAttachment => {
-                    p.findings.push(Finding {
-                        id: node.id.clone(),
-                        level: Level::Warning,
-                        message: format!(
-                            "{} {} is attached to a role this run adopts but is not in the plan: the next `up` detaches it; \
-                             to keep it, list its ARN in identity.extra_controller_policy_arns (controller role) or \
-                             identity.extra_node_policy_arns (node role)",
-                            node.kind.label(),
-                            node.name
-                        ),
-                    });
+                    say(
+                        &mut p,
+                        &node,
+                        Level::Warning,
+                        "is attached to a role this run adopts but is not in the plan: the next `up` detaches it; \
+                         to keep it, list its ARN in identity.extra_controller_policy_arns (controller role) or \
+                         identity.extra_node_policy_arns (node role)",
+                    );
                 }
+                // Objects found by a scoped list (another cluster's under a shared IAM path, for
+                // example) are not worth a note.
                 _ if node.unlisted => {}
                 Owner::Unowned | Owner::External | Owner::OtherCluster(_) => {
-                    p.findings.push(Finding {
-                        id: node.id.clone(),
-                        level: Level::Info,
-                        message: format!(
-                            "{} {} exists but is not karpctl's for this cluster; left alone",
-                            node.kind.label(),
-                            node.name
-                        ),
-                    });
+                    say(&mut p, &node, Level::Info, "exists but is not karpctl's for this cluster; left alone");
                 }
             },
             (None, None) => {}
