@@ -310,8 +310,10 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
     }
     let issuer =
         i.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/').to_string();
+    // The account's roles, listed once for both searches below.
+    let roles = trusted_roles(aws).await?;
     if issuer.is_empty() {
-        return Ok(match unassociated_pod_identity_role(aws, &i.cluster).await? {
+        return Ok(match unassociated_pod_identity_role(aws, &i.cluster, &roles).await? {
             (Some(role), _) => (Some(role), String::new(), Some(IdentityMode::PodIdentity)),
             (None, why) => (
                 None,
@@ -320,11 +322,11 @@ async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
             ),
         });
     }
-    if let Some(arn) = irsa_role(aws, &issuer, &i.namespace, &i.service_account).await? {
+    if let Some(arn) = irsa_role(&roles, &issuer, &i.namespace, &i.service_account) {
         let role = read_controller(aws, &arn, &format!("IRSA trust of {sa} on the cluster's OIDC provider")).await?;
         return Ok((Some(role), String::new(), Some(IdentityMode::Irsa)));
     }
-    let why = match unassociated_pod_identity_role(aws, &i.cluster).await? {
+    let why = match unassociated_pod_identity_role(aws, &i.cluster, &roles).await? {
         (Some(role), _) => return Ok((Some(role), String::new(), Some(IdentityMode::PodIdentity))),
         (None, why) => why,
     };
@@ -349,16 +351,18 @@ fn why_suffix(why: &str) -> String {
 /// None, with why, when there is no such role, more than one, or when an association of the
 /// cluster for another service account uses it (a Karpenter running under another namespace:
 /// adopting its role would rewrite the trust it runs with).
-async fn unassociated_pod_identity_role(aws: &Clients, cluster: &ClusterFacts) -> Result<(Option<ControllerRole>, String)> {
-    let roles = aws.iam.list_roles().into_paginator().items().send().collect::<Vec<_>>().await;
-    let mut candidates = Vec::new();
-    for r in roles {
-        let r = r.map_err(|e| aws_err("iam:ListRoles", e))?;
-        let Some(trust) = doc(r.assume_role_policy_document()) else { continue };
-        if mode_of_trust(&trust) == Some(IdentityMode::PodIdentity) && r.role_name().to_ascii_lowercase().contains("karpenter") {
-            candidates.push(r.arn().to_string());
-        }
-    }
+async fn unassociated_pod_identity_role(
+    aws: &Clients,
+    cluster: &ClusterFacts,
+    roles: &[(String, String, Value)],
+) -> Result<(Option<ControllerRole>, String)> {
+    let candidates: Vec<&String> = roles
+        .iter()
+        .filter(|(name, _, trust)| {
+            mode_of_trust(trust) == Some(IdentityMode::PodIdentity) && name.to_ascii_lowercase().contains("karpenter")
+        })
+        .map(|(_, arn, _)| arn)
+        .collect();
     let read = try_join_all(candidates.iter().map(|arn| read_controller(aws, arn, super::model::UNASSOCIATED))).await?;
     let mut named: Vec<ControllerRole> = read
         .into_iter()
@@ -463,22 +467,32 @@ async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result
 
 /// A role whose trust lets the cluster's OIDC provider's web identity for the service account
 /// assume it (the account-wide scan).
-async fn irsa_role(aws: &Clients, issuer: &str, ns: &str, sa: &str) -> Result<Option<String>> {
-    let roles = aws.iam.list_roles().into_paginator().items().send().collect::<Vec<_>>().await;
+fn irsa_role(roles: &[(String, String, Value)], issuer: &str, ns: &str, sa: &str) -> Option<String> {
     let provider_suffix = format!("oidc-provider/{issuer}");
     let sub = format!("system:serviceaccount:{ns}:{sa}");
+    roles
+        .iter()
+        .find(|(_, _, trust)| {
+            analysis::statements(trust).iter().any(|st| {
+                super::model::strings(&st["Principal"]["Federated"]).iter().any(|f| f.ends_with(&provider_suffix))
+                    && super::checks::irsa_subject(st, &sub)
+            })
+        })
+        .map(|(_, arn, _)| arn.clone())
+}
+
+/// (name, ARN, trust policy) of every role of the account that has a readable trust policy
+/// (ListRoles, paginated).
+async fn trusted_roles(aws: &Clients) -> Result<Vec<(String, String, Value)>> {
+    let roles = aws.iam.list_roles().into_paginator().items().send().collect::<Vec<_>>().await;
+    let mut out = Vec::new();
     for r in roles {
         let r = r.map_err(|e| aws_err("iam:ListRoles", e))?;
-        let Some(trust) = doc(r.assume_role_policy_document()) else { continue };
-        let trusted = analysis::statements(&trust).iter().any(|st| {
-            super::model::strings(&st["Principal"]["Federated"]).iter().any(|f| f.ends_with(&provider_suffix))
-                && super::checks::irsa_subject(st, &sub)
-        });
-        if trusted {
-            return Ok(Some(r.arn().to_string()));
+        if let Some(trust) = doc(r.assume_role_policy_document()) {
+            out.push((r.role_name().to_string(), r.arn().to_string(), trust));
         }
     }
-    Ok(None)
+    Ok(out)
 }
 
 /// GetRole; None when there is no such role.
