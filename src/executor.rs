@@ -77,10 +77,14 @@ where
         dependents[a].push(b);
     }
     // Ready steps start longest remaining chain first (the critical path is never kept waiting
-    // behind short independent steps), then by id: deterministic.
+    // behind short independent steps), then slowest kind first (`resources::read_rank`: EKS,
+    // whose creates wait for IAM to propagate a new role, before IAM, before the rest), so that
+    // a full set of slots never holds back the step the run waits longest for; then by id:
+    // deterministic.
     let height = chain_lengths(n, &dependents);
-    let key = |i: usize| (std::cmp::Reverse(height[i]), steps[i].id.clone(), i);
-    let mut ready: BTreeSet<(std::cmp::Reverse<usize>, String, usize)> = (0..n).filter(|&i| indegree[i] == 0).map(key).collect();
+    let key = |i: usize| (std::cmp::Reverse(height[i]), crate::resources::read_rank(steps[i].kind), steps[i].id.clone(), i);
+    let mut ready: BTreeSet<(std::cmp::Reverse<usize>, u8, String, usize)> =
+        (0..n).filter(|&i| indegree[i] == 0).map(key).collect();
     let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut running: HashMap<tokio::task::Id, (usize, Instant, u64)> = HashMap::new();
     let mut set: JoinSet<Result<()>> = JoinSet::new();
@@ -92,7 +96,7 @@ where
         while !cancelled && running.len() < concurrency {
             let Some(first) = ready.iter().next().cloned() else { break };
             ready.remove(&first);
-            let i = first.2;
+            let i = first.3;
             reporter.event(Event::Started { step: &steps[i] });
             let fut = run(steps[i].clone());
             let handle = set.spawn(fut);
@@ -334,6 +338,20 @@ mod tests {
         ];
         let (_, log, _) = run_with(steps, 1, &[], 1).await;
         assert_eq!(log[0], "start z-head", "{log:?}");
+    }
+
+    #[tokio::test]
+    async fn among_equal_chains_the_slowest_kind_starts_first() {
+        // One slot, three steps with no dependents: the Pod Identity association (EKS, which
+        // waits for IAM to propagate its role) goes before the queue and the rule despite its id.
+        let mut eks = step("z-pod-identity", Action::Create, &[]);
+        eks.kind = Kind::PodIdentity;
+        let mut rule = step("b-rule", Action::Create, &[]);
+        rule.kind = Kind::EventRule;
+        let steps = vec![step("a-queue", Action::Create, &[]), rule, eks];
+        let (_, log, _) = run_with(steps, 1, &[], 1).await;
+        let starts: Vec<&str> = log.iter().filter_map(|l| l.strip_prefix("start ")).collect();
+        assert_eq!(starts, ["z-pod-identity", "a-queue", "b-rule"], "{log:?}");
     }
 
     #[tokio::test]
