@@ -46,6 +46,31 @@ impl ConsistencyPolicy {
     }
 }
 
+/// Spaces calls from the start of one to the start of the next: a call that took `t` is
+/// followed by a pause of `spacing - t` (none when it took longer). So "every 250 ms" and "1 s
+/// apart" hold for when the calls go out, and a call's own latency is not added to every pause:
+/// on AWS a refused EKS create takes about as long as the fast poll's pause, so pausing after
+/// the answer would poll half as often as the schedule says (docs/aws-behaviour.md section 9).
+#[derive(Clone, Copy, Debug)]
+pub struct Pacer {
+    last_start: Instant,
+}
+
+impl Pacer {
+    /// A call starts now.
+    pub fn start() -> Pacer {
+        Pacer { last_start: Instant::now() }
+    }
+    /// The next call starts now.
+    pub fn started(&mut self, at: Instant) {
+        self.last_start = at;
+    }
+    /// The pause at `now` before a call that must start `spacing` after the last one did.
+    pub fn pause(&self, now: Instant, spacing: Duration) -> Duration {
+        spacing.saturating_sub(now.saturating_duration_since(self.last_start))
+    }
+}
+
 /// How often a retry or a wait is shown while it goes on, after the first ones: the fast polls
 /// would otherwise print four lines a second.
 const SHOW_EVERY: Duration = Duration::from_secs(3);
@@ -94,7 +119,9 @@ where
 /// Poll `check` until `agreement.reads` answers in a row are true, `agreement.apart` apart (a
 /// false answer starts the count again, and the polls go back to the consistency schedule), or
 /// the deadline passes (Ok(false)). One read when AWS is consistent and the agreement is
-/// `FIRST`. Progress is reported as `waiting for <what>` while the reads disagree.
+/// `FIRST`. Reads are spaced from one's start to the next's (`Pacer`): the first goes out at
+/// once, the last `(reads - 1) * apart` later. Progress is reported as `waiting for <what>`
+/// while the reads disagree.
 pub async fn wait_agreed<F, Fut>(
     policy: &ConsistencyPolicy,
     agreement: Agreement,
@@ -108,6 +135,7 @@ where
     Fut: std::future::Future<Output = anyhow::Result<bool>>,
 {
     let start = Instant::now();
+    let mut pacer = Pacer::start();
     let mut slow = 0;
     let mut agreed = 0u32;
     let mut shown: Option<Instant> = None;
@@ -120,7 +148,8 @@ where
         } else {
             agreed = 0;
         }
-        let delay = if agreed > 0 { agreement.apart } else { policy.next_delay(start.elapsed(), &mut slow) };
+        let spacing = if agreed > 0 { agreement.apart } else { policy.next_delay(start.elapsed(), &mut slow) };
+        let delay = pacer.pause(Instant::now(), spacing);
         if start.elapsed() + delay > policy.deadline {
             return Ok(false);
         }
@@ -129,6 +158,7 @@ where
             shown = Some(Instant::now());
         }
         tokio::time::sleep(delay).await;
+        pacer.started(Instant::now());
     }
 }
 
@@ -142,6 +172,8 @@ pub struct Retry<'a> {
     step_id: &'a str,
     operation: &'a str,
     start: Instant,
+    /// When the last attempt started, if the caller says (`Retry::attempt`).
+    pacer: Option<Pacer>,
     slow: u32,
     attempt: u32,
     shown: Option<Instant>,
@@ -149,12 +181,22 @@ pub struct Retry<'a> {
 
 impl<'a> Retry<'a> {
     pub fn new(policy: &'a ConsistencyPolicy, reporter: &'a dyn Reporter, step_id: &'a str, operation: &'a str) -> Self {
-        Retry { policy, reporter, step_id, operation, start: Instant::now(), slow: 0, attempt: 1, shown: None }
+        Retry { policy, reporter, step_id, operation, start: Instant::now(), pacer: None, slow: 0, attempt: 1, shown: None }
+    }
+
+    /// An attempt starts now: `again` then spaces the next one from this one's start (`Pacer`).
+    /// Without it, `again` pauses the whole delay after the answer.
+    pub fn attempt(&mut self) {
+        self.pacer = Some(Pacer::start());
     }
 
     /// Pause before the next attempt (reported with `code`), or false when the deadline would pass.
     pub async fn again(&mut self, code: &str) -> bool {
-        let delay = self.policy.next_delay(self.start.elapsed(), &mut self.slow);
+        let spacing = self.policy.next_delay(self.start.elapsed(), &mut self.slow);
+        let delay = match &self.pacer {
+            Some(p) => p.pause(Instant::now(), spacing),
+            None => spacing,
+        };
         if self.start.elapsed() + delay > self.policy.deadline {
             return false;
         }
@@ -170,8 +212,9 @@ impl<'a> Retry<'a> {
 }
 
 /// Run `f` again while it fails with one of the `retryable` conditions (the eventual-consistency
-/// kind that deserves a retry with a deadline, docs/aws-behaviour.md section 5), with exponential
-/// backoff, until the deadline. Each retry is reported (operation, code, attempt, elapsed).
+/// kind that deserves a retry with a deadline, docs/aws-behaviour.md section 5), on the
+/// consistency schedule (attempts spaced from start to start), until the deadline. Each retry is
+/// reported (operation, code, attempt, elapsed).
 pub async fn with_consistency<T, E, F, Fut>(
     policy: &ConsistencyPolicy,
     reporter: &dyn Reporter,
@@ -187,6 +230,7 @@ where
 {
     let mut retry = Retry::new(policy, reporter, step_id, operation);
     loop {
+        retry.attempt();
         match f().await {
             Ok(v) => return Ok(v),
             Err(e) => {
@@ -236,6 +280,20 @@ mod tests {
         // Reads that flip start the count again.
         assert_eq!(agreed(&[true, false, true, true, false, true, true, true], 3), (true, 8));
         assert_eq!(agreed(&[false, false, true, true, true], 3), (true, 5));
+    }
+
+    #[test]
+    fn calls_are_spaced_from_start_to_start() {
+        let t0 = Instant::now();
+        let mut p = Pacer { last_start: t0 };
+        let ms = Duration::from_millis;
+        // A read that took 60 ms: 40 ms more make the 100 ms between the starts (the old
+        // schedule paused the whole 100 ms after the answer).
+        assert_eq!(p.pause(t0 + ms(60), ms(100)), ms(40));
+        // A call slower than the spacing: the next one goes at once.
+        assert_eq!(p.pause(t0 + ms(300), ms(250)), Duration::ZERO);
+        p.started(t0 + ms(300));
+        assert_eq!(p.pause(t0 + ms(301), ms(250)), ms(249));
     }
 
     #[test]
