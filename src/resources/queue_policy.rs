@@ -127,6 +127,14 @@ pub fn lets_rule_send(policy: &Value, rule_arn: &str) -> bool {
 /// queue has no policy (nothing is delivered yet) or when the queue is not ours.
 pub fn handover(entries: &mut Vec<(Node, Option<Observed>)>) {
     let Some(at) = entries.iter().position(|(n, _)| n.kind == Kind::QueuePolicy && n.id == ID) else { return };
+    if entries[at].1.is_none() {
+        // No policy on the queue yet (a queue made now, say): this write drops no rule's name,
+        // so it need not wait for the rules (until a policy is in force SQS refuses them all
+        // anyway). Written right after the queue, its agreement reads end while the roles
+        // still propagate, off `up`'s critical path.
+        entries[at].0.deps.retain(|d| d == "queue");
+        return;
+    }
     let (policy, live) = &entries[at];
     let (Some(want), Some(live)) = (policy.fields.as_ref().and_then(|f| f.get("Policy")), live.as_ref()) else { return };
     let Some(live_doc) = live.fields.get("Policy") else { return };
@@ -382,6 +390,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_first_policy_waits_for_the_queue_only() {
+        // From nothing there is no name to drop: the policy goes right after the queue, alongside
+        // the rules, so that its agreement reads are not left last in `up`.
+        for merged in [false, true] {
+            let entries: Vec<(Node, Option<Observed>)> = crate::desired::build(&spec(merged), &facts())
+                .into_iter()
+                .filter(|n| matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule))
+                .map(|n| (n, None))
+                .collect();
+            let p = crate::planner::plan(entries, Default::default());
+            let policy = p.steps.iter().find(|s| s.id == ID).expect("the policy is created");
+            assert_eq!(policy.deps, ["queue"], "merged {merged}");
+            let o = order(&p);
+            assert!(o.contains(&("queue".into(), ID.into())), "{o:?}");
+            assert!(!o.iter().any(|(a, b)| b == ID && a.starts_with("rule-")), "no rule before the policy: {o:?}");
+        }
+        // A policy that exists still waits for the rules it names (a layout switch, above).
+        let p = switch(false, true);
+        let policy = p.steps.iter().find(|s| s.id == ID).unwrap();
+        assert!(policy.deps.iter().any(|d| d.starts_with("rule-")), "{:?}", policy.deps);
     }
 
     #[test]
