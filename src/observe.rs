@@ -25,6 +25,13 @@ pub struct AheadReads {
     found: Result<Vec<(Node, Option<Observed>)>>,
 }
 
+impl AheadReads {
+    /// Whether a node of `kind` the plan wants was read as absent: the plan will create one.
+    pub fn creates(&self, kind: crate::model::Kind) -> bool {
+        self.reads.iter().any(|(n, o)| n.kind == kind && n.fields.is_some() && matches!(o, Ok(None)))
+    }
+}
+
 impl ReadAhead {
     pub fn start(ctx: Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> ReadAhead {
         ReadAhead(resources::Background::spawn(async move {

@@ -28,6 +28,9 @@ pub struct Prepared {
     pub preflight: crate::preflight::Preflight,
     pub cmd: Intent,
     pub(crate) ahead: std::sync::Mutex<Option<ReadAhead>>,
+    /// Work `observe` started early for what comes after it (the bus's rule count), kept
+    /// running until then (dropped with the `Prepared`).
+    pub(crate) early: std::sync::Mutex<Option<resources::Background<()>>>,
     /// The readiness checks over what `observe` read (the Pod Identity association's).
     pub(crate) observed_checks: std::sync::Mutex<Vec<(&'static str, Option<readiness::Check>)>>,
 }
@@ -67,7 +70,19 @@ impl Prepared {
         let ahead = self.ahead.lock().unwrap().take();
         let observed = match ahead {
             Some(a) => match a.finish().await {
-                Some(reads) => observe_after(&self.ctx, nodes, concurrency, reads).await,
+                Some(reads) => {
+                    if self.cmd != Intent::Down && reads.creates(crate::model::Kind::EventRule) {
+                        // The plan creates a rule, so `quota_finding` counts the bus's rules:
+                        // counted now, alongside the reads still in flight (the discovery tags'),
+                        // rather than after them, between the plan and its first write.
+                        let ctx = self.ctx.clone();
+                        let count = resources::Background::spawn(in_unit("observe", async move {
+                            let _ = resources::event_rule::bus_rule_count(&ctx).await;
+                        }));
+                        *self.early.lock().unwrap() = Some(count);
+                    }
+                    observe_after(&self.ctx, nodes, concurrency, reads).await
+                }
                 None => observe(&self.ctx, nodes, concurrency).await,
             },
             None => observe(&self.ctx, nodes, concurrency).await,
@@ -272,6 +287,7 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         preflight,
         cmd,
         ahead: std::sync::Mutex::new(ahead),
+        early: Default::default(),
         observed_checks: Default::default(),
     })
 }

@@ -104,6 +104,12 @@ pub async fn count_bus_rules(events: &aws_sdk_eventbridge::Client) -> Result<usi
     }
 }
 
+/// Every rule on the default bus, counted once per run (memoised), so that `prepare` can start
+/// the count while the last reads are in flight, once they show the plan creates a rule.
+pub async fn bus_rule_count(ctx: &Ctx) -> Result<usize> {
+    ctx.cached("events:ListRules:default-bus", || count_bus_rules(&ctx.aws.events)).await
+}
+
 /// The plan's finding when the rules it creates would fill the bus (one ListRules listing,
 /// only when the plan creates a rule).
 pub async fn quota_finding(ctx: &Ctx, plan: &crate::model::Plan) -> Result<Option<crate::model::Finding>> {
@@ -111,7 +117,7 @@ pub async fn quota_finding(ctx: &Ctx, plan: &crate::model::Plan) -> Result<Optio
     if adding == 0 {
         return Ok(None);
     }
-    let existing = count_bus_rules(&ctx.aws.events).await?;
+    let existing = bus_rule_count(ctx).await?;
     Ok(bus_quota_message(&ctx.region, existing, adding).map(|message| crate::model::Finding {
         id: "event-bus-rule-quota".into(),
         level: crate::model::Level::Warning,
