@@ -72,7 +72,8 @@ What it does, in order:
 
 Wall time is the karpctl process's, from spawn to exit, as a user sees it. KARPCTL_BENCH_NO_TIME=1
 measures memory without /usr/bin/time. The default run
-(5 runs x 4 scenarios x 2 concurrencies) takes about 3 to 5 minutes after the build on 2 cores.
+(5 runs x 4 scenarios x 2 concurrencies, the peer's 5 runs, the fleet) takes about 9 minutes
+after the build on 2 cores.
 
 THE BOUND ("critical path"): the least time karpctl's plan can take at these latencies with
 unlimited concurrency and zero client and emulator overhead: every call costs exactly its
