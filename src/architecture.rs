@@ -139,6 +139,22 @@ mod tests {
         }
     }
 
+    /// AWS calls are made only by the readers (`aws::read`) and the kinds' writes (`resources`).
+    #[test]
+    fn only_the_readers_and_the_kinds_call_aws() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &src, &mut files);
+        let callers: Vec<&String> = files
+            .iter()
+            .filter(|(m, text)| {
+                !(m == "aws" || m.starts_with("aws::") || m.starts_with("resources")) && code(text).contains(".send()")
+            })
+            .map(|(m, _)| m)
+            .collect();
+        assert!(callers.is_empty(), "AWS calls outside aws::read and resources: {callers:?}");
+    }
+
     #[test]
     fn the_check_finds_a_cycle() {
         let mut g = Graph::new();

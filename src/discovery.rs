@@ -20,7 +20,6 @@
 //! `down` skips selection and only looks for marked objects: it must never fail on a plan whose
 //! subnets or groups changed.
 
-use crate::aws::aws_err;
 use crate::egress;
 use crate::facts::{DiscoveryFacts, Facts, Intent, SecurityGroupFact, SubnetFact};
 use crate::model::{Finding, Level, Tags};
@@ -41,18 +40,7 @@ pub const LOW_FREE_ADDRESSES: i64 = 64;
 const CONTROL_PLANE_DESCRIPTION: &str =
     "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes";
 
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Subnet {
-    pub id: String,
-    pub az: String,
-    pub free: i64,
-    pub vpc_id: String,
-    pub tags: Tags,
-    /// `MapPublicIpOnLaunch`: instances launched here get a public IPv4 address.
-    pub map_public_ip: bool,
-    /// The account that owns it (in a VPC shared through AWS RAM, the VPC owner's).
-    pub owner_id: String,
-}
+pub use crate::aws::read::ec2::Subnet;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Group {
@@ -64,88 +52,10 @@ pub struct Group {
     pub rules: crate::readiness::GroupRules,
 }
 
-fn ec2_tags(t: &[aws_sdk_ec2::types::Tag]) -> Tags {
-    t.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
-}
-
-fn filter(name: &str, values: Vec<String>) -> Filter {
-    Filter::builder().name(name).set_values(Some(values)).build()
-}
+use crate::aws::read::ec2::filter;
 
 async fn describe_subnets(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Subnet>> {
-    let req = ctx.aws.ec2.describe_subnets().set_filters(Some(filters));
-    let subnets = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeSubnets", e))?;
-    Ok(subnets
-        .iter()
-        .map(|s| Subnet {
-            id: s.subnet_id().unwrap_or_default().to_string(),
-            az: s.availability_zone().unwrap_or_default().to_string(),
-            free: s.available_ip_address_count().map(i64::from).unwrap_or(0),
-            vpc_id: s.vpc_id().unwrap_or_default().to_string(),
-            tags: ec2_tags(s.tags()),
-            map_public_ip: s.map_public_ip_on_launch().unwrap_or(false),
-            owner_id: s.owner_id().unwrap_or_default().to_string(),
-        })
-        .collect())
-}
-
-/// The VPC's route tables, with only what the way-out check needs.
-pub(crate) async fn route_tables(ec2: &aws_sdk_ec2::Client, vpc: &str) -> Result<Vec<egress::RouteTable>> {
-    let req = ec2.describe_route_tables().filters(filter("vpc-id", vec![vpc.to_string()]));
-    let tables = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeRouteTables", e))?;
-    Ok(tables
-        .iter()
-        .filter(|t| t.vpc_id().is_none_or(|v| v == vpc))
-        .map(|t| egress::RouteTable {
-            id: t.route_table_id().unwrap_or_default().to_string(),
-            main: t.associations().iter().any(|a| a.main() == Some(true)),
-            subnets: t.associations().iter().filter_map(|a| a.subnet_id()).map(str::to_string).collect(),
-            default_routes: t
-                .routes()
-                .iter()
-                .filter(|r| r.destination_cidr_block() == Some("0.0.0.0/0") || r.destination_ipv6_cidr_block() == Some("::/0"))
-                .map(|r| egress::DefaultRoute {
-                    gateway_id: r.gateway_id().map(str::to_string),
-                    other_target: r
-                        .nat_gateway_id()
-                        .or(r.transit_gateway_id())
-                        .or(r.network_interface_id())
-                        .or(r.instance_id())
-                        .or(r.vpc_peering_connection_id())
-                        .or(r.egress_only_internet_gateway_id())
-                        .or(r.local_gateway_id())
-                        .or(r.carrier_gateway_id())
-                        .or(r.core_network_arn())
-                        .map(str::to_string),
-                    blackhole: r.state().is_some_and(|s| s.as_str() == "blackhole"),
-                    ipv6: r.destination_ipv6_cidr_block() == Some("::/0"),
-                })
-                .collect(),
-        })
-        .collect())
-}
-
-/// The VPC's endpoints that are (or are becoming) usable.
-pub(crate) async fn vpc_endpoints(ec2: &aws_sdk_ec2::Client, vpc: &str) -> Result<Vec<egress::Endpoint>> {
-    let req = ec2.describe_vpc_endpoints().filters(filter("vpc-id", vec![vpc.to_string()]));
-    let eps = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeVpcEndpoints", e))?;
-    Ok(eps
-        .iter()
-        .filter(|e| e.vpc_id().is_none_or(|v| v == vpc))
-        .filter(|e| {
-            !matches!(
-                e.state().map(|s| s.as_str().to_ascii_lowercase()).as_deref(),
-                Some("deleted" | "deleting" | "failed" | "rejected" | "expired")
-            )
-        })
-        .map(|e| egress::Endpoint {
-            id: e.vpc_endpoint_id().unwrap_or_default().to_string(),
-            service_name: e.service_name().unwrap_or_default().to_string(),
-            kind: e.vpc_endpoint_type().map(|t| t.as_str().to_string()).unwrap_or_default(),
-            private_dns: e.private_dns_enabled(),
-            route_tables: e.route_table_ids().to_vec(),
-        })
-        .collect())
+    ctx.readers.ec2.subnets(filters).await
 }
 
 /// What judging subnets needs besides the subnets: the plan's choices, and who owns the VPC
@@ -226,20 +136,19 @@ fn choice_findings(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>,
 }
 
 async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> {
-    let req = ctx.aws.ec2.describe_security_groups().set_filters(Some(filters));
-    let groups = req.into_paginator().items().send().try_collect().await.map_err(|e| aws_err("ec2:DescribeSecurityGroups", e))?;
+    let groups = ctx.readers.ec2.security_groups(filters).await?;
     Ok(groups
-        .iter()
+        .into_iter()
         .map(|g| Group {
-            id: g.group_id().unwrap_or_default().to_string(),
-            name: g.group_name().unwrap_or_default().to_string(),
-            description: g.description().unwrap_or_default().to_string(),
-            vpc_id: g.vpc_id().unwrap_or_default().to_string(),
-            tags: ec2_tags(g.tags()),
             rules: crate::readiness::GroupRules {
-                ingress: g.ip_permissions().iter().map(sg_rule).collect(),
-                egress: g.ip_permissions_egress().iter().map(sg_rule).collect(),
+                ingress: g.ingress.iter().map(sg_rule).collect(),
+                egress: g.egress.iter().map(sg_rule).collect(),
             },
+            id: g.id,
+            name: g.name,
+            description: g.description,
+            vpc_id: g.vpc_id,
+            tags: g.tags,
         })
         .collect())
 }
@@ -302,7 +211,7 @@ fn marked(tags: &Tags, cluster: &str) -> bool {
 /// errors come with the other preflight errors, and the engine's own call reuses the result.
 pub async fn select(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result<DiscoveryFacts> {
     // The findings reach the user with the plan (the engine adds them to it).
-    ctx.cached("discovery:select", || select_for(ctx, spec, facts, cmd)).await
+    ctx.once.discovery.get("", || select_for(ctx, spec, facts, cmd)).await
 }
 
 pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result<DiscoveryFacts> {
@@ -325,7 +234,7 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
         choose_group(ctx, spec, facts, &vpc),
         tagged_subnets(ctx, c),
         tagged_groups(ctx, c),
-        route_tables(&ctx.aws.ec2, &vpc),
+        ctx.readers.ec2.route_tables(&vpc),
     );
     let explicit = if spec.discovery.subnet_ids.is_some() {
         Some("discovery.subnet_ids")
@@ -425,7 +334,7 @@ async fn judge_subnets(
     let in_vpc: Vec<&Subnet> = tagged.iter().filter(|s| s.vpc_id == vpc).collect();
     let tagged_cands: Vec<egress::Candidate> = in_vpc.iter().map(|s| of(s)).collect();
     let endpoints = if egress::needs_endpoints(&judged) || egress::needs_endpoints(&tagged_cands) {
-        vpc_endpoints(&ctx.aws.ec2, vpc).await?
+        ctx.readers.ec2.vpc_endpoints(vpc).await?
     } else {
         vec![]
     };
@@ -440,17 +349,7 @@ async fn resolve_vpc(ctx: &Ctx, facts: &Facts, cluster_subnets: &[Subnet], findi
     if !reported.is_empty() && subnet_vpcs.len() == 1 && subnet_vpcs.contains(reported) {
         return Ok(reported.to_string());
     }
-    let exists = !reported.is_empty() && {
-        let o = ctx
-            .aws
-            .ec2
-            .describe_vpcs()
-            .filters(filter("vpc-id", vec![reported.to_string()]))
-            .send()
-            .await
-            .map_err(|e| aws_err("ec2:DescribeVpcs", e))?;
-        o.vpcs().iter().any(|v| v.vpc_id() == Some(reported))
-    };
+    let exists = !reported.is_empty() && { ctx.readers.ec2.vpc_exists(reported).await? };
     if exists {
         return Ok(reported.to_string());
     }

@@ -588,23 +588,12 @@ fn found_of(s: &Setup, version: KarpenterVersion) -> Found {
 
 /// The node role's instance profiles that Karpenter did not make (Karpenter tags its own with
 /// `karpenter.k8s.aws/ec2nodeclass`): (name, path).
-async fn instance_profiles(aws: &crate::aws::Clients, role: &str) -> Result<Vec<(String, String)>> {
-    use crate::aws::{Classify, aws_err};
-    let listed = match aws.iam.list_instance_profiles_for_role().role_name(role).send().await {
-        Ok(o) => o,
-        Err(e) if e.is_not_found() => return Ok(vec![]),
-        Err(e) => return Err(aws_err("iam:ListInstanceProfilesForRole", e)),
-    };
+async fn instance_profiles(aws: &crate::aws::read::Readers, role: &str) -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    for p in listed.instance_profiles() {
-        let name = p.instance_profile_name();
-        let tags = match aws.iam.get_instance_profile().instance_profile_name(name).send().await {
-            Ok(o) => o.instance_profile().map(|p| p.tags().to_vec()).unwrap_or_default(),
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(aws_err("iam:GetInstanceProfile", e)),
-        };
-        if !tags.iter().any(|t| t.key() == "karpenter.k8s.aws/ec2nodeclass") {
-            out.push((name.to_string(), p.path().to_string()));
+    for (name, path) in aws.iam.profiles_for_role(role).await? {
+        let Some(p) = aws.iam.instance_profile(&name).await? else { continue };
+        if !p.tags.contains_key("karpenter.k8s.aws/ec2nodeclass") {
+            out.push((name, path));
         }
     }
     Ok(out)
@@ -669,7 +658,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         refused: vec![],
         associate_public_ip: false,
     };
-    let setup = crate::doctor::discover::gather(&connected.clients, &inputs).await?;
+    let setup = crate::doctor::discover::gather(&connected.readers, &inputs).await?;
     if let Some(u) = setup.unreadable.first() {
         return Err(UserError::new(format!("import cannot read the setup: {} was refused ({})", u.operation, u.aws_code))
             .hint("import needs the read permissions doctor needs (docs/doctor.md); nothing was written")
@@ -677,7 +666,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
     }
     let mut found = found_of(&setup, version);
     if let Some(n) = found.node_role.as_ref().filter(|_| found.node_role_shared.is_none()) {
-        found.instance_profile = instance_profiles(&connected.clients, &n.name).await?.into_iter().next();
+        found.instance_profile = instance_profiles(&connected.readers, &n.name).await?.into_iter().next();
     }
 
     // The plan without retirements, parsed as `up` will parse it: its own policies' ARNs are

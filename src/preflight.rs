@@ -20,7 +20,7 @@
 //!
 //! `down` skips them all: removing what karpctl made must work on a half-configured cluster.
 
-use crate::aws::{self, Classify, aws_err};
+use crate::aws;
 use crate::error::combine_errors;
 use crate::events::Event;
 use crate::facts::Facts;
@@ -209,23 +209,15 @@ pub fn headroom_error(uses: &[RoleHeadroom], quota: usize, quota_note: Option<&s
 /// The account's quota of managed policies per role (`iam:GetAccountSummary`, SummaryMap
 /// `AttachedPoliciesPerRoleQuota`), or AWS's default with the reason it could not be read.
 async fn policies_per_role(ctx: &Ctx) -> (usize, Option<String>) {
-    match ctx.aws.iam.get_account_summary().send().await {
-        Ok(o) => match o
-            .summary_map()
-            .and_then(|m| m.get(&aws_sdk_iam::types::SummaryKeyType::AttachedPoliciesPerRoleQuota))
-            .and_then(|n| usize::try_from(*n).ok())
-            .filter(|n| *n > 0)
-        {
-            Some(n) => (n, None),
-            None => (
-                POLICIES_PER_ROLE,
-                Some(format!(
-                    "iam:GetAccountSummary gave no AttachedPoliciesPerRoleQuota; AWS's default of {POLICIES_PER_ROLE} was assumed"
-                )),
-            ),
-        },
+    match ctx.readers.iam.policies_per_role_quota().await {
+        Ok(Some(n)) => (n, None),
+        Ok(None) => (
+            POLICIES_PER_ROLE,
+            Some(format!(
+                "iam:GetAccountSummary gave no AttachedPoliciesPerRoleQuota; AWS's default of {POLICIES_PER_ROLE} was assumed"
+            )),
+        ),
         Err(e) => {
-            let e = aws_err("iam:GetAccountSummary", e);
             let why = if aws::is_refused(&e) { "was refused".to_string() } else { format!("failed ({e})") };
             (
                 POLICIES_PER_ROLE,
@@ -343,36 +335,15 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
     Ok(Some(KmsKeyFacts { arn: Some(live.arn), policy, policy_unreadable }))
 }
 
-/// Whether the account has the Spot service-linked role, memoised (`has_spot_role`).
-async fn spot_role_exists(ctx: &Ctx) -> Result<bool> {
-    ctx.cached("iam:ListRoles:spot", || has_spot_role(&ctx.aws.iam)).await
-}
-
 /// Whether the account has the Spot service-linked role: a role at the Spot service's path (on
 /// AWS that is `AWSServiceRoleForEC2Spot`; ListRoles by path also finds it where an emulator names
-/// it otherwise). `up`, `diff` and doctor read it this one way.
-pub async fn has_spot_role(iam: &aws_sdk_iam::Client) -> Result<bool> {
-    let roles: Vec<_> = iam
-        .list_roles()
-        .path_prefix(SPOT_ROLE_PATH)
-        .into_paginator()
-        .items()
-        .send()
-        .try_collect()
-        .await
-        .map_err(|e| aws_err("iam:ListRoles", e))?;
-    Ok(roles.iter().any(|r| r.path() == SPOT_ROLE_PATH))
+/// it otherwise). Memoised; `up`, `diff` and doctor read it this one way.
+async fn spot_role_exists(ctx: &Ctx) -> Result<bool> {
+    ctx.readers.iam.role_at_path(SPOT_ROLE_PATH).await
 }
 
-/// Create the Spot service-linked role (`up`, opted in, missing). "Has been taken" means another
-/// caller made it meanwhile: done.
-pub async fn create_spot_role(ctx: &Ctx) -> Result<()> {
-    match ctx.aws.iam.create_service_linked_role().aws_service_name("spot.amazonaws.com").send().await {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_already_exists() => Ok(()),
-        Err(e) => Err(aws_err("iam:CreateServiceLinkedRole", e)),
-    }
-}
+/// Create the Spot service-linked role (`up`, opted in, missing): a write, so the kinds' module makes it.
+pub use crate::resources::iam::create_spot_role;
 
 fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
     if facts.cluster.authentication_mode == "CONFIG_MAP" {
@@ -405,15 +376,7 @@ pub fn start_early_checks(ctx: &Arc<Ctx>, spec: &Spec, cmd: Intent) -> Option<Ba
 
 /// The add-on's status ("" when EKS gives none), or None when it is not installed. Memoised.
 async fn addon_status(ctx: &Ctx, cluster: &str) -> Result<Option<String>> {
-    let key = format!("eks:DescribeAddon:{cluster}:{POD_IDENTITY_AGENT}");
-    ctx.cached(&key, || async {
-        match ctx.aws.eks.describe_addon().cluster_name(cluster).addon_name(POD_IDENTITY_AGENT).send().await {
-            Ok(o) => Ok(Some(o.addon().and_then(|a| a.status()).map(|s| s.as_str().to_string()).unwrap_or_default())),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(aws_err("eks:DescribeAddon", e)),
-        }
-    })
-    .await
+    ctx.readers.eks.addon_status(cluster, POD_IDENTITY_AGENT).await
 }
 
 async fn pod_identity_agent(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Agent> {
@@ -470,9 +433,9 @@ async fn oidc_provider(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<()> {
             .into());
     }
     let arn = oidc_provider_arn(&facts.partition, &facts.account_id, issuer);
-    match ctx.aws.iam.get_open_id_connect_provider().open_id_connect_provider_arn(&arn).send().await {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => Err(UserError::new(format!(
+    match ctx.readers.iam.oidc_provider_exists(&arn).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(UserError::new(format!(
             "`identity.mode = \"irsa\"` needs the cluster's IAM OIDC provider, and {arn} does not exist"
         ))
         .hint(format!(
@@ -480,7 +443,7 @@ async fn oidc_provider(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<()> {
             facts.region
         ))
         .into()),
-        Err(e) => Err(aws_err("iam:GetOpenIDConnectProvider", e)),
+        Err(e) => Err(e),
     }
 }
 

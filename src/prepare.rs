@@ -1,7 +1,8 @@
 //! Preparation, before any write: load and validate the plan, connect, identify the account,
 //! describe the cluster and run preflight. Returns the facts (`Prepared`); starts the read-ahead.
 
-use crate::aws::{self, CallStats, Classify, Clients, ConnectOptions, ConsistencyPolicy, in_unit};
+use crate::aws::read::Readers;
+use crate::aws::{self, CallStats, Classify, ConnectOptions, ConsistencyPolicy, in_unit};
 use crate::desired;
 use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
 use crate::model::Level;
@@ -199,10 +200,11 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
     let reporter = reporter_for(global);
     stats.tell_throttling(reporter.clone());
     let clients = aws::connect(&connect_options(global, &region, assume_role)?, stats.clone()).await;
+    let readers = Arc::new(Readers::new(&clients));
     // STS and DescribeCluster together; once STS has answered (the account pin checked), the
     // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
     let early = async {
-        let (account_id, partition) = in_unit("prepare:account", caller_identity(&clients, &region, &spec)).await?;
+        let (account_id, partition) = in_unit("prepare:account", caller_identity(&readers, &region, &spec)).await?;
         reporter.event(Event::Info(&format!(
             "Account {account_id}{}, region {region}, cluster {}{}",
             spec.assume_role.as_ref().map(|r| format!(" (role {})", r.role_arn)).unwrap_or_default(),
@@ -227,10 +229,8 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
             partition: partition.clone(),
             reporter: reporter.clone(),
             consistency: ConsistencyPolicy::default(),
-            queue_urls: Default::default(),
-            queue_attrs: Default::default(),
-            queue_tags: Default::default(),
-            any: Default::default(),
+            readers: readers.clone(),
+            once: Default::default(),
             written: Default::default(),
             settling: Default::default(),
         });
@@ -248,12 +248,12 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         });
         Ok::<_, anyhow::Error>((ctx, ahead, early_checks))
     };
-    let (early, cluster) = tokio::join!(early, in_unit("prepare:cluster", describe_cluster(&clients, &spec.cluster)));
+    let (early, cluster) = tokio::join!(early, in_unit("prepare:cluster", describe_cluster(&readers, &spec.cluster)));
     let (ctx, ahead, early_checks) = early?;
     let cluster = cluster?;
     // A cluster EKS does not know is most often a typo: name the closest of the region's.
     let others = match cluster {
-        None => in_unit("prepare:cluster", missing_cluster_hint(&clients, &spec.cluster, &region)).await,
+        None => in_unit("prepare:cluster", missing_cluster_hint(&readers, &spec.cluster, &region)).await,
         Some(_) => None,
     };
     let cluster = cluster_status_check(cluster, &spec.cluster, &region, cmd, reporter.as_ref(), others)?;
@@ -295,7 +295,8 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
 /// What a read-only command that loads no plan needs (`doctor`): clients, the account and the
 /// cluster as EKS describes it (None: no such cluster).
 pub struct Connected {
-    pub clients: Clients,
+    /// The readers of these clients (doctor and import read through them).
+    pub readers: Arc<Readers>,
     pub stats: Arc<CallStats>,
     pub account_id: String,
     pub partition: String,
@@ -334,9 +335,9 @@ pub async fn connect_and_identify(global: &Options, spec: &Spec) -> Result<Conne
         session_name: r.session_name.clone(),
     });
     let clients = aws::connect(&connect_options(global, &region, assume_role)?, stats.clone()).await;
+    let readers = Arc::new(Readers::new(&clients));
     let cluster = &spec.cluster;
-    let (identity, described) =
-        tokio::join!(caller_identity(&clients, &region, spec), clients.eks.describe_cluster().name(cluster).send());
+    let (identity, described) = tokio::join!(caller_identity(&readers, &region, spec), readers.eks.cluster(cluster));
     let (account_id, partition) = identity?;
     let (cluster, cluster_refused) = match described {
         Err(e) if e.kind() == aws::ErrorKind::AccessDenied => {
@@ -344,7 +345,7 @@ pub async fn connect_and_identify(global: &Options, spec: &Spec) -> Result<Conne
         }
         r => (cluster_facts(cluster, r)?, None),
     };
-    Ok(Connected { clients, stats, account_id, partition, region, cluster, cluster_refused })
+    Ok(Connected { readers, stats, account_id, partition, region, cluster, cluster_refused })
 }
 
 /// The nodes a command works on: the desired graph; for `down`, every node unwanted.
@@ -366,11 +367,12 @@ fn credentials_hint() -> &'static str {
 /// The account and partition of the credentials (sts:GetCallerIdentity). The partition comes from
 /// the caller's ARN (`arn:<partition>:...`), not the region's name: newer partitions exist
 /// (docs/aws-behaviour.md section 9); the region decides only when the ARN is not usable.
-async fn caller_identity(clients: &Clients, region: &str, spec: &Spec) -> Result<(String, String)> {
-    match clients.sts.get_caller_identity().send().await {
+async fn caller_identity(readers: &Readers, region: &str, spec: &Spec) -> Result<(String, String)> {
+    match readers.sts.caller_identity().await {
         Ok(o) => {
-            let partition = o.arn().and_then(aws::partition_of_arn).unwrap_or_else(|| aws::partition(region)).to_string();
-            Ok((o.account().unwrap_or_default().to_string(), partition))
+            let partition =
+                o.arn.as_deref().and_then(aws::partition_of_arn).unwrap_or_else(|| aws::partition(region)).to_string();
+            Ok((o.account, partition))
         }
         Err(e) => {
             // No answer at all (no credentials, an endpoint that refuses or is silent): say so plainly.
@@ -399,17 +401,11 @@ async fn caller_identity(clients: &Clients, region: &str, spec: &Spec) -> Result
 }
 
 /// DescribeCluster; None when there is no such cluster.
-async fn describe_cluster(clients: &Clients, name: &str) -> Result<Option<ClusterFacts>> {
-    cluster_facts(name, clients.eks.describe_cluster().name(name).send().await)
+async fn describe_cluster(readers: &Readers, name: &str) -> Result<Option<ClusterFacts>> {
+    cluster_facts(name, readers.eks.cluster(name).await)
 }
 
-type DescribeClusterResult = std::result::Result<
-    aws_sdk_eks::operation::describe_cluster::DescribeClusterOutput,
-    aws_smithy_runtime_api::client::result::SdkError<
-        aws_sdk_eks::operation::describe_cluster::DescribeClusterError,
-        aws_smithy_runtime_api::http::Response,
-    >,
->;
+type DescribeClusterResult = crate::aws::read::eks::ClusterAnswer;
 
 /// What DescribeCluster's answer says about the cluster (None: no such cluster).
 fn cluster_facts(name: &str, answer: DescribeClusterResult) -> Result<Option<ClusterFacts>> {
@@ -458,12 +454,8 @@ fn cluster_facts(name: &str, answer: DescribeClusterResult) -> Result<Option<Clu
 /// What to say about a cluster EKS does not know (eks:ListClusters in the region): "did you
 /// mean" the closest name, else the names there are (a few), else that there are none. None
 /// when the list cannot be read.
-async fn missing_cluster_hint(clients: &Clients, name: &str, region: &str) -> Option<String> {
-    let mut names: Vec<String> = Vec::new();
-    let mut pages = clients.eks.list_clusters().into_paginator().send();
-    while let Some(page) = pages.next().await {
-        names.extend(page.ok()?.clusters().iter().cloned());
-    }
+async fn missing_cluster_hint(readers: &Readers, name: &str, region: &str) -> Option<String> {
+    let mut names: Vec<String> = readers.eks.clusters().await.ok()?;
     names.sort();
     Some(match crate::suggest::closest(name, names.iter().map(String::as_str)) {
         Some(c) => format!("did you mean `{c}`?"),

@@ -1,7 +1,8 @@
 //! AWS clients: one shared config (retries, timeouts, the request limiter, the call counter) and
 //! the errors as karpctl keeps them. Each other job has its room: `stats` (call accounting),
 //! `limit` (requests on the wire), `https` (the HTTPS client), `consistency` (waiting for AWS to
-//! agree), `partition`, `error` (the one classifier), `prio` (EKS first when a limiter is full).
+//! agree), `partition`, `error` (the one classifier), `prio` (EKS first when a limiter is full), `read`
+//! (every read, one reader per service).
 
 pub mod consistency;
 pub mod error;
@@ -9,6 +10,7 @@ pub mod https;
 pub mod limit;
 pub mod partition;
 pub mod prio;
+pub mod read;
 pub mod stats;
 pub mod throttle;
 

@@ -7,13 +7,14 @@ use super::model::{
     AccessEntry, ControllerRole, Discovery, IdentityMode, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet,
     Unreadable,
 };
-use crate::aws::{Classify, Clients, aws_err};
+use crate::aws::Classify;
+use crate::aws::read::Readers;
+use crate::aws::read::ec2::{Subnet, filter};
 use crate::facts::ClusterFacts;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::policy_doc;
 use crate::readiness::{Association, GroupRules};
 use anyhow::Result;
-use aws_sdk_ec2::types::Filter;
 use futures::future::try_join_all;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,7 +41,7 @@ pub struct Inputs {
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
 
 /// Read everything the checks need.
-pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
+pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
     let c = &i.cluster.name;
     let mut s = Setup::empty(c);
     s.account_id = i.account_id.clone();
@@ -74,7 +75,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
         subnets(aws, vec![filter("subnet-id", i.cluster.subnet_ids.clone())]),
         subnets(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
         groups(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
-        crate::preflight::has_spot_role(&aws.iam),
+        aws.iam.role_at_path(crate::readiness::SPOT_ROLE_PATH),
         list_clusters(aws),
     );
     let (controller, searched, mode) = stand_alone(&mut s, "controller-unreadable", controller)?;
@@ -95,7 +96,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     let tagged_groups = stand_alone(&mut s, "security-groups-unreadable", tagged_groups)?;
 
     // The cluster's VPC and AZs, from its own subnets (an emulator reports a VPC EC2 does not know).
-    let cluster_subnets: Vec<SubnetRead> = cluster_subnets.into_iter().filter(|x| i.cluster.subnet_ids.contains(&x.id)).collect();
+    let cluster_subnets: Vec<Subnet> = cluster_subnets.into_iter().filter(|x| i.cluster.subnet_ids.contains(&x.id)).collect();
     s.cluster_azs = cluster_subnets.iter().map(|x| x.az.clone()).collect();
     s.cluster_vpc = cluster_subnets.first().map(|x| x.vpc_id.clone()).unwrap_or_else(|| i.cluster.vpc_id.clone());
     let (key, value) = &i.discovery_tag;
@@ -117,8 +118,16 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
             .collect(),
         groups: tagged_groups
             .into_iter()
-            .filter(|g| has_tag(&g.3))
-            .map(|(id, name, vpc_id, _, rules)| TaggedGroup { id, name, vpc_id, rules })
+            .filter(|g| has_tag(&g.tags))
+            .map(|g| TaggedGroup {
+                rules: GroupRules {
+                    ingress: g.ingress.iter().map(crate::discovery::sg_rule).collect(),
+                    egress: g.egress.iter().map(crate::discovery::sg_rule).collect(),
+                },
+                id: g.id,
+                name: g.name,
+                vpc_id: g.vpc_id,
+            })
             .collect(),
     };
 
@@ -177,7 +186,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
         if vpc.is_empty() || s.discovery.subnets.is_empty() {
             return Ok(vec![]);
         }
-        crate::discovery::route_tables(&aws.ec2, &vpc).await
+        aws.ec2.route_tables(&vpc).await
     };
     let (q, tags, nodes, tables) = tokio::join!(
         queue_read,
@@ -199,7 +208,7 @@ pub async fn gather(aws: &Clients, i: &Inputs) -> Result<Setup> {
     let no_route =
         s.discovery.subnets.iter().any(|t| crate::egress::way_out(&t.id, &s.route_tables, ipv6) == crate::egress::Way::None);
     if no_route && !s.route_tables.is_empty() {
-        let endpoints = crate::discovery::vpc_endpoints(&aws.ec2, &vpc).await;
+        let endpoints = aws.ec2.vpc_endpoints(&vpc).await;
         s.endpoints = stand_alone(&mut s, "route-tables-unreadable", endpoints)?;
     }
     // The queue's customer managed KMS key: its ARN and key policy.
@@ -241,33 +250,19 @@ fn stand_alone<T: Default>(s: &mut Setup, code: &'static str, r: Result<T>) -> R
 /// A key id, ARN or alias -> (its ARN, its key policy; None when GetKeyPolicy is refused: the
 /// KMS checks are then skipped through `kms-key-unreadable`). None when there is no such key.
 async fn read_key(
-    aws: &Clients,
+    aws: &Readers,
     key: &str,
     region: &str,
     account: &str,
     partition: &str,
 ) -> Result<Option<(String, Option<Value>)>> {
-    let described = match aws.kms.describe_key().key_id(key).send().await {
-        Ok(o) => o.key_metadata().cloned(),
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(aws_err("kms:DescribeKey", e)),
-    };
-    let Some(m) = described else { return Ok(None) };
-    if m.key_manager().is_some_and(|k| k.as_str() == "AWS") {
+    let Some(m) = aws.kms.key_now(key).await? else { return Ok(None) };
+    if m.manager == "AWS" {
         return Ok(None);
     }
-    let arn = m.arn().map(str::to_string).unwrap_or_else(|| format!("arn:{partition}:kms:{region}:{account}:key/{}", m.key_id()));
-    let policy =
-        aws.kms.get_key_policy().key_id(&arn).policy_name("default").send().await.map_err(|e| aws_err("kms:GetKeyPolicy", e))?;
-    Ok(Some((arn, doc(policy.policy()))))
-}
-
-fn filter(name: &str, values: Vec<String>) -> Filter {
-    Filter::builder().name(name).set_values(Some(values)).build()
-}
-
-fn secs(t: Option<&aws_smithy_types::DateTime>) -> Option<i64> {
-    t.map(|t| t.secs())
+    let arn = if m.arn.is_empty() { format!("arn:{partition}:kms:{region}:{account}:key/{}", m.key_id) } else { m.arn };
+    let policy = aws.kms.policy(&arn).await?;
+    Ok(Some((arn, doc(policy.as_deref()))))
 }
 
 /// Parse an IAM or SQS document as AWS returns it (percent-encoded or not).
@@ -282,7 +277,7 @@ type ControllerFound = (Option<ControllerRole>, String, Option<IdentityMode>);
 /// The controller role: `--controller-role`, else the role of the Pod Identity association of
 /// Karpenter's service account, else (only then) a role whose trust names the cluster's OIDC
 /// provider and the service account (IRSA; ListRoles over the account).
-async fn controller(aws: &Clients, i: &Inputs) -> Result<ControllerFound> {
+async fn controller(aws: &Readers, i: &Inputs) -> Result<ControllerFound> {
     let sa = format!("{}/{}", i.namespace, i.service_account);
     if let Some(r) = &i.controller_role {
         let mut role = read_controller(aws, r, "--controller-role").await?;
@@ -352,7 +347,7 @@ fn why_suffix(why: &str) -> String {
 /// cluster for another service account uses it (a Karpenter running under another namespace:
 /// adopting its role would rewrite the trust it runs with).
 async fn unassociated_pod_identity_role(
-    aws: &Clients,
+    aws: &Readers,
     cluster: &ClusterFacts,
     roles: &[(String, String, Value)],
 ) -> Result<(Option<ControllerRole>, String)> {
@@ -395,23 +390,11 @@ async fn unassociated_pod_identity_role(
 }
 
 /// (namespace/service account, role ARN) of every Pod Identity association of the cluster.
-async fn all_associations(aws: &Clients, cluster: &str) -> Result<Vec<(String, String)>> {
-    let items =
-        aws.eks.list_pod_identity_associations().cluster_name(cluster).into_paginator().items().send().collect::<Vec<_>>().await;
-    let mut ids = Vec::new();
-    for a in items {
-        let a = a.map_err(|e| aws_err("eks:ListPodIdentityAssociations", e))?;
-        ids.push((
-            format!("{}/{}", a.namespace().unwrap_or_default(), a.service_account().unwrap_or_default()),
-            a.association_id().unwrap_or_default().to_string(),
-        ));
-    }
-    let described = try_join_all(ids.into_iter().map(|(name, id)| async move {
-        match aws.eks.describe_pod_identity_association().cluster_name(cluster).association_id(&id).send().await {
-            Ok(d) => Ok(d.association().and_then(|a| a.role_arn()).map(|r| (name, r.to_string()))),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(aws_err("eks:DescribePodIdentityAssociation", e)),
-        }
+async fn all_associations(aws: &Readers, cluster: &str) -> Result<Vec<(String, String)>> {
+    let ids = aws.eks.associations(cluster, None).await?;
+    let described = try_join_all(ids.into_iter().map(|a| async move {
+        let name = format!("{}/{}", a.namespace, a.service_account);
+        Ok::<_, anyhow::Error>(aws.eks.association(cluster, &a.id).await?.and_then(|d| d.role_arn).map(|r| (name, r)))
     }))
     .await?;
     Ok(described.into_iter().flatten().collect())
@@ -430,36 +413,21 @@ fn mode_of_trust(trust: &Value) -> Option<IdentityMode> {
 
 /// The Pod Identity association of the service account (its id, role, session tags, session
 /// policy and owning add-on), and its target role's ARN.
-async fn association(aws: &Clients, cluster: &str, ns: &str, sa: &str) -> Result<Option<(Association, Option<String>)>> {
-    let l = aws
-        .eks
-        .list_pod_identity_associations()
-        .cluster_name(cluster)
-        .namespace(ns)
-        .service_account(sa)
-        .send()
-        .await
-        .map_err(|e| aws_err("eks:ListPodIdentityAssociations", e))?;
-    let Some(a) = l.associations().first() else { return Ok(None) };
-    let id = a.association_id().unwrap_or_default().to_string();
-    let d = aws
-        .eks
-        .describe_pod_identity_association()
-        .cluster_name(cluster)
-        .association_id(&id)
-        .send()
-        .await
-        .map_err(|e| aws_err("eks:DescribePodIdentityAssociation", e))?;
-    Ok(d.association().and_then(|a| {
-        let target = a.target_role_arn().filter(|t| !t.is_empty()).map(str::to_string);
+async fn association(aws: &Readers, cluster: &str, ns: &str, sa: &str) -> Result<Option<(Association, Option<String>)>> {
+    let listed = aws.eks.associations(cluster, Some((ns, sa))).await?;
+    let Some(a) = listed.first() else { return Ok(None) };
+    let id = a.id.clone();
+    let d = aws.eks.association(cluster, &id).await?;
+    Ok(d.and_then(|a| {
+        let target = a.target_role_arn.filter(|t| !t.is_empty());
         let found = Association {
             cluster: cluster.to_string(),
             id,
             name: format!("{ns}/{sa}"),
-            role_arn: a.role_arn()?.to_string(),
-            disable_session_tags: a.disable_session_tags().unwrap_or(false),
-            session_policy: a.policy().filter(|p| !p.trim().is_empty()).map(str::to_string),
-            owner_arn: a.owner_arn().filter(|o| !o.is_empty()).map(str::to_string),
+            role_arn: a.role_arn?,
+            disable_session_tags: a.disable_session_tags.unwrap_or(false),
+            session_policy: a.policy.filter(|p| !p.trim().is_empty()),
+            owner_arn: a.owner_arn.filter(|o| !o.is_empty()),
         };
         Some((found, target))
     }))
@@ -483,88 +451,40 @@ fn irsa_role(roles: &[(String, String, Value)], issuer: &str, ns: &str, sa: &str
 
 /// (name, ARN, trust policy) of every role of the account that has a readable trust policy
 /// (ListRoles, paginated).
-async fn trusted_roles(aws: &Clients) -> Result<Vec<(String, String, Value)>> {
-    let roles = aws.iam.list_roles().into_paginator().items().send().collect::<Vec<_>>().await;
-    let mut out = Vec::new();
-    for r in roles {
-        let r = r.map_err(|e| aws_err("iam:ListRoles", e))?;
-        if let Some(trust) = doc(r.assume_role_policy_document()) {
-            out.push((r.role_name().to_string(), r.arn().to_string(), trust));
-        }
-    }
-    Ok(out)
+async fn trusted_roles(aws: &Readers) -> Result<Vec<(String, String, Value)>> {
+    let roles = aws.iam.roles(None).await?;
+    Ok(roles.into_iter().filter_map(|r| Some((r.name, r.arn, doc(r.trust.as_deref())?))).collect())
 }
 
-/// GetRole; None when there is no such role.
-async fn get_role(aws: &Clients, name: &str) -> Result<Option<aws_sdk_iam::types::Role>> {
-    match aws.iam.get_role().role_name(name).send().await {
-        Ok(o) => Ok(o.role().cloned()),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("iam:GetRole", e)),
-    }
+/// (name, ARN) of the role's managed policies (none when the role is gone).
+async fn attached(aws: &Readers, name: &str) -> Result<Vec<(String, String)>> {
+    Ok(aws.iam.attached_now(name).await?.unwrap_or_default().into_iter().map(|p| (p.name, p.arn)).collect())
 }
 
-async fn attached(aws: &Clients, name: &str) -> Result<Vec<(String, String)>> {
-    let items = aws.iam.list_attached_role_policies().role_name(name).into_paginator().items().send().collect::<Vec<_>>().await;
-    let mut out = Vec::new();
-    for p in items {
-        match p {
-            Ok(p) => out.push((p.policy_name().unwrap_or_default().to_string(), p.policy_arn().unwrap_or_default().to_string())),
-            Err(e) if e.is_not_found() => return Ok(vec![]),
-            Err(e) => return Err(aws_err("iam:ListAttachedRolePolicies", e)),
-        }
-    }
-    Ok(out)
-}
-
-async fn inline_names(aws: &Clients, name: &str) -> Result<Vec<String>> {
-    let items = aws.iam.list_role_policies().role_name(name).into_paginator().items().send().collect::<Vec<_>>().await;
-    let mut out = Vec::new();
-    for p in items {
-        match p {
-            Ok(p) => out.push(p),
-            Err(e) if e.is_not_found() => return Ok(vec![]),
-            Err(e) => return Err(aws_err("iam:ListRolePolicies", e)),
-        }
-    }
-    Ok(out)
-}
-
-async fn inline_policy(aws: &Clients, role: &str, name: String) -> Result<RolePolicy> {
-    let document = match aws.iam.get_role_policy().role_name(role).policy_name(&name).send().await {
-        Ok(o) => doc(Some(o.policy_document())),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(aws_err("iam:GetRolePolicy", e)),
-    };
+async fn inline_policy(aws: &Readers, role: &str, name: String) -> Result<RolePolicy> {
+    let document = doc(aws.iam.role_policy(role, &name).await?.as_deref());
     Ok(RolePolicy { name, arn: None, customer_managed: false, document })
 }
 
-async fn managed_policy(aws: &Clients, account_id: &str, name: String, arn: String) -> Result<RolePolicy> {
+async fn managed_policy(aws: &Readers, account_id: &str, name: String, arn: String) -> Result<RolePolicy> {
     let customer_managed = arn.split(':').nth(4) == Some(account_id);
-    let p = match aws.iam.get_policy().policy_arn(&arn).send().await {
-        Ok(o) => o.policy().cloned(),
-        Err(e) if e.is_not_found() => None,
-        Err(e) => return Err(aws_err("iam:GetPolicy", e)),
-    };
-    let document = match p.as_ref().and_then(|p| p.default_version_id()) {
-        Some(v) => match aws.iam.get_policy_version().policy_arn(&arn).version_id(v).send().await {
-            Ok(o) => doc(o.policy_version().and_then(|v| v.document())),
-            Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(aws_err("iam:GetPolicyVersion", e)),
-        },
+    let p = aws.iam.policy(&arn).await?;
+    let document = match p.as_ref().map(|p| p.default_version.as_str()).filter(|v| !v.is_empty()) {
+        Some(v) => doc(aws.iam.policy_version(&arn, v).await?.flatten().as_deref()),
         None => None,
     };
     Ok(RolePolicy { name, arn: Some(arn), customer_managed, document })
 }
 
 /// The controller role and every policy it holds (attached and inline, read at once).
-async fn read_controller(aws: &Clients, role: &str, how: &str) -> Result<ControllerRole> {
+async fn read_controller(aws: &Readers, role: &str, how: &str) -> Result<ControllerRole> {
     let name = role_name(role).to_string();
-    let (r, managed, inline) = tokio::join!(get_role(aws, &name), attached(aws, &name), inline_names(aws, &name));
+    let inline_names = async { Ok::<_, anyhow::Error>(aws.iam.inline_names_now(&name).await?.unwrap_or_default()) };
+    let (r, managed, inline) = tokio::join!(aws.iam.role_now(&name), attached(aws, &name), inline_names);
     let Some(r) = r? else {
         return Ok(ControllerRole { name, arn: role.to_string(), how: how.to_string(), exists: false, ..Default::default() });
     };
-    let account = r.arn().split(':').nth(4).unwrap_or_default().to_string();
+    let account = r.arn.split(':').nth(4).unwrap_or_default().to_string();
     let (managed, inline) = (managed?, inline?);
     let (m, n) = tokio::join!(
         try_join_all(managed.into_iter().map(|(n, a)| managed_policy(aws, &account, n, a))),
@@ -574,25 +494,25 @@ async fn read_controller(aws: &Clients, role: &str, how: &str) -> Result<Control
     policies.extend(n?);
     Ok(ControllerRole {
         name,
-        arn: r.arn().to_string(),
+        arn: r.arn.clone(),
         how: how.to_string(),
         exists: true,
-        trust: doc(r.assume_role_policy_document()),
+        trust: doc(r.trust.as_deref()),
         policies,
         ..Default::default()
     })
 }
 
-async fn node_role(aws: &Clients, arn: String, how: Vec<String>) -> Result<NodeRole> {
+async fn node_role(aws: &Readers, arn: String, how: Vec<String>) -> Result<NodeRole> {
     let name = role_name(&arn).to_string();
-    let (r, managed) = tokio::join!(get_role(aws, &name), attached(aws, &name));
+    let (r, managed) = tokio::join!(aws.iam.role_now(&name), attached(aws, &name));
     Ok(match r? {
         Some(r) => NodeRole {
             name,
-            arn: r.arn().to_string(),
+            arn: r.arn,
             how,
             exists: true,
-            created: Some(r.create_date().secs()),
+            created: Some(r.created),
             attached: managed?.into_iter().map(|(_, a)| a).collect(),
         },
         None => NodeRole { name, arn, how, exists: false, created: None, attached: vec![] },
@@ -602,142 +522,80 @@ async fn node_role(aws: &Clients, arn: String, how: Vec<String>) -> Result<NodeR
 // ---------------------------------------------------------------------------------------- EKS
 
 /// (node group, node role ARN) of every managed node group of the cluster.
-async fn nodegroup_roles(aws: &Clients, cluster: &str) -> Result<Vec<(String, String)>> {
-    let names = aws.eks.list_nodegroups().cluster_name(cluster).into_paginator().items().send().collect::<Vec<_>>().await;
-    let mut groups = Vec::new();
-    for n in names {
-        match n {
-            Ok(n) => groups.push(n),
-            Err(e) if e.is_not_found() => return Ok(vec![]),
-            Err(e) => return Err(aws_err("eks:ListNodegroups", e)),
-        }
-    }
-    let described = try_join_all(groups.iter().map(|g| async move {
-        match aws.eks.describe_nodegroup().cluster_name(cluster).nodegroup_name(g).send().await {
-            Ok(o) => Ok(o.nodegroup().and_then(|n| n.node_role()).map(|r| (g.clone(), r.to_string()))),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(aws_err("eks:DescribeNodegroup", e)),
-        }
-    }))
+async fn nodegroup_roles(aws: &Readers, cluster: &str) -> Result<Vec<(String, String)>> {
+    let groups = match aws.eks.nodegroups(cluster).await {
+        Ok(g) => g,
+        Err(e) if crate::aws::read::is_not_found(&e) => return Ok(vec![]),
+        Err(e) => return Err(e),
+    };
+    let described = try_join_all(
+        groups
+            .iter()
+            .map(|g| async move { Ok::<_, anyhow::Error>(aws.eks.nodegroup_role(cluster, g).await?.map(|r| (g.clone(), r))) }),
+    )
     .await?;
     Ok(described.into_iter().flatten().collect())
 }
 
 /// Every EC2_LINUX / EC2_WINDOWS access entry of the cluster (none on a CONFIG_MAP cluster).
-async fn access_entries(aws: &Clients, cluster: &str) -> Result<Vec<AccessEntry>> {
-    let mut principals = Vec::new();
-    let mut token = None;
-    loop {
-        match aws.eks.list_access_entries().cluster_name(cluster).set_next_token(token).send().await {
-            Ok(o) => {
-                principals.extend(o.access_entries().iter().cloned());
-                token = o.next_token().map(str::to_string);
-                if token.is_none() {
-                    break;
-                }
-            }
-            // A CONFIG_MAP cluster has no access entries.
-            Err(e) if e.is_invalid_for_cluster_state() => return Ok(vec![]),
-            Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
-        }
-    }
+async fn access_entries(aws: &Readers, cluster: &str) -> Result<Vec<AccessEntry>> {
+    let principals = match aws.eks.access_entries(cluster).await {
+        Ok(p) => p,
+        // A CONFIG_MAP cluster has no access entries.
+        Err(e) if crate::aws::aws_error_in(&e).is_some_and(|a| a.is_invalid_for_cluster_state()) => return Ok(vec![]),
+        Err(e) => return Err(e),
+    };
     // Only roles can be node principals.
     let roles: Vec<String> = principals.into_iter().filter(|p| p.contains(":role/")).collect();
-    let described = try_join_all(roles.iter().map(|p| async move {
-        match aws.eks.describe_access_entry().cluster_name(cluster).principal_arn(p).send().await {
-            Ok(o) => Ok(o.access_entry().cloned()),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(aws_err("eks:DescribeAccessEntry", e)),
-        }
-    }))
-    .await?;
+    let described = try_join_all(roles.iter().map(|p| aws.eks.access_entry(cluster, p))).await?;
     Ok(described
         .into_iter()
         .flatten()
-        .filter(|e| e.r#type().is_some_and(|t| t.starts_with("EC2_")))
-        .map(|e| AccessEntry {
-            principal_arn: e.principal_arn().unwrap_or_default().to_string(),
-            kind: e.r#type().unwrap_or_default().to_string(),
-            created: secs(e.created_at()),
-        })
+        .filter(|e| e.kind.as_deref().is_some_and(|t| t.starts_with("EC2_")))
+        .map(|e| AccessEntry { principal_arn: e.principal_arn, kind: e.kind.unwrap_or_default(), created: e.created })
         .collect())
 }
 
-async fn addon_installed(aws: &Clients, cluster: &str) -> Result<bool> {
-    match aws.eks.describe_addon().cluster_name(cluster).addon_name(POD_IDENTITY_AGENT).send().await {
-        Ok(o) => Ok(o.addon().is_some()),
-        Err(e) if e.is_not_found() => Ok(false),
-        Err(e) => Err(aws_err("eks:DescribeAddon", e)),
-    }
+async fn addon_installed(aws: &Readers, cluster: &str) -> Result<bool> {
+    Ok(aws.eks.addon_status(cluster, POD_IDENTITY_AGENT).await?.is_some())
 }
 
 /// The region's EKS clusters (to tell which cluster a rule's name points at).
-async fn list_clusters(aws: &Clients) -> Result<Vec<String>> {
-    let items = aws.eks.list_clusters().into_paginator().items().send().collect::<Vec<_>>().await;
-    items.into_iter().map(|c| c.map_err(|e| aws_err("eks:ListClusters", e))).collect()
+async fn list_clusters(aws: &Readers) -> Result<Vec<String>> {
+    aws.eks.clusters().await
 }
 
 // -------------------------------------------------------------------------- EventBridge, SQS
 
 /// Rules on the default bus whose pattern is one of Karpenter's interruption events and that
 /// target an SQS queue.
-async fn karpenter_rules(aws: &Clients) -> Result<(Vec<Rule>, usize)> {
+async fn karpenter_rules(aws: &Readers) -> Result<(Vec<Rule>, usize)> {
+    let listed = aws.events.rules(None).await?;
+    let total = listed.len();
     let mut found = Vec::new();
-    let mut total = 0;
-    let mut token = None;
-    loop {
-        let o = aws.events.list_rules().set_next_token(token).send().await.map_err(|e| aws_err("events:ListRules", e))?;
-        total += o.rules().len();
-        for r in o.rules() {
-            let Some(pattern) = r.event_pattern().and_then(|p| policy_doc::parse_event_pattern(p).ok()) else { continue };
-            let kinds = analysis::pattern_kinds(&pattern);
-            if !kinds.is_empty() {
-                found.push(Rule {
-                    name: r.name().unwrap_or_default().to_string(),
-                    arn: r.arn().unwrap_or_default().to_string(),
-                    enabled: r.state().is_some_and(|s| s.as_str() == "ENABLED"),
-                    kinds,
-                    ..Default::default()
-                });
-            }
-        }
-        token = o.next_token().map(str::to_string);
-        if token.is_none() {
-            break;
+    for r in listed {
+        let Some(pattern) = r.pattern.as_deref().and_then(|p| policy_doc::parse_event_pattern(p).ok()) else { continue };
+        let kinds = analysis::pattern_kinds(&pattern);
+        if !kinds.is_empty() {
+            found.push(Rule {
+                name: r.name,
+                arn: r.arn.unwrap_or_default(),
+                enabled: r.state.as_deref() == Some("ENABLED"),
+                kinds,
+                ..Default::default()
+            });
         }
     }
-    let targets = try_join_all(found.iter().map(|r| rule_targets(aws, &r.name))).await?;
+    let targets = try_join_all(found.iter().map(|r| aws.events.targets(&r.name))).await?;
     for (r, t) in found.iter_mut().zip(targets) {
-        r.queue_arns = t.into_iter().filter(|a| a.contains(":sqs:")).collect();
+        r.queue_arns = t.unwrap_or_default().into_iter().map(|t| t.arn).filter(|a| a.contains(":sqs:")).collect();
     }
     found.retain(|r| !r.queue_arns.is_empty());
     Ok((found, total))
 }
 
-async fn rule_targets(aws: &Clients, name: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        match aws.events.list_targets_by_rule().rule(name).set_next_token(token).send().await {
-            Ok(o) => {
-                out.extend(o.targets().iter().map(|t| t.arn().to_string()));
-                token = o.next_token().map(str::to_string);
-                if token.is_none() {
-                    return Ok(out);
-                }
-            }
-            Err(e) if e.is_not_found() => return Ok(out),
-            Err(e) => return Err(aws_err("events:ListTargetsByRule", e)),
-        }
-    }
-}
-
-async fn rule_tags(aws: &Clients, arn: &str) -> Result<Vec<(String, String)>> {
-    match aws.events.list_tags_for_resource().resource_arn(arn).send().await {
-        Ok(o) => Ok(o.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()),
-        Err(e) if e.is_not_found() => Ok(vec![]),
-        Err(e) => Err(aws_err("events:ListTagsForResource", e)),
-    }
+async fn rule_tags(aws: &Readers, arn: &str) -> Result<Vec<(String, String)>> {
+    Ok(aws.events.tags(arn).await?.unwrap_or_default())
 }
 
 /// (queue ARN, how it was found, name) of this cluster's interruption queue.
@@ -781,32 +639,15 @@ fn pick_queue(i: &Inputs, rules: &[Rule], controller: &[&Value], clusters: &[Str
     None
 }
 
-async fn read_queue(aws: &Clients, arn: &str, how: &str) -> Result<Queue> {
+async fn read_queue(aws: &Readers, arn: &str, how: &str) -> Result<Queue> {
     let name = queue_name(arn).to_string();
     let mut q = Queue { name: name.clone(), arn: arn.to_string(), how: how.to_string(), ..Default::default() };
     let account = arn.split(':').nth(4).unwrap_or_default();
-    let mut req = aws.sqs.get_queue_url().queue_name(&name);
-    if arn.starts_with("arn:") && !account.is_empty() {
-        req = req.queue_owner_aws_account_id(account);
-    }
-    let url = match req.send().await {
-        Ok(o) => o.queue_url().unwrap_or_default().to_string(),
-        Err(e) if e.is_not_found() => return Ok(q),
-        Err(e) => return Err(aws_err("sqs:GetQueueUrl", e)),
-    };
-    let attrs = match aws
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&url)
-        .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All)
-        .send()
-        .await
-    {
-        Ok(o) => o.attributes().cloned().unwrap_or_default(),
-        Err(e) if e.is_not_found() => return Ok(q),
-        Err(e) => return Err(aws_err("sqs:GetQueueAttributes", e)),
-    };
-    let get = |k: &str| attrs.iter().find(|(n, _)| n.as_str() == k).map(|(_, v)| v.clone());
+    let owner = (arn.starts_with("arn:") && !account.is_empty()).then_some(account);
+    let Some(url) = aws.sqs.url_now(&name, owner).await? else { return Ok(q) };
+    let url = url.to_string();
+    let Some(attrs) = aws.sqs.attributes_now(&url).await? else { return Ok(q) };
+    let get = |k: &str| attrs.get(k).cloned();
     q.exists = true;
     q.url = Some(url);
     q.kms_master_key_id = get("KmsMasterKeyId").filter(|k| !k.is_empty());
@@ -819,62 +660,15 @@ async fn read_queue(aws: &Clients, arn: &str, how: &str) -> Result<Queue> {
 
 // ---------------------------------------------------------------------------------------- EC2
 
-fn ec2_tags(t: &[aws_sdk_ec2::types::Tag]) -> BTreeMap<String, String> {
-    t.iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect()
-}
-
-/// A subnet as doctor reads it.
-#[derive(Clone, Debug, Default)]
-struct SubnetRead {
-    id: String,
-    az: String,
-    vpc_id: String,
-    tags: BTreeMap<String, String>,
-    map_public_ip: bool,
-    owner_id: String,
-}
-
-/// The subnets matching the filters.
-async fn subnets(aws: &Clients, filters: Vec<Filter>) -> Result<Vec<SubnetRead>> {
+/// The subnets matching the filters (none when a filter has no value).
+async fn subnets(aws: &Readers, filters: Vec<aws_sdk_ec2::types::Filter>) -> Result<Vec<Subnet>> {
     if filters.iter().any(|f| f.values().is_empty()) {
         return Ok(vec![]);
     }
-    let items = aws.ec2.describe_subnets().set_filters(Some(filters)).into_paginator().items().send().collect::<Vec<_>>().await;
-    let mut out = Vec::new();
-    for s in items {
-        let s = s.map_err(|e| aws_err("ec2:DescribeSubnets", e))?;
-        out.push(SubnetRead {
-            id: s.subnet_id().unwrap_or_default().to_string(),
-            az: s.availability_zone().unwrap_or_default().to_string(),
-            vpc_id: s.vpc_id().unwrap_or_default().to_string(),
-            tags: ec2_tags(s.tags()),
-            map_public_ip: s.map_public_ip_on_launch().unwrap_or(false),
-            owner_id: s.owner_id().unwrap_or_default().to_string(),
-        });
-    }
-    Ok(out)
+    aws.ec2.subnets(filters).await
 }
 
-/// (id, name, VPC, tags, rules) of the security groups matching the filters.
-async fn groups(
-    aws: &Clients,
-    filters: Vec<Filter>,
-) -> Result<Vec<(String, String, String, BTreeMap<String, String>, GroupRules)>> {
-    let items =
-        aws.ec2.describe_security_groups().set_filters(Some(filters)).into_paginator().items().send().collect::<Vec<_>>().await;
-    let mut out = Vec::new();
-    for g in items {
-        let g = g.map_err(|e| aws_err("ec2:DescribeSecurityGroups", e))?;
-        out.push((
-            g.group_id().unwrap_or_default().to_string(),
-            g.group_name().unwrap_or_default().to_string(),
-            g.vpc_id().unwrap_or_default().to_string(),
-            ec2_tags(g.tags()),
-            GroupRules {
-                ingress: g.ip_permissions().iter().map(crate::discovery::sg_rule).collect(),
-                egress: g.ip_permissions_egress().iter().map(crate::discovery::sg_rule).collect(),
-            },
-        ));
-    }
-    Ok(out)
+/// The security groups matching the filters.
+async fn groups(aws: &Readers, filters: Vec<aws_sdk_ec2::types::Filter>) -> Result<Vec<crate::aws::read::ec2::SecurityGroup>> {
+    aws.ec2.security_groups(filters).await
 }

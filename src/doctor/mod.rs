@@ -97,7 +97,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         refused,
         associate_public_ip: spec.discovery.associate_public_ip,
     };
-    let setup = discover::gather(&connected.clients, &inputs).await.map_err(explain)?;
+    let setup = discover::gather(&connected.readers, &inputs).await.map_err(explain)?;
     let outcome = checks::check(&setup);
     Ok(DoctorReport { setup, outcome, stats: connected.stats.report() })
 }

@@ -90,21 +90,20 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
         return Ok(None);
     }
     let cluster = cluster_of(ctx, node);
-    let o = match ctx.aws.eks.describe_access_entry().cluster_name(cluster).principal_arn(principal).send().await {
-        Ok(o) => o,
-        Err(e) if e.is_not_found() => return Ok(None),
+    let entry = match ctx.readers.eks.access_entry(cluster, principal).await {
+        Ok(Some(e)) => e,
+        Ok(None) => return Ok(None),
         // A CONFIG_MAP cluster has no access entries at all (and cannot get any until its mode changes).
-        Err(e) if e.is_config_map_only() => return Ok(None),
-        Err(e) => return Err(aws_err("eks:DescribeAccessEntry", e)),
+        Err(e) if crate::aws::aws_error_in(&e).is_some_and(|a| a.is_config_map_only()) => return Ok(None),
+        Err(e) => return Err(e),
     };
-    let Some(entry) = o.access_entry() else { return Ok(None) };
-    let tags: Tags = entry.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+    let tags: Tags = entry.tags.clone();
     let mut fields = Fields::new();
-    fields.insert("type".into(), entry.r#type().map(|t| json!(t)).unwrap_or(serde_json::Value::Null));
+    fields.insert("type".into(), entry.kind.as_ref().map(|t| json!(t)).unwrap_or(serde_json::Value::Null));
     fields.insert("tags".into(), Ctx::tags_value(&tags));
     let mut ids = BTreeMap::new();
-    if let Some(arn) = entry.access_entry_arn() {
-        ids.insert("arn".to_string(), arn.to_string());
+    if let Some(arn) = &entry.arn {
+        ids.insert("arn".to_string(), arn.clone());
     }
     Ok(Some(Observed { fields, owner: owner(&tags, &ctx.cluster), ids }))
 }
@@ -288,12 +287,10 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
         return Ok(vec![]);
     }
     let cluster = cluster_of(ctx, planned).to_string();
-    let req = ctx.aws.eks.list_access_entries().cluster_name(&cluster);
-    let entries = match req.into_paginator().items().send().try_collect().await {
+    let entries = match ctx.readers.eks.access_entries(&cluster).await {
         Ok(e) => e,
-        Err(e) if e.is_not_found() => return Ok(vec![]),
-        Err(e) if e.is_config_map_only() => return Ok(vec![]),
-        Err(e) => return Err(aws_err("eks:ListAccessEntries", e)),
+        Err(e) if crate::aws::aws_error_in(&e).is_some_and(|a| a.is_not_found() || a.is_config_map_only()) => return Ok(vec![]),
+        Err(e) => return Err(e),
     };
     let marker = path.map(|p| format!(":role{p}"));
     Ok(entries

@@ -2,48 +2,17 @@
 //! cancel-on-drop background tasks, and the small helpers on desired and observed fields,
 //! including the ownership re-check made right before a write.
 
+pub use crate::aws::read::Memo;
+use crate::aws::read::Readers;
 use crate::aws::{Clients, ConsistencyPolicy};
 use crate::events::Reporter;
 use crate::model::{Action, Node, Observed, Owner, Step, Tags};
 use anyhow::Result;
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::sync::OnceCell;
-
-/// Memoised async lookups, so that kinds sharing a read (a queue and its policy) make one call.
-pub struct Memo<T: Clone> {
-    cells: Mutex<HashMap<String, Arc<OnceCell<T>>>>,
-}
-
-impl<T: Clone> Default for Memo<T> {
-    fn default() -> Self {
-        Memo { cells: Mutex::new(HashMap::new()) }
-    }
-}
-
-impl<T: Clone> Memo<T> {
-    pub async fn get<F, Fut>(&self, key: &str, f: F) -> Result<T>
-    where
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T>>,
-    {
-        let cell = self.cells.lock().unwrap().entry(key.to_string()).or_default().clone();
-        cell.get_or_try_init(f).await.cloned()
-    }
-    pub fn put(&self, key: &str, value: T) {
-        let cell = Arc::new(OnceCell::new_with(Some(value)));
-        self.cells.lock().unwrap().insert(key.to_string(), cell);
-    }
-    pub fn forget(&self, key: &str) {
-        self.cells.lock().unwrap().remove(key);
-    }
-    pub fn clear(&self) {
-        self.cells.lock().unwrap().clear();
-    }
-}
 
 /// A spawned task that is cancelled when dropped (for work started early that an error may make
 /// useless).
@@ -74,18 +43,31 @@ pub struct Ctx {
     pub partition: String,
     pub reporter: Arc<dyn Reporter>,
     pub consistency: ConsistencyPolicy,
-    /// Queue URLs by queue name (None: no such queue).
-    pub queue_urls: Memo<Option<String>>,
-    /// All attributes of a queue, by URL.
-    pub queue_attrs: Memo<HashMap<String, String>>,
-    /// Tags of a queue, by URL.
-    pub queue_tags: Memo<Tags>,
-    /// Any other memoised read, by a key the kind chooses (see `Ctx::cached`).
-    pub any: Memo<Arc<dyn std::any::Any + Send + Sync>>,
+    /// Every read, one reader per service, with the memos this observation shares.
+    pub readers: Arc<Readers>,
+    /// What this run decided or did once and shares (not AWS reads).
+    pub once: Once,
     /// What this run has written so far (see `Ctx::wrote`).
     pub written: Mutex<BTreeMap<String, Written>>,
     /// Agreement waits still running after their step finished (see `Ctx::settle_later`).
     pub settling: Mutex<Vec<Settling>>,
+}
+
+/// What a run decides or does once and shares between steps, each typed, keyed by cluster or role.
+#[derive(Default)]
+pub struct Once {
+    /// The EKS cluster's status once it is no longer busy (`eks::settled_status`).
+    pub settled_status: Memo<String>,
+    /// Tags of a Pod Identity agent install put off until the cluster is ACTIVE.
+    pub agent_pending: Memo<Option<Tags>>,
+    /// The put-off agent install, made once.
+    pub agent_installed: Memo<bool>,
+    /// The ARN of the KMS key karpctl made, by alias (`kms_key::arn_now`).
+    pub made_key_arn: Memo<String>,
+    /// The wait for IAM to settle after this run's attachments, by role.
+    pub settled_after_attach: Memo<()>,
+    /// The subnets and security group chosen (`discovery::select`).
+    pub discovery: Memo<crate::facts::DiscoveryFacts>,
 }
 
 /// One `settle_later` wait while it runs: its step id, when it began, and the task (its result
@@ -108,21 +90,6 @@ pub struct Written {
 }
 
 impl Ctx {
-    /// Memoise a read for the rest of this observation (for example GetRole, shared by a role
-    /// and its attachments). Keys must name the operation and the object: "iam:GetRole:<name>".
-    pub async fn cached<T, F, Fut>(&self, key: &str, f: F) -> Result<T>
-    where
-        T: Clone + Send + Sync + 'static,
-        F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<T>>,
-    {
-        let v = self.any.get(key, || async { f().await.map(|t| Arc::new(t) as Arc<dyn std::any::Any + Send + Sync>) }).await?;
-        Ok(v.downcast_ref::<T>().cloned().expect("one type per memo key"))
-    }
-    pub fn forget_cached(&self, key: &str) {
-        self.any.forget(key);
-    }
-
     /// Record a step this run applied (the dispatcher does, after each successful step).
     pub fn record_write(&self, step: &Step) {
         let fields = match step.action {

@@ -22,11 +22,10 @@ use crate::model::{Action, DiscoverySpec, Fields, Node, NodeSpec, Observed, Owne
 use crate::plan_file::Spec;
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use anyhow::{Result, bail};
-use aws_sdk_ec2::types::{Filter, Tag};
+use aws_sdk_ec2::types::Tag;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 /// No field forces a replacement: every change is made in place.
 pub const IMMUTABLE: &[&str] = &[];
@@ -86,39 +85,9 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         .collect()
 }
 
-/// Resource ids per DescribeTags call (the filter takes a list of values; keep it modest).
-const IDS_PER_CALL: usize = 100;
-
-/// The two tags of every id, one call per `IDS_PER_CALL` ids (paginated).
+/// The two tags of every id, fresh.
 async fn describe(ctx: &Ctx, ids: &[String]) -> Result<BTreeMap<String, Tags>> {
-    let mut out: BTreeMap<String, Tags> = BTreeMap::new();
-    for chunk in ids.chunks(IDS_PER_CALL) {
-        let mut token = None;
-        loop {
-            let o = ctx
-                .aws
-                .ec2
-                .describe_tags()
-                .filters(Filter::builder().name("resource-id").set_values(Some(chunk.to_vec())).build())
-                .filters(Filter::builder().name("key").set_values(Some(vec![DISCOVERY_TAG.into(), MARKER_TAG.into()])).build())
-                .set_next_token(token)
-                .send()
-                .await
-                .map_err(|e| aws_err("ec2:DescribeTags", e))?;
-            for t in o.tags() {
-                let (Some(id), Some(k)) = (t.resource_id(), t.key()) else { continue };
-                // Checked again here: not every implementation applies every filter.
-                if chunk.iter().any(|c| c == id) && (k == DISCOVERY_TAG || k == MARKER_TAG) {
-                    out.entry(id.to_string()).or_default().insert(k.to_string(), t.value().unwrap_or_default().to_string());
-                }
-            }
-            token = o.next_token().filter(|t| !t.is_empty()).map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
-    }
-    Ok(out)
+    ctx.readers.ec2.discovery_tags_now(ids).await
 }
 
 fn batch_of(node: &Node) -> Vec<String> {
@@ -163,8 +132,7 @@ pub fn observe(id: &str, live: &Tags, cluster: &str) -> Option<Observed> {
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let ids = batch_of(node);
-    let key = format!("ec2:DescribeTags:discovery:{}", ids.join(","));
-    let all: Arc<BTreeMap<String, Tags>> = ctx.cached(&key, || async { describe(ctx, &ids).await.map(Arc::new) }).await?;
+    let all = ctx.readers.ec2.discovery_tags(&ids).await?;
     let live = all.get(&node.name).cloned().unwrap_or_default();
     Ok(observe(&node.name, &live, &ctx.cluster))
 }

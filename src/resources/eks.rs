@@ -14,7 +14,7 @@ use crate::events::Event;
 use crate::facts::{CLUSTER_NOT_FOUND, ClusterState};
 use crate::model::{Action, Step, Tags};
 use anyhow::Result;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The add-on EKS Pod Identity needs on the cluster.
@@ -25,22 +25,14 @@ pub const ACTIVE_TIMEOUT_ENV: &str = "KARPCTL_EKS_ACTIVE_TIMEOUT_SECS";
 /// A version upgrade keeps a cluster UPDATING for minutes, sometimes most of an hour.
 const DEFAULT_ACTIVE_TIMEOUT_SECS: u64 = 30 * 60;
 
-fn status_key(cluster: &str) -> String {
-    format!("eks:DescribeCluster:status:{cluster}")
-}
-
-fn settled_key(cluster: &str) -> String {
-    format!("eks:DescribeCluster:settled:{cluster}")
-}
-
 /// The status prepare read (so that an ACTIVE cluster costs no second DescribeCluster).
 pub fn remember_status(ctx: &Ctx, cluster: &str, status: &str) {
-    ctx.any.put(&status_key(cluster), Arc::new(status.to_string()));
+    ctx.readers.eks.remember_status(cluster, (status != CLUSTER_NOT_FOUND).then(|| status.to_string()));
 }
 
 /// The status prepare read (DescribeCluster now if it read none).
 pub async fn remembered_status(ctx: &Ctx, cluster: &str) -> Result<String> {
-    ctx.cached(&status_key(cluster), || status_now(ctx, cluster)).await
+    Ok(ctx.readers.eks.status(cluster).await?.unwrap_or_else(|| CLUSTER_NOT_FOUND.to_string()))
 }
 
 /// How long the EKS steps wait for ACTIVE.
@@ -62,18 +54,14 @@ fn active_policy() -> ConsistencyPolicy {
 
 /// DescribeCluster's status now (`CLUSTER_NOT_FOUND` when there is no such cluster).
 pub async fn status_now(ctx: &Ctx, cluster: &str) -> Result<String> {
-    match ctx.aws.eks.describe_cluster().name(cluster).send().await {
-        Ok(o) => Ok(o.cluster().and_then(|c| c.status()).map(|s| s.as_str().to_string()).unwrap_or_default()),
-        Err(e) if e.is_not_found() => Ok(CLUSTER_NOT_FOUND.to_string()),
-        Err(e) => Err(aws_err("eks:DescribeCluster", e)),
-    }
+    Ok(ctx.readers.eks.status_now(cluster).await?.unwrap_or_else(|| CLUSTER_NOT_FOUND.to_string()))
 }
 
 /// The cluster's status once it is no longer busy (ACTIVE, gone, DELETING, FAILED), or the busy
 /// status it still has when the wait's bound passes. One wait per run and cluster, shared by
 /// every EKS step (the first caller's step shows the progress).
 pub async fn settled_status(ctx: &Ctx, cluster: &str, step_id: &str) -> Result<String> {
-    ctx.cached(&settled_key(cluster), || async {
+    ctx.once.settled_status.get(cluster, || async {
         let first = remembered_status(ctx, cluster).await?;
         if ClusterState::of(&first) != ClusterState::Busy {
             return Ok(first);
@@ -97,23 +85,16 @@ pub async fn settled_status(ctx: &Ctx, cluster: &str, step_id: &str) -> Result<S
     .await
 }
 
-fn agent_pending_key(cluster: &str) -> String {
-    format!("eks:CreateAddon:pending:{cluster}:{POD_IDENTITY_AGENT}")
-}
-
 /// Put the add-on install off until the cluster is ACTIVE (`preflight::create_agent`).
 pub fn defer_agent(ctx: &Ctx, cluster: &str, tags: &Tags) {
-    ctx.any.put(&agent_pending_key(cluster), Arc::new(Some(tags.clone())));
+    ctx.once.agent_pending.put(cluster, Some(tags.clone()));
 }
 
 /// The add-on install put off by `defer_agent`, made once (the caller has waited for ACTIVE).
 pub async fn install_pending_agent(ctx: &Ctx, cluster: &str) -> Result<()> {
-    let pending: Option<Tags> = ctx.cached(&agent_pending_key(cluster), || async { Ok(None) }).await?;
+    let pending: Option<Tags> = ctx.once.agent_pending.get(cluster, || async { Ok(None) }).await?;
     let Some(tags) = pending else { return Ok(()) };
-    ctx.cached(&format!("eks:CreateAddon:done:{cluster}:{POD_IDENTITY_AGENT}"), || async {
-        install_agent(ctx, cluster, &tags).await.map(|_| true)
-    })
-    .await?;
+    ctx.once.agent_installed.get(cluster, || async { install_agent(ctx, cluster, &tags).await.map(|_| true) }).await?;
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
-use crate::aws::{self, AwsError, Classify, Condition, aws_err};
+use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, QueueSpec, Step, Tags};
 use crate::plan_file::Spec;
@@ -20,7 +20,6 @@ use anyhow::{Context, Result, bail};
 use aws_sdk_eventbridge::types::{RuleState, Tag, Target};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// No field forces a replacement: every change is made in place.
 pub const IMMUTABLE: &[&str] = &[];
@@ -90,24 +89,10 @@ pub fn bus_quota_message_at(quota: usize, region: &str, existing: usize, adding:
     ))
 }
 
-/// Every rule on the region's default event bus (ListRules, paginated).
-pub async fn count_bus_rules(events: &aws_sdk_eventbridge::Client) -> Result<usize> {
-    let mut n = 0;
-    let mut token = None;
-    loop {
-        let o = events.list_rules().set_next_token(token).send().await.map_err(|e| aws_err("events:ListRules", e))?;
-        n += o.rules().len();
-        token = o.next_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(n);
-        }
-    }
-}
-
 /// Every rule on the default bus, counted once per run (memoised), so that `prepare` can start
 /// the count while the last reads are in flight, once they show the plan creates a rule.
 pub async fn bus_rule_count(ctx: &Ctx) -> Result<usize> {
-    ctx.cached("events:ListRules:default-bus", || count_bus_rules(&ctx.aws.events)).await
+    ctx.readers.events.bus_rule_count().await
 }
 
 /// The plan's finding when the rules it creates would fill the bus (one ListRules listing,
@@ -216,29 +201,12 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
 }
 
 async fn rule_tags(ctx: &Ctx, arn: &str) -> Result<Option<Tags>> {
-    match ctx.aws.events.list_tags_for_resource().resource_arn(arn).send().await {
-        Ok(o) => Ok(Some(o.tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect())),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("events:ListTagsForResource", e)),
-    }
+    Ok(ctx.readers.events.tags(arn).await?.map(|t| t.into_iter().collect()))
 }
 
 async fn targets(ctx: &Ctx, name: &str) -> Result<Option<Vec<(String, String)>>> {
-    let mut out = Vec::new();
-    let mut token = None;
-    loop {
-        match ctx.aws.events.list_targets_by_rule().rule(name).set_next_token(token).send().await {
-            Ok(o) => {
-                out.extend(o.targets().iter().map(|t| (t.id().to_string(), t.arn().to_string())));
-                token = o.next_token().map(str::to_string);
-                if token.is_none() {
-                    break;
-                }
-            }
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) => return Err(aws_err("events:ListTargetsByRule", e)),
-        }
-    }
+    let Some(t) = ctx.readers.events.targets(name).await? else { return Ok(None) };
+    let mut out: Vec<(String, String)> = t.into_iter().map(|t| (t.id, t.arn)).collect();
     out.sort();
     Ok(Some(out))
 }
@@ -248,13 +216,7 @@ fn rule_arn(ctx: &Ctx, name: &str) -> String {
 }
 
 /// What a read needs of a rule itself: DescribeRule and ListRules both answer it.
-#[derive(Clone, Debug)]
-struct RuleInfo {
-    arn: Option<String>,
-    pattern: Option<String>,
-    state: Option<String>,
-    description: Option<String>,
-}
+type RuleInfo = crate::aws::read::events::Rule;
 
 /// The prefix every interruption rule of a cluster's plan starts with (unless its name had to be
 /// shortened: see `arns::rule_name`).
@@ -262,67 +224,16 @@ fn cluster_prefix(cluster: &str) -> String {
     format!("Karpenter-{cluster}-")
 }
 
-fn listing_key(prefix: &str) -> String {
-    format!("events:ListRules:{prefix}")
-}
-
-type Listing = Arc<BTreeMap<String, RuleInfo>>;
-
 /// Every rule on the default bus whose name starts with `prefix`: one ListRules (NamePrefix) call
 /// for all of a cluster's rules instead of a DescribeRule each, memoised for the observation, its
 /// failure too (each rule's read reports it; none asks again).
-async fn listed(ctx: &Ctx, prefix: &str) -> Result<Listing> {
-    let memo: std::result::Result<Listing, Arc<anyhow::Error>> =
-        ctx.cached(&listing_key(prefix), || async { Ok(list_rules(ctx, prefix).await.map_err(Arc::new)) }).await?;
-    memo.map_err(|e| match e.chain().find_map(|c| c.downcast_ref::<AwsError>()) {
-        Some(a) => anyhow::Error::new(a.clone()),
-        None => anyhow::anyhow!("{e:#}"),
-    })
-}
-
-async fn list_rules(ctx: &Ctx, prefix: &str) -> Result<Listing> {
-    let mut out = BTreeMap::new();
-    let mut token = None;
-    loop {
-        let o = ctx
-            .aws
-            .events
-            .list_rules()
-            .name_prefix(prefix)
-            .set_next_token(token)
-            .send()
-            .await
-            .map_err(|e| aws_err("events:ListRules", e))?;
-        for r in o.rules() {
-            let Some(name) = r.name() else { continue };
-            let info = RuleInfo {
-                arn: r.arn().map(str::to_string),
-                pattern: r.event_pattern().map(str::to_string),
-                state: r.state().map(|s| s.as_str().to_string()),
-                description: r.description().map(str::to_string),
-            };
-            out.insert(name.to_string(), info);
-        }
-        token = o.next_token().map(str::to_string);
-        if token.is_none() {
-            break;
-        }
-    }
-    Ok(Arc::new(out))
+async fn listed(ctx: &Ctx, prefix: &str) -> Result<crate::aws::read::events::Listing> {
+    ctx.readers.events.rules_with_prefix(prefix).await
 }
 
 /// DescribeRule, now (None: no such rule).
 async fn describe(ctx: &Ctx, name: &str) -> Result<Option<RuleInfo>> {
-    match ctx.aws.events.describe_rule().name(name).send().await {
-        Ok(d) => Ok(Some(RuleInfo {
-            arn: d.arn().map(str::to_string),
-            pattern: d.event_pattern().map(str::to_string),
-            state: d.state().map(|s| s.as_str().to_string()),
-            description: d.description().map(str::to_string),
-        })),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("events:DescribeRule", e)),
-    }
+    ctx.readers.events.rule(name).await
 }
 
 /// The rule itself: from the cluster's memoised listing when its name carries the cluster's
@@ -338,7 +249,7 @@ async fn rule_info(ctx: &Ctx, name: &str, fresh: bool) -> Result<Option<RuleInfo
 
 /// Drop the memoised listing: a rule of this cluster was just written.
 pub fn forget(ctx: &Ctx) {
-    ctx.forget_cached(&listing_key(&cluster_prefix(&ctx.cluster)));
+    ctx.readers.events.forget_rules_with_prefix(&cluster_prefix(&ctx.cluster));
 }
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
@@ -543,30 +454,14 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let queue_arn = queue.spec.arn();
     let known: BTreeSet<&str> = nodes.iter().filter(|n| n.kind == Kind::EventRule).map(|n| n.name.as_str()).collect();
     let mut found = Vec::new();
-    let mut token = None;
-    loop {
-        let o = match ctx.aws.events.list_rule_names_by_target().target_arn(queue_arn).set_next_token(token).send().await {
-            Ok(o) => o,
-            Err(e) if e.is_not_found() => break,
-            Err(e) => return Err(aws_err("events:ListRuleNamesByTarget", e)),
-        };
-        for r in o.rule_names() {
-            if !known.contains(r.as_str()) {
-                found.push(
-                    Node::new(
-                        format!("rule-unlisted-{r}"),
-                        r,
-                        NodeSpec::EventRule(QueueSpec { queue_arn: queue_arn.to_string() }),
-                    )
+    for r in ctx.readers.events.rules_targeting(queue_arn).await? {
+        if !known.contains(r.as_str()) {
+            found.push(
+                Node::new(format!("rule-unlisted-{r}"), &r, NodeSpec::EventRule(QueueSpec { queue_arn: queue_arn.to_string() }))
                     .with_deps([queue.id.clone()])
                     .with_notes(["targets the interruption queue but is not in the plan".to_string()])
                     .unlisted(),
-                );
-            }
-        }
-        token = o.next_token().map(str::to_string);
-        if token.is_none() {
-            break;
+            );
         }
     }
     Ok(found)

@@ -8,11 +8,6 @@ use aws_sdk_iam::types::Tag;
 /// Attach/DetachRolePolicy while another change to the role is in flight.
 pub const CONCURRENT: [Condition; 1] = [Condition::ConcurrentModification];
 
-/// IAM tags as a map.
-pub fn tags_from(tags: &[Tag]) -> Tags {
-    tags.iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()
-}
-
 /// A tag map for an IAM call.
 pub fn sdk_tags(tags: &Tags) -> Result<Vec<Tag>> {
     tags.iter().map(|(k, v)| Tag::builder().key(k).value(v).build().context("building an IAM tag")).collect()
@@ -58,6 +53,17 @@ pub fn plan_iam_path(nodes: &[Node]) -> Option<String> {
             .filter(|n| matches!(n.kind, Kind::IamRole | Kind::IamPolicy | Kind::InstanceProfile))
             .find_map(|n| path_from_arn(n.spec.arn()))
     })
+}
+
+/// Create the Spot service-linked role (`up`, opted in, missing). "Has been taken" means another
+/// caller made it meanwhile: done.
+pub async fn create_spot_role(ctx: &super::ctx::Ctx) -> Result<()> {
+    use crate::aws::Classify;
+    match ctx.aws.iam.create_service_linked_role().aws_service_name("spot.amazonaws.com").send().await {
+        Ok(_) => Ok(()),
+        Err(e) if e.is_already_exists() => Ok(()),
+        Err(e) => Err(crate::aws::aws_err("iam:CreateServiceLinkedRole", e)),
+    }
 }
 
 #[cfg(test)]

@@ -4,10 +4,8 @@
 
 use super::ctx::Ctx;
 use super::iam::plan_iam_path;
-use crate::aws::aws_err;
 use crate::model::{ArnSpec, Kind, Node, NodeSpec};
 use anyhow::Result;
-use aws_sdk_iam::types::PolicyScopeType;
 use std::collections::BTreeSet;
 
 /// Names of `kind` the plan already has, case-folded (IAM names are unique case-insensitively,
@@ -63,21 +61,13 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
 // Scoped lists, paginated by the SDK. They give names and ARNs only: ownership is always
 // decided by the normal read (tags), never by a list.
 async fn list_roles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let roles = ctx.aws.iam.list_roles().path_prefix(path).into_paginator().items().send().try_collect().await;
-    let roles = roles.map_err(|e| aws_err("iam:ListRoles", e))?;
-    Ok(roles.iter().map(|r| (r.role_name().to_string(), r.arn().to_string())).collect())
+    Ok(ctx.readers.iam.roles(Some(path)).await?.into_iter().map(|r| (r.name, r.arn)).collect())
 }
 
 async fn list_policies(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let req = ctx.aws.iam.list_policies().scope(PolicyScopeType::Local).path_prefix(path);
-    let policies = req.into_paginator().items().send().try_collect().await;
-    let policies = policies.map_err(|e| aws_err("iam:ListPolicies", e))?;
-    Ok(policies.iter().filter_map(|p| Some((p.policy_name()?.to_string(), p.arn()?.to_string()))).collect())
+    ctx.readers.iam.local_policies(path).await
 }
 
 async fn list_profiles(ctx: &Ctx, path: &str) -> Result<Vec<(String, String)>> {
-    let req = ctx.aws.iam.list_instance_profiles().path_prefix(path);
-    let profiles = req.into_paginator().items().send().try_collect().await;
-    let profiles = profiles.map_err(|e| aws_err("iam:ListInstanceProfiles", e))?;
-    Ok(profiles.iter().map(|p| (p.instance_profile_name().to_string(), p.arn().to_string())).collect())
+    ctx.readers.iam.instance_profiles(path).await
 }

@@ -24,7 +24,7 @@
 //! (DeleteConflict; a concurrent change is cleaned up again, on the consistency schedule).
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
-use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::iam::{not_managed, sdk_tags, tags_satisfied};
 use super::iam_role::detach;
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
@@ -54,14 +54,7 @@ super::kind::def!(
 /// IAM keeps at most this many versions of a managed policy.
 pub const MAX_VERSIONS: usize = 5;
 
-/// One version of a policy, as ListPolicyVersions reports it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Version {
-    pub id: String,
-    pub is_default: bool,
-    /// Seconds since the epoch (0 when unknown).
-    pub created: i64,
-}
+pub use crate::aws::read::iam::Version;
 
 /// The number in a version id ("v12" -> 12), to order versions created in the same second.
 fn version_number(id: &str) -> u64 {
@@ -77,25 +70,10 @@ pub fn version_to_prune(versions: &[Version]) -> Option<String> {
     versions.iter().filter(|v| !v.is_default).min_by_key(|v| (v.created, version_number(&v.id))).map(|v| v.id.clone())
 }
 
-/// What GetPolicy says.
-struct LivePolicy {
-    arn: String,
-    path: String,
-    default_version: String,
-    tags: Tags,
-}
+use crate::aws::read::iam::LivePolicy;
 
 async fn get_policy(ctx: &Ctx, arn: &str) -> Result<Option<LivePolicy>> {
-    match ctx.aws.iam.get_policy().policy_arn(arn).send().await {
-        Ok(o) => Ok(o.policy().map(|p| LivePolicy {
-            arn: p.arn().unwrap_or(arn).to_string(),
-            path: p.path().unwrap_or("/").to_string(),
-            default_version: p.default_version_id().unwrap_or_default().to_string(),
-            tags: tags_from(p.tags()),
-        })),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("iam:GetPolicy", e)),
-    }
+    ctx.readers.iam.policy(arn).await
 }
 
 /// One of the controller's policies, split as upstream does; `doc` is None for a part the pinned
@@ -179,15 +157,12 @@ fn policy_arn(node: &Node) -> Result<&str> {
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let arn = policy_arn(node)?;
     let Some(live) = get_policy(ctx, arn).await? else { return Ok(None) };
-    let doc = match ctx.aws.iam.get_policy_version().policy_arn(&live.arn).version_id(&live.default_version).send().await {
-        Ok(o) => match o.policy_version().and_then(|v| v.document()) {
-            Some(text) => policy_doc::parse(text)
-                .with_context(|| format!("the document of IAM policy {} is not a valid policy document", node.name))?,
-            None => Value::Null,
-        },
+    let doc = match ctx.readers.iam.policy_version(&live.arn, &live.default_version).await? {
+        Some(Some(text)) => policy_doc::parse(&text)
+            .with_context(|| format!("the document of IAM policy {} is not a valid policy document", node.name))?,
+        Some(None) => Value::Null,
         // Deleted between the two calls.
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(aws_err("iam:GetPolicyVersion", e)),
+        None => return Ok(None),
     };
     let mut fields = Fields::new();
     fields.insert("path".into(), json!(live.path));
@@ -333,25 +308,7 @@ async fn replace_elsewhere(ctx: &Ctx, step: &Step) -> Result<()> {
 
 /// The ARN of the customer managed policy named `name` (case-insensitively), at any path.
 async fn find_by_name(ctx: &Ctx, name: &str) -> Result<Option<String>> {
-    let mut marker: Option<String> = None;
-    loop {
-        let o = ctx
-            .aws
-            .iam
-            .list_policies()
-            .scope(aws_sdk_iam::types::PolicyScopeType::Local)
-            .set_marker(marker)
-            .send()
-            .await
-            .map_err(|e| aws_err("iam:ListPolicies", e))?;
-        if let Some(p) = o.policies().iter().find(|p| p.policy_name().is_some_and(|n| n.eq_ignore_ascii_case(name))) {
-            return Ok(p.arn().map(str::to_string));
-        }
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            return Ok(None);
-        }
-    }
+    ctx.readers.iam.policy_named(name).await
 }
 
 async fn tag(ctx: &Ctx, arn: &str, tags: &Tags) -> Result<()> {
@@ -370,34 +327,12 @@ async fn tag(ctx: &Ctx, arn: &str, tags: &Tags) -> Result<()> {
 }
 
 async fn versions(ctx: &Ctx, arn: &str) -> Result<Vec<Version>> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let o = match ctx.aws.iam.list_policy_versions().policy_arn(arn).set_marker(marker).send().await {
-            Ok(o) => o,
-            Err(e) if e.is_not_found() => break,
-            Err(e) => return Err(aws_err("iam:ListPolicyVersions", e)),
-        };
-        out.extend(o.versions().iter().map(|v| Version {
-            id: v.version_id().unwrap_or_default().to_string(),
-            is_default: v.is_default_version(),
-            created: v.create_date().map(|d| d.secs()).unwrap_or(0),
-        }));
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            break;
-        }
-    }
-    Ok(out)
+    ctx.readers.iam.policy_versions(arn).await
 }
 
 /// One version's document (None: no such version).
 async fn version_document(ctx: &Ctx, arn: &str, id: &str) -> Result<Option<Value>> {
-    match ctx.aws.iam.get_policy_version().policy_arn(arn).version_id(id).send().await {
-        Ok(o) => Ok(o.policy_version().and_then(|v| v.document()).map(policy_doc::parse).transpose()?),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("iam:GetPolicyVersion", e)),
-    }
+    Ok(ctx.readers.iam.policy_version(arn, id).await?.flatten().as_deref().map(policy_doc::parse).transpose()?)
 }
 
 async fn delete_version(ctx: &Ctx, arn: &str, id: &str) -> Result<()> {
@@ -500,23 +435,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
 
 /// Every role, user and group the policy is attached to (ListEntitiesForPolicy, paginated).
 async fn entities(ctx: &Ctx, arn: &str) -> Result<(Vec<String>, Vec<String>, Vec<String>)> {
-    let (mut roles, mut users, mut groups) = (Vec::new(), Vec::new(), Vec::new());
-    let mut marker: Option<String> = None;
-    loop {
-        let o = match ctx.aws.iam.list_entities_for_policy().policy_arn(arn).set_marker(marker).send().await {
-            Ok(o) => o,
-            Err(e) if e.is_not_found() => break,
-            Err(e) => return Err(aws_err("iam:ListEntitiesForPolicy", e)),
-        };
-        roles.extend(o.policy_roles().iter().filter_map(|r| r.role_name().map(str::to_string)));
-        users.extend(o.policy_users().iter().filter_map(|u| u.user_name().map(str::to_string)));
-        groups.extend(o.policy_groups().iter().filter_map(|g| g.group_name().map(str::to_string)));
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            break;
-        }
-    }
-    Ok((roles, users, groups))
+    ctx.readers.iam.policy_entities(arn).await
 }
 
 async fn detach_everywhere(ctx: &Ctx, step: &Step, arn: &str) -> Result<()> {

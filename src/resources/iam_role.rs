@@ -30,7 +30,7 @@
 //! does not name become nodes with no desired fields; their normal read decides ownership.
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
-use super::iam::{CONCURRENT, not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::iam::{CONCURRENT, not_managed, sdk_tags, tags_satisfied};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
@@ -119,62 +119,22 @@ fn node_trust(spec: &Spec, facts: &Facts) -> Value {
 /// DeleteRole while IAM still sees something attached (eventual consistency).
 const DELETE_CONFLICT: [Condition; 2] = [Condition::DeleteConflict, Condition::ConcurrentModification];
 
-/// What GetRole says about a role.
-#[derive(Clone, Debug)]
-pub struct LiveRole {
-    pub name: String,
-    pub arn: String,
-    pub path: String,
-    /// The trust policy as IAM returns it (percent-encoded).
-    pub trust: Option<String>,
-    /// The permissions boundary's policy ARN, if any.
-    pub boundary: Option<String>,
-    pub tags: Tags,
-}
-
-pub fn role_key(name: &str) -> String {
-    format!("iam:GetRole:{name}")
-}
+pub use crate::aws::read::iam::LiveRole;
 
 /// GetRole without the memo (for writes: ownership must be current). None when missing.
 pub async fn get_role_fresh(ctx: &Ctx, name: &str) -> Result<Option<LiveRole>> {
-    match ctx.aws.iam.get_role().role_name(name).send().await {
-        Ok(o) => Ok(o.role().map(|r| LiveRole {
-            name: r.role_name().to_string(),
-            arn: r.arn().to_string(),
-            path: r.path().to_string(),
-            trust: r.assume_role_policy_document().map(str::to_string),
-            boundary: r.permissions_boundary().and_then(|b| b.permissions_boundary_arn()).map(str::to_string),
-            tags: tags_from(r.tags()),
-        })),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("iam:GetRole", e)),
-    }
+    ctx.readers.iam.role_now(name).await
 }
 
 /// GetRole, memoised for the rest of the observation (shared by a role and its attachments).
 pub async fn get_role(ctx: &Ctx, name: &str) -> Result<Option<LiveRole>> {
-    ctx.cached(&role_key(name), || get_role_fresh(ctx, name)).await
+    ctx.readers.iam.role(name).await
 }
 
-/// The managed policies attached to a role (ListAttachedRolePolicies, paginated), without the
-/// memo. None when the role does not exist.
+/// The ARNs of the managed policies attached to a role (ListAttachedRolePolicies, paginated),
+/// without the memo. None when the role does not exist.
 pub async fn attached_policies(ctx: &Ctx, role: &str) -> Result<Option<Vec<String>>> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let o = match ctx.aws.iam.list_attached_role_policies().role_name(role).set_marker(marker).send().await {
-            Ok(o) => o,
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) => return Err(aws_err("iam:ListAttachedRolePolicies", e)),
-        };
-        out.extend(o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)));
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            break;
-        }
-    }
-    Ok(Some(out))
+    Ok(ctx.readers.iam.attached_now(role).await?.map(|ps| ps.into_iter().map(|p| p.arn).collect()))
 }
 
 /// DetachRolePolicy, retried on ConcurrentModification; already detached (or no such role) is
@@ -222,7 +182,7 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 }
 
 pub fn forget(ctx: &Ctx, name: &str) {
-    ctx.forget_cached(&role_key(name));
+    ctx.readers.iam.forget_role(name);
 }
 
 /// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
@@ -403,39 +363,11 @@ async fn replace(ctx: &Ctx, step: &Step) -> Result<()> {
 pub const ATTACH_FRESH_ROLE: [Condition; 2] = [Condition::ConcurrentModification, Condition::MissingRole];
 
 async fn inline_policies(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let o = match ctx.aws.iam.list_role_policies().role_name(role).set_marker(marker).send().await {
-            Ok(o) => o,
-            Err(e) if e.is_not_found() => break,
-            Err(e) => return Err(aws_err("iam:ListRolePolicies", e)),
-        };
-        out.extend(o.policy_names().iter().cloned());
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            break;
-        }
-    }
-    Ok(out)
+    Ok(ctx.readers.iam.inline_names_now(role).await?.unwrap_or_default())
 }
 
 async fn profiles_for_role(ctx: &Ctx, role: &str) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    let mut marker: Option<String> = None;
-    loop {
-        let o = match ctx.aws.iam.list_instance_profiles_for_role().role_name(role).set_marker(marker).send().await {
-            Ok(o) => o,
-            Err(e) if e.is_not_found() => break,
-            Err(e) => return Err(aws_err("iam:ListInstanceProfilesForRole", e)),
-        };
-        out.extend(o.instance_profiles().iter().map(|p| p.instance_profile_name().to_string()));
-        marker = o.marker().map(str::to_string);
-        if !o.is_truncated() || marker.is_none() {
-            break;
-        }
-    }
-    Ok(out)
+    Ok(ctx.readers.iam.profiles_for_role(role).await?.into_iter().map(|(name, _)| name).collect())
 }
 
 /// Delete the role (the dispatcher has just checked it is still ours). Returns the managed

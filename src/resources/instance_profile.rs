@@ -19,7 +19,7 @@
 //! for this cluster and karpctl's, delete) every profile that still holds the role.
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
-use super::iam::{not_managed, sdk_tags, tags_from, tags_satisfied};
+use super::iam::{not_managed, sdk_tags, tags_satisfied};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
@@ -85,26 +85,11 @@ fn isolated_note(spec: &Spec, facts: &Facts) -> Option<String> {
     })
 }
 
-#[derive(Clone, Debug)]
-pub struct LiveProfile {
-    pub arn: String,
-    pub path: String,
-    pub roles: Vec<String>,
-    pub tags: Tags,
-}
+pub use crate::aws::read::iam::LiveProfile;
 
 /// GetInstanceProfile; None when missing.
 pub async fn get(ctx: &Ctx, name: &str) -> Result<Option<LiveProfile>> {
-    match ctx.aws.iam.get_instance_profile().instance_profile_name(name).send().await {
-        Ok(o) => Ok(o.instance_profile().map(|p| LiveProfile {
-            arn: p.arn().to_string(),
-            path: p.path().to_string(),
-            roles: p.roles().iter().map(|r| r.role_name().to_string()).collect(),
-            tags: tags_from(p.tags()),
-        })),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("iam:GetInstanceProfile", e)),
-    }
+    ctx.readers.iam.instance_profile(name).await
 }
 
 /// Whether Karpenter made this instance profile for `cluster` (its instance-profile provider

@@ -104,62 +104,32 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     )]
 }
 
-#[derive(Clone, Debug)]
-pub struct LiveKey {
-    pub arn: String,
-    pub key_id: String,
-    pub state: String,
-    pub description: String,
-    pub manager: String,
-}
+pub use crate::aws::read::kms::LiveKey;
 
 /// DescribeKey (by id, ARN, alias or alias ARN); None when there is no such key or alias.
 pub async fn describe(ctx: &Ctx, key: &str) -> Result<Option<LiveKey>> {
-    match ctx.aws.kms.describe_key().key_id(key).send().await {
-        Ok(o) => Ok(o.key_metadata().map(|m| LiveKey {
-            arn: m.arn().unwrap_or_default().to_string(),
-            key_id: m.key_id().to_string(),
-            state: m.key_state().map(|s| s.as_str().to_string()).unwrap_or_default(),
-            description: m.description().unwrap_or_default().to_string(),
-            manager: m.key_manager().map(|s| s.as_str().to_string()).unwrap_or_default(),
-        })),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("kms:DescribeKey", e)),
-    }
+    ctx.readers.kms.key_now(key).await
 }
 
 /// GetKeyPolicy (the `default` policy, the only one a key has), canonical.
 pub async fn policy(ctx: &Ctx, key_id: &str) -> Result<Value> {
-    let o = ctx
-        .aws
-        .kms
-        .get_key_policy()
-        .key_id(key_id)
-        .policy_name("default")
-        .send()
-        .await
-        .map_err(|e| aws_err("kms:GetKeyPolicy", e))?;
-    crate::policy_doc::parse(o.policy().unwrap_or_default()).with_context(|| format!("reading the key policy of {key_id}"))
+    let text = ctx.readers.kms.policy(key_id).await?;
+    crate::policy_doc::parse(text.as_deref().unwrap_or_default()).with_context(|| format!("reading the key policy of {key_id}"))
 }
 
 /// DescribeKey memoised for this observation: preflight's lookup of karpctl's key (`"create"`)
 /// and the node's read share one call. Writes read fresh (`describe`); `forget` drops it.
 pub async fn described(ctx: &Ctx, key: &str) -> Result<Option<LiveKey>> {
-    ctx.cached(&memo_key(key), || describe(ctx, key)).await
-}
-
-fn memo_key(key: &str) -> String {
-    format!("kms:DescribeKey:{key}")
+    ctx.readers.kms.key(key).await
 }
 
 /// Drop the memoised DescribeKey of the node's alias (its object was just written).
 pub fn forget(ctx: &Ctx, alias: &str) {
-    ctx.forget_cached(&memo_key(alias));
+    ctx.readers.kms.forget_key(alias);
 }
 
 async fn tags(ctx: &Ctx, key_id: &str) -> Result<Tags> {
-    let o = ctx.aws.kms.list_resource_tags().key_id(key_id).send().await.map_err(|e| aws_err("kms:ListResourceTags", e))?;
-    Ok(o.tags().iter().map(|t| (t.tag_key().to_string(), t.tag_value().to_string())).collect())
+    ctx.readers.kms.tags(key_id).await
 }
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
@@ -238,7 +208,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     let (key_id, arn) = (meta.key_id().to_string(), meta.arn().unwrap_or_default().to_string());
     if !arn.is_empty() {
         // The Interruption policy names this ARN (`arn_now`): no read of a key KMS may not show yet.
-        ctx.any.put(&made_memo_key(alias), std::sync::Arc::new(arn));
+        ctx.once.made_key_arn.put(alias, arn);
     }
     let named = aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "kms:CreateAlias", &NOT_YET, || {
         ctx.aws.kms.create_alias().alias_name(alias).target_key_id(&key_id).send()
@@ -248,7 +218,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         let err = aws_err("kms:CreateAlias", e);
         // Without its alias no run could find the new key again: do not leave it behind.
         let _ = ctx.aws.kms.schedule_key_deletion().key_id(&key_id).pending_window_in_days(DELETION_WINDOW_DAYS).send().await;
-        ctx.forget_cached(&made_memo_key(alias));
+        ctx.once.made_key_arn.forget(alias);
         return Err(err.context(format!("naming KMS key {key_id} {alias} (the key is scheduled for deletion again)")));
     }
     // Until DescribeKey finds the key by its alias, a read (`diff`, the next `up`) would take it
@@ -264,11 +234,6 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Where `create` keeps the ARN CreateKey answered, for `arn_now`.
-fn made_memo_key(alias: &str) -> String {
-    format!("kms:CreateKey:arn:{alias}")
 }
 
 async fn update(ctx: &Ctx, step: &Step, current: &Current, adopt: bool) -> Result<()> {
@@ -364,19 +329,21 @@ async fn delete(ctx: &Ctx, step: &Step, current: &Current) -> Result<()> {
 /// retried on the consistency schedule.
 pub async fn arn_now(ctx: &Ctx) -> Result<String> {
     let alias = crate::plan_file::created_key_alias(&ctx.cluster);
-    ctx.cached(&made_memo_key(&alias), || async {
-        let patient = ctx.wrote(ID, None);
-        let mut retry = aws::Retry::new(&ctx.consistency, ctx.reporter.as_ref(), ID, "kms:DescribeKey");
-        loop {
-            if let Some(k) = describe(ctx, &alias).await? {
-                return Ok(k.arn);
+    ctx.once
+        .made_key_arn
+        .get(&alias, || async {
+            let patient = ctx.wrote(ID, None);
+            let mut retry = aws::Retry::new(&ctx.consistency, ctx.reporter.as_ref(), ID, "kms:DescribeKey");
+            loop {
+                if let Some(k) = describe(ctx, &alias).await? {
+                    return Ok(k.arn);
+                }
+                if !patient || !retry.again("NotFoundException").await {
+                    bail!("KMS key {alias} does not exist yet; run `karpctl up` again");
+                }
             }
-            if !patient || !retry.again("NotFoundException").await {
-                bail!("KMS key {alias} does not exist yet; run `karpctl up` again");
-            }
-        }
-    })
-    .await
+        })
+        .await
 }
 
 #[cfg(test)]

@@ -165,80 +165,43 @@ pub fn readiness(entries: &[(Node, Option<Observed>)]) -> Vec<(&'static str, Opt
 /// the service and checked again here.
 async fn find(ctx: &Ctx, node: &Node) -> Result<Option<String>> {
     let (cluster, ns, sa) = (cluster_of(ctx, node), namespace_of(node), service_account_of(node));
-    let mut token = None;
-    loop {
-        let o = match ctx
-            .aws
-            .eks
-            .list_pod_identity_associations()
-            .cluster_name(cluster)
-            .namespace(ns)
-            .service_account(sa)
-            .set_next_token(token)
-            .send()
-            .await
-        {
-            Ok(o) => o,
-            Err(e) if e.is_not_found() => return Ok(None),
-            Err(e) => return Err(aws_err("eks:ListPodIdentityAssociations", e)),
-        };
-        if let Some(a) = o
-            .associations()
-            .iter()
-            .find(|a| a.namespace() == Some(ns) && a.service_account() == Some(sa))
-            .and_then(|a| a.association_id())
-        {
-            return Ok(Some(a.to_string()));
-        }
-        token = o.next_token().map(str::to_string);
-        if token.is_none() {
-            return Ok(None);
-        }
-    }
+    let found = match ctx.readers.eks.associations(cluster, Some((ns, sa))).await {
+        Ok(f) => f,
+        Err(e) if crate::aws::read::is_not_found(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    Ok(found.into_iter().find(|a| a.namespace == ns && a.service_account == sa).map(|a| a.id).filter(|id| !id.is_empty()))
 }
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let Some(id) = find(ctx, node).await? else { return Ok(None) };
-    let o = match ctx
-        .aws
-        .eks
-        .describe_pod_identity_association()
-        .cluster_name(cluster_of(ctx, node))
-        .association_id(&id)
-        .send()
-        .await
-    {
-        Ok(o) => o,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(aws_err("eks:DescribePodIdentityAssociation", e)),
-    };
-    let Some(a) = o.association() else { return Ok(None) };
-    let tags: Tags = a.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default();
+    let Some(a) = ctx.readers.eks.association(cluster_of(ctx, node), &id).await? else { return Ok(None) };
+    let tags: Tags = a.tags.clone();
     let opt = |v: Option<&str>| v.map(|s| json!(s)).unwrap_or(serde_json::Value::Null);
-    let owner_arn = a.owner_arn().filter(|o| !o.is_empty());
-    if let Some(msg) = addon_conflict(node, owner_arn, a.role_arn()) {
+    let owner_arn = a.owner_arn.as_deref().filter(|o| !o.is_empty());
+    if let Some(msg) = addon_conflict(node, owner_arn, a.role_arn.as_deref()) {
         return Err(crate::plan_file::UserError::new(msg)
             .hint("karpctl never changes an association an EKS add-on owns: change it through the add-on (aws eks update-addon ... --pod-identity-associations), or set identity.namespace / identity.service_account to another service account in the plan")
             .into());
     }
     let mut fields = Fields::new();
-    fields.insert("namespace".into(), opt(a.namespace()));
-    fields.insert("service_account".into(), opt(a.service_account()));
-    fields.insert("role_arn".into(), opt(a.role_arn()));
-    fields.insert("target_role_arn".into(), opt(a.target_role_arn().filter(|t| !t.is_empty())));
+    fields.insert("namespace".into(), opt(a.namespace.as_deref()));
+    fields.insert("service_account".into(), opt(a.service_account.as_deref()));
+    fields.insert("role_arn".into(), opt(a.role_arn.as_deref()));
+    fields.insert("target_role_arn".into(), opt(a.target_role_arn.as_deref().filter(|t| !t.is_empty())));
     // Set by EKS for a target role (the target role's trust matches on it): shown, not compared.
-    if let Some(x) = a.external_id().filter(|x| !x.is_empty()) {
+    if let Some(x) = a.external_id.as_deref().filter(|x| !x.is_empty()) {
         fields.insert("external_id".into(), json!(x));
     }
-    fields.insert("disable_session_tags".into(), json!(a.disable_session_tags().unwrap_or(false)));
-    fields.insert("session_policy".into(), opt(a.policy().filter(|p| !p.is_empty())));
+    fields.insert("disable_session_tags".into(), json!(a.disable_session_tags.unwrap_or(false)));
+    fields.insert("session_policy".into(), opt(a.policy.as_deref().filter(|p| !p.is_empty())));
     if let Some(o) = owner_arn {
         fields.insert("owner_arn".into(), json!(o));
     }
     fields.insert("tags".into(), Ctx::tags_value(&tags));
     let mut ids = BTreeMap::new();
-    ids.insert("association_id".to_string(), a.association_id().unwrap_or(&id).to_string());
-    if let Some(arn) = a.association_arn() {
+    ids.insert("association_id".to_string(), a.id.as_deref().unwrap_or(&id).to_string());
+    if let Some(arn) = a.arn.as_deref() {
         ids.insert("arn".to_string(), arn.to_string());
     }
     Ok(Some(Observed { fields, owner: owner(&tags, owner_arn, &ctx.cluster), ids }))

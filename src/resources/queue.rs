@@ -73,45 +73,15 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
 }
 
 pub async fn url(ctx: &Ctx, name: &str) -> Result<Option<String>> {
-    ctx.queue_urls
-        .get(name, || async {
-            match ctx.aws.sqs.get_queue_url().queue_name(name).send().await {
-                Ok(o) => Ok(o.queue_url().map(str::to_string)),
-                Err(e) if e.is_not_found() => Ok(None),
-                Err(e) => Err(aws_err("sqs:GetQueueUrl", e)),
-            }
-        })
-        .await
+    ctx.readers.sqs.url(name).await
 }
 
 pub async fn attributes(ctx: &Ctx, url: &str) -> Result<Option<HashMap<String, String>>> {
-    let r = ctx
-        .queue_attrs
-        .get(url, || async {
-            let o = ctx
-                .aws
-                .sqs
-                .get_queue_attributes()
-                .queue_url(url)
-                .attribute_names(QueueAttributeName::All)
-                .send()
-                .await
-                .map_err(|e| aws_err("sqs:GetQueueAttributes", e))?;
-            Ok(o.attributes().map(|m| m.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect()).unwrap_or_default())
-        })
-        .await;
-    missing_is_none(r)
+    missing_is_none(ctx.readers.sqs.attributes(url).await)
 }
 
 pub async fn tags(ctx: &Ctx, url: &str) -> Result<Option<Tags>> {
-    let r = ctx
-        .queue_tags
-        .get(url, || async {
-            let o = ctx.aws.sqs.list_queue_tags().queue_url(url).send().await.map_err(|e| aws_err("sqs:ListQueueTags", e))?;
-            Ok(o.tags().map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default())
-        })
-        .await;
-    missing_is_none(r)
+    missing_is_none(ctx.readers.sqs.tags(url).await)
 }
 
 /// A queue deleted between two calls reads as missing.
@@ -153,13 +123,7 @@ fn shown<'a>(attrs: &'a HashMap<String, String>, name: &str) -> Option<&'a str> 
 /// All attributes of the queue, read now (never memoised); None when SQS says there is no such
 /// queue.
 pub async fn attributes_now(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Option<HashMap<String, String>>> {
-    match sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::All).send().await {
-        Ok(o) => Ok(Some(
-            o.attributes().map(|m| m.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect()).unwrap_or_default(),
-        )),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(aws_err("sqs:GetQueueAttributes", e)),
-    }
+    crate::aws::read::sqs::attributes_of(sqs, url).await
 }
 
 /// After an attribute write SQS accepted: until GetQueueAttributes, read fresh, shows it in
@@ -226,7 +190,7 @@ fn wanted_attributes(step: &Step, only_changed: bool) -> HashMap<QueueAttributeN
 
 /// The queue's URL from a fresh GetQueueUrl (None: no such queue).
 pub async fn url_now(ctx: &Ctx, name: &str) -> Result<Option<String>> {
-    ctx.queue_urls.forget(name);
+    ctx.readers.sqs.forget_url(name);
     url(ctx, name).await
 }
 
@@ -280,9 +244,8 @@ async fn live_tags(
 
 /// Everything memoised about the queue (its URL by name; attributes and tags by URL).
 pub fn forget(ctx: &Ctx, name: &str) {
-    ctx.queue_urls.forget(name);
-    ctx.queue_attrs.clear();
-    ctx.queue_tags.clear();
+    ctx.readers.sqs.forget_url(name);
+    ctx.readers.sqs.forget_queues();
 }
 
 /// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
@@ -355,7 +318,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         }
         Err(e) if e.is_queue_name_taken() => {
             // Someone made it since we read: converge it only if it is ours.
-            ctx.queue_urls.forget(name);
+            ctx.readers.sqs.forget_url(name);
             (url(ctx, name).await?.unwrap_or_default(), true)
         }
         Err(e) => return Err(aws_err("sqs:CreateQueue", e)),
@@ -367,7 +330,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     if Owner::from_tags(&live, &ctx.cluster) != Owner::Ours {
         bail!("SQS queue {name} exists but is not managed by karpctl for cluster {}; it was left untouched", ctx.cluster);
     }
-    ctx.queue_urls.put(name, Some(url.clone()));
+    ctx.readers.sqs.remember_url(name, Some(url.clone()));
     if existed {
         // Ours, made by a concurrent run with other attributes: make them match.
         return set_attributes(ctx, &step.id, &url, attrs, true).await;

@@ -98,29 +98,9 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
         .collect()
 }
 
-fn inline_key(role: &str) -> String {
-    format!("iam:ListRolePolicies:{role}")
-}
-
 /// The role's inline policy names (None: no such role), memoised for the observation.
 async fn inline_names(ctx: &Ctx, role: &str) -> Result<Option<Vec<String>>> {
-    ctx.cached(&inline_key(role), || async {
-        let mut out = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let o = match ctx.aws.iam.list_role_policies().role_name(role).set_marker(marker).send().await {
-                Ok(o) => o,
-                Err(e) if e.is_not_found() => return Ok(None),
-                Err(e) => return Err(aws_err("iam:ListRolePolicies", e)),
-            };
-            out.extend(o.policy_names().iter().cloned());
-            marker = o.marker().map(str::to_string);
-            if !o.is_truncated() || marker.is_none() {
-                return Ok(Some(out));
-            }
-        }
-    })
-    .await
+    ctx.readers.iam.inline_names(role).await
 }
 
 pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
@@ -155,7 +135,7 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 
 pub fn forget(ctx: &Ctx, node: &Node) {
     let (role, _) = spec_of(node);
-    ctx.forget_cached(&inline_key(role));
+    ctx.readers.iam.forget_inline(role);
     super::role_policy_attachment::forget_role(ctx, role);
 }
 
@@ -235,7 +215,7 @@ async fn settle_after_attach(ctx: &Ctx, step: &Step, role: &str, policy: &str) -
     if !attached_this_run(ctx, step) {
         return Ok(());
     }
-    ctx.cached(&format!("iam:settled-after-attach:{role}"), || async {
+    ctx.once.settled_after_attach.get(role, || async {
         let agreement = settle_agreement(&ctx.consistency);
         let what = format!(
             "IAM to settle before taking {} off {role}: karpctl's policies were attached in this run, and IAM applies changes in no fixed order ({} reads of the role's policies that agree, {} s apart)",

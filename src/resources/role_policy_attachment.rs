@@ -16,7 +16,7 @@
 //! success), then DetachRolePolicy, retried on ConcurrentModification; NoSuchEntity is success.
 
 use super::ctx::{Ctx, Current};
-use super::iam_role::{self, ATTACH_FRESH_ROLE, detach, get_role, get_role_fresh};
+use super::iam_role::{ATTACH_FRESH_ROLE, detach, get_role, get_role_fresh};
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::facts::Facts;
 use crate::karpenter_iam;
@@ -42,13 +42,9 @@ super::kind::def!(
 /// AttachRolePolicy for a policy this plan has just created.
 const ATTACH_FRESH_POLICY: [Condition; 3] = [Condition::ConcurrentModification, Condition::MissingRole, Condition::MissingPolicy];
 
-fn attached_key(role: &str) -> String {
-    format!("iam:ListAttachedRolePolicies:{role}")
-}
-
 /// The role's attached policy ARNs, memoised for the observation. None: no such role.
 pub async fn attached(ctx: &Ctx, role: &str) -> Result<Option<Vec<String>>> {
-    ctx.cached(&attached_key(role), || iam_role::attached_policies(ctx, role)).await
+    Ok(ctx.readers.iam.attached(role).await?.map(|ps| ps.into_iter().map(|p| p.arn).collect()))
 }
 
 fn spec_of(node: &Node) -> Option<&AttachmentSpec> {
@@ -196,7 +192,7 @@ pub fn forget(ctx: &Ctx, node: &Node) {
 
 /// Drop the memoised list of `role`'s attached policies.
 pub fn forget_role(ctx: &Ctx, role: &str) {
-    ctx.forget_cached(&attached_key(role));
+    ctx.readers.iam.forget_attached(role);
 }
 
 /// The role's ownership was checked just now by the dispatcher, for every action but Create.

@@ -1,0 +1,47 @@
+//! Every AWS read (Get/List/Describe) karpctl makes, one reader per service, each owning its
+//! client and the typed memos a run shares. Reads only: the kinds (`resources`) write.
+//! Errors are `aws_err`'s; `None` is "no such object" where a read says so.
+
+pub mod ec2;
+pub mod eks;
+pub mod events;
+pub mod iam;
+pub mod kms;
+pub mod memo;
+pub mod sqs;
+pub mod sts;
+
+pub use memo::Memo;
+
+use crate::aws::Clients;
+
+/// The readers of one account and region (built from its clients; one per run and cluster).
+pub struct Readers {
+    pub iam: iam::Iam,
+    pub ec2: ec2::Ec2,
+    pub eks: eks::Eks,
+    pub sqs: sqs::Sqs,
+    pub events: events::Events,
+    pub kms: kms::Kms,
+    pub sts: sts::Sts,
+}
+
+impl Readers {
+    pub fn new(c: &Clients) -> Readers {
+        Readers {
+            iam: iam::Iam::new(c.iam.clone()),
+            ec2: ec2::Ec2::new(c.ec2.clone()),
+            eks: eks::Eks::new(c.eks.clone()),
+            sqs: sqs::Sqs::new(c.sqs.clone()),
+            events: events::Events::new(c.events.clone()),
+            kms: kms::Kms::new(c.kms.clone()),
+            sts: sts::Sts::new(c.sts.clone()),
+        }
+    }
+}
+
+/// Whether an error a reader returned is AWS's "no such object".
+pub fn is_not_found(e: &anyhow::Error) -> bool {
+    use crate::aws::Classify;
+    crate::aws::aws_error_in(e).is_some_and(|a| a.is_not_found())
+}
