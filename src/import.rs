@@ -5,6 +5,7 @@
 //! then change (the same planner, read-only), and says how to let go of the objects in the tool
 //! that made them. What the names mean and where they come from: docs/import.md.
 
+use crate::catalog::RULES;
 use crate::doctor::analysis::role_name;
 use crate::doctor::model::{IdentityMode, NodeRole, Setup};
 use crate::error::UserError;
@@ -239,32 +240,19 @@ fn tf_generated(s: &str, prefix: &str) -> bool {
     s.strip_prefix(prefix).is_some_and(|rest| rest.len() >= 14 && rest.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
-/// The `<Name>` in the terraform-aws-eks module's rule names `Karpenter<Name>-<suffix>`.
-const TF_RULE_NAMES: [&str; 5] = ["HealthEvent", "SpotInterrupt", "InstanceRebalance", "InstanceStateChange", "CRInterruption"];
-
-/// The CloudFormation stack's rule logical ids; CloudFormation names an unnamed rule
-/// `<stack>-<LogicalId>-<random>`.
-const CFN_RULE_IDS: [&str; 5] = [
-    "ScheduledChangeRule",
-    "SpotInterruptionRule",
-    "RebalanceRule",
-    "InstanceStateChangeRule",
-    "CapacityReservationInterruptionRule",
-];
-
 impl Found {
     pub fn tool(&self) -> Tool {
         let c = &self.cluster;
         let tf = self.controller.as_ref().is_some_and(|r| tf_generated(&r.name, "KarpenterController-"))
             || self.node_role.as_ref().is_some_and(|r| tf_generated(&r.name, &format!("Karpenter-{c}-")))
-            || self.rules.values().any(|n| TF_RULE_NAMES.iter().any(|k| tf_generated(n, &format!("Karpenter{k}-"))));
+            || self.rules.values().any(|n| RULES.iter().any(|r| tf_generated(n, &r.tf_prefix())));
         if tf {
             return Tool::Terraform;
         }
         let stack = self
             .rules
             .values()
-            .find_map(|n| CFN_RULE_IDS.iter().find_map(|id| n.find(&format!("-{id}-")).map(|at| n[..at].to_string())));
+            .find_map(|n| RULES.iter().find_map(|r| n.find(&format!("-{}-", r.cfn_id)).map(|at| n[..at].to_string())));
         let cfn_node = self.node_role.as_ref().is_some_and(|r| r.name == format!("KarpenterNodeRole-{c}"));
         let guide = format!("Karpenter-{c}");
         match stack {

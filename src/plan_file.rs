@@ -90,7 +90,8 @@ pub struct RawInterruption {
     pub queue_name: Option<String>,
     pub kms_key_id: Option<String>,
     pub sqs_managed_sse: Option<bool>,
-    /// "five" (default: upstream's five rules) or "merged" (one rule for the five patterns).
+    /// "separate" (default: upstream's layout, one rule per event kind) or "merged" (one rule
+    /// carrying every kind's pattern). "five", the old name of "separate", is still accepted.
     pub rules: Option<String>,
     /// Existing rules to keep under their names, by rule part (`karpctl import` fills it in):
     /// an EventBridge rule cannot be renamed.
@@ -164,6 +165,14 @@ fn line_of(text: &str, table: &str, key: &str) -> Option<usize> {
     }
     None
 }
+
+/// `interruption.rules`: one rule per event kind (the default, upstream's layout).
+pub const SEPARATE: &str = "separate";
+/// `interruption.rules`: one rule per cluster carrying every kind's pattern.
+pub const MERGED: &str = "merged";
+/// `interruption.rules`: the old name of `SEPARATE` (it counted the rules), still accepted with a
+/// note.
+const FIVE: &str = "five";
 
 struct Ctx<'a> {
     file: &'a str,
@@ -441,19 +450,26 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             .hint("remove `sqs_managed_sse` (SSE-SQS is the default) or set `kms_key_id`"));
     }
     let rule_names = resolve_rule_names(i.rule_names.unwrap_or_default(), ctx)?;
-    let merged = match i.rules.as_deref() {
-        None | Some("five") => false,
-        Some("merged") => true,
+    let (merged, rules_note) = match i.rules.as_deref() {
+        None | Some(SEPARATE) => (false, None),
+        Some(MERGED) => (true, None),
+        Some(FIVE) => (
+            false,
+            Some(format!(
+                "{}: interruption.rules = \"{FIVE}\" is now \"{SEPARATE}\" (same layout: one rule per event kind); write \"{SEPARATE}\", as \"{FIVE}\" may stop being accepted",
+                ctx.file
+            )),
+        ),
         Some(other) => {
-            return Err(ctx
-                .err("interruption", "rules", &format!("is {other:?}"))
-                .hint("use \"five\" (upstream's layout, the default) or \"merged\" (one rule per cluster for large fleets)"));
+            return Err(ctx.err("interruption", "rules", &format!("is {other:?}")).hint(format!(
+                "use \"{SEPARATE}\" (upstream's layout, one rule per event kind, the default) or \"{MERGED}\" (one rule per cluster for large fleets)"
+            )));
         }
     };
     if merged && !rule_names.is_empty() {
         return Err(ctx
-            .err("interruption", "rules", "is \"merged\" while `interruption.rule_names` keeps rules of the five-rule layout")
-            .hint("remove `rule_names` (the merged rule replaces those rules) or use rules = \"five\""));
+            .err("interruption", "rules", "is \"merged\" while `interruption.rule_names` keeps rules of the separate-rule layout")
+            .hint(format!("remove `rule_names` (the merged rule replaces those rules) or use rules = \"{SEPARATE}\"")));
     }
     let identity = resolve_identity(&raw.identity, ctx, &cluster)?;
     let discovery = resolve_discovery(raw.discovery, ctx)?;
@@ -475,6 +491,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             kms_key_id,
             rule_names,
             merged,
+            rules_note,
         },
         create_spot_role: raw.account.create_spot_service_linked_role.unwrap_or(false),
         source,
@@ -487,10 +504,10 @@ fn resolve_rule_names(
     names: std::collections::BTreeMap<String, String>,
     ctx: &Ctx,
 ) -> Result<std::collections::BTreeMap<String, String>, UserError> {
-    let parts: Vec<&str> = crate::catalog::RULES.iter().map(|r| r.0).collect();
     let mut seen = std::collections::BTreeSet::new();
     for (part, name) in &names {
-        if !parts.contains(&part.as_str()) {
+        if crate::catalog::rule(part).is_none() {
+            let parts: Vec<&str> = crate::catalog::RULES.iter().map(|r| r.part).collect();
             return Err(ctx
                 .err("interruption.rule_names", part, "is not one of Karpenter's interruption rules")
                 .hint(format!("use one of {}", parts.join(", "))));
@@ -842,6 +859,25 @@ mod tests {
             parse("cluster = \"a\"\n[identity]\npermissions_boundary = \"arn:aws:iam::123456789012:policy/B\"\n", "p.toml", None)
                 .unwrap();
         assert_eq!(s.identity.permissions_boundary.as_deref(), Some("arn:aws:iam::123456789012:policy/B"));
+    }
+
+    #[test]
+    fn rule_layout_is_separate_or_merged_and_five_is_read_as_separate_with_a_note() {
+        let p = |rules: &str| parse(&format!("cluster = \"a\"\n[interruption]\nrules = \"{rules}\"\n"), "p.toml", None);
+        let s = p("separate").unwrap();
+        assert!(!s.interruption.merged && s.interruption.rules_note.is_none());
+        let s = p("merged").unwrap();
+        assert!(s.interruption.merged && s.interruption.rules_note.is_none());
+        let s = parse("cluster = \"a\"\n", "p.toml", None).unwrap();
+        assert!(!s.interruption.merged && s.interruption.rules_note.is_none(), "separate is the default");
+        let s = p("five").unwrap();
+        assert!(!s.interruption.merged);
+        let note = s.interruption.rules_note.unwrap();
+        assert!(note.contains("\"five\" is now \"separate\"") && note.contains("p.toml"), "{note}");
+        let e = p("four").unwrap_err();
+        assert!(e.message.contains("interruption.rules"), "{}", e.message);
+        let hint = e.hint.unwrap_or_default();
+        assert!(hint.contains("\"separate\"") && hint.contains("\"merged\"") && !hint.contains("five"), "{hint}");
     }
 
     #[test]

@@ -39,7 +39,13 @@ impl Prepared {
 
     /// What to tell the user with the plan besides the changes: discovery's notes.
     pub fn findings(&self) -> Vec<crate::model::Finding> {
-        self.facts.discovery.findings.clone()
+        let mut out = self.facts.discovery.findings.clone();
+        out.extend(self.spec.interruption.rules_note.iter().map(|message| crate::model::Finding {
+            id: "plan-deprecated".into(),
+            level: crate::model::Level::Info,
+            message: message.clone(),
+        }));
+        out
     }
 
     /// The readiness checks on what this command makes (`up`, `diff`; none for `down`): can

@@ -38,7 +38,7 @@ super::kind::def!(
 pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
 /// Karpenter's interruption rules, defined once in `catalog`.
-pub use crate::catalog::RULES;
+pub use crate::catalog::{RULES, Rule};
 
 /// DeleteRule right after RemoveTargets.
 const HAS_TARGETS: [Condition; 1] = [Condition::RuleHasTargets];
@@ -85,7 +85,7 @@ pub fn bus_quota_message_at(quota: usize, region: &str, existing: usize, adding:
         format!("{total} of the quota of {quota} rules per event bus")
     };
     Some(format!(
-        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge; then set KARPCTL_RULES_PER_BUS to it) or use interruption.rules = \"merged\" (one rule per cluster instead of five)",
+        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge; then set KARPCTL_RULES_PER_BUS to it) or use interruption.rules = \"merged\" (one rule per cluster instead of one per event kind)",
         if adding > 0 { format!(" and this plan adds {adding}") } else { String::new() }
     ))
 }
@@ -128,8 +128,8 @@ pub fn merged_rule_name(spec: &Spec) -> (String, bool) {
 }
 
 /// The rules of `RULES` this plan's Karpenter version handles (capacity reservations: v1.10).
-fn parts_of(spec: &Spec) -> Vec<&'static (&'static str, &'static str, &'static str, u32)> {
-    RULES.iter().filter(|(.., since)| spec.identity.karpenter_version.minor >= *since).collect()
+fn parts_of(spec: &Spec) -> Vec<&'static Rule> {
+    RULES.iter().filter(|r| spec.identity.karpenter_version.minor >= r.since_minor).collect()
 }
 
 /// Pure: one pattern for every wanted event kind. Karpenter's patterns have no cross-matches
@@ -137,12 +137,12 @@ fn parts_of(spec: &Spec) -> Vec<&'static (&'static str, &'static str, &'static s
 pub fn merged_pattern(spec: &Spec) -> Value {
     let parts = parts_of(spec);
     let mut sources: Vec<&str> = Vec::new();
-    for (_, source, ..) in &parts {
-        if !sources.contains(source) {
-            sources.push(source);
+    for r in &parts {
+        if !sources.contains(&r.source) {
+            sources.push(r.source);
         }
     }
-    let details: Vec<&str> = parts.iter().map(|(_, _, d, _)| *d).collect();
+    let details: Vec<&str> = parts.iter().map(|r| r.detail_type).collect();
     json!({"source": sources, "detail-type": details})
 }
 
@@ -154,7 +154,7 @@ pub fn wanted(spec: &Spec) -> Vec<(String, String)> {
     if spec.interruption.merged {
         return vec![(MERGED_ID.to_string(), merged_rule_name(spec).0)];
     }
-    parts_of(spec).iter().map(|(part, ..)| (format!("rule-{part}"), arns::rule_name(spec, part).0)).collect()
+    parts_of(spec).iter().map(|r| (r.node_id(), arns::rule_name(spec, r.part).0)).collect()
 }
 
 /// Pure: one node per interruption rule, and the merged rule's. The layout not chosen is listed
@@ -168,14 +168,15 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let on = spec.interruption.enabled;
     let merged = spec.interruption.merged;
     let queue_arn = arns::queue_arn(facts, &spec.interruption.queue_name);
-    let five: Vec<String> = RULES.iter().map(|(part, ..)| format!("rule-{part}")).collect();
+    let separate: Vec<String> = RULES.iter().map(Rule::node_id).collect();
     let mut out: Vec<Node> = RULES
         .iter()
-        .map(|(part, source, detail, since)| {
-            let id = format!("rule-{part}");
-            let (name, shortened) = arns::rule_name(spec, part);
-            let wanted = on && !merged && spec.identity.karpenter_version.minor >= *since;
-            let fields = wanted.then(|| desired_fields(source, detail, &queue_arn, &spec.cluster, &arns::tags_for(spec, &id)));
+        .map(|r| {
+            let id = r.node_id();
+            let (name, shortened) = arns::rule_name(spec, r.part);
+            let wanted = on && !merged && spec.identity.karpenter_version.minor >= r.since_minor;
+            let fields =
+                wanted.then(|| desired_fields(r.source, r.detail_type, &queue_arn, &spec.cluster, &arns::tags_for(spec, &id)));
             let note = shortened.then(|| format!("name shortened to fit EventBridge's 64 characters: {name}"));
             Node::new(id, name, NodeSpec::EventRule(QueueSpec { queue_arn: queue_arn.clone() }))
                 .with_fields(fields)
@@ -204,7 +205,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
             .with_fields(fields)
             .with_deps(["queue"])
             .with_notes(notes)
-            .delete_after(if merged { vec![] } else { five }),
+            .delete_after(if merged { vec![] } else { separate }),
     );
     out
 }

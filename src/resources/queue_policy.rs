@@ -7,7 +7,7 @@
 //! GetQueueAttributes shows it. Delete: clear the attribute (same wait), unless the queue itself
 //! is being deleted.
 //!
-//! A change of rule layout (five rules <-> one merged rule, or a renamed rule) is handed over
+//! A change of rule layout (separate rules <-> one merged rule, or a renamed rule) is handed over
 //! without a moment when a rule that targets the queue may not send to it (`handover`): a first
 //! write names the old and the new rules, and the old rules go only once that policy is in
 //! force everywhere; the policy's own step then drops the old names, after the old rules' deletes
@@ -66,7 +66,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let queue_arn = arns::queue_arn(facts, &i.queue_name);
     let rules = super::event_rule::wanted(spec);
     let rule_arns: Vec<String> = rules.iter().map(|(_, name)| arns::rule_arn(facts, name)).collect();
-    // After the rules it names: when the layout changes (five rules <-> one merged rule), this
+    // After the rules it names: when the layout changes (separate rules <-> one merged rule), this
     // write, which drops the old rules' names, comes after the new rules exist and (`handover`)
     // after the old rules are gone.
     let deps: Vec<String> = std::iter::once("queue".to_string()).chain(rules.into_iter().map(|(id, _)| id)).collect();
@@ -418,7 +418,7 @@ mod tests {
             if matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule) {
                 let mut o = now.get(&n.id).cloned();
                 if n.id == ID {
-                    // The live policy already names only the merged rule: the five it does not
+                    // The live policy already names only the merged rule: the separate rules it does not
                     // name send nothing now, so there is nothing to hand over.
                     o = Some(Observed { fields: n.fields.clone().unwrap(), owner: Owner::Ours, ids: BTreeMap::new() });
                 }
