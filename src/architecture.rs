@@ -140,6 +140,22 @@ mod tests {
     }
 
     #[test]
+    fn only_the_settings_module_reads_the_environment_or_asks_for_a_terminal() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&root, &root, &mut files);
+        let needles = ["env::var", "env::vars", "is_terminal()"];
+        let readers: Vec<String> = files
+            .iter()
+            .filter(|(m, _)| m != "settings" && m != "architecture")
+            .filter(|(_, text)| needles.iter().any(|n| text.contains(n)))
+            .map(|(m, _)| m.clone())
+            .collect();
+        assert!(readers.is_empty(), "read the environment through `Settings` instead: {readers:?}");
+        assert!(files.iter().any(|(m, t)| m == "settings" && t.contains("env::vars_os")), "the check reads the files");
+    }
+
+    #[test]
     fn the_check_finds_a_cycle() {
         let mut g = Graph::new();
         g.insert("a".into(), ["b".to_string()].into());

@@ -605,7 +605,7 @@ fn target(global: &Options, cluster: &str) -> PathBuf {
 
 pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport> {
     let cluster =
-        global.cluster.clone().or_else(|| std::env::var("KARPCTL_CLUSTER").ok().filter(|c| !c.is_empty())).ok_or_else(|| {
+        global.cluster.clone().or_else(|| global.settings.cluster.clone()).ok_or_else(|| {
             UserError::new("karpctl import needs a cluster").hint("pass --cluster NAME (or set KARPCTL_CLUSTER)")
         })?;
     crate::plan_file::validate_cluster_name(&cluster).map_err(|e| UserError::new(format!("--cluster {cluster:?}: {e}")))?;
@@ -656,6 +656,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         discovery_tag: (crate::tags::DISCOVERY_TAG.to_string(), cluster.clone()),
         refused: vec![],
         associate_public_ip: false,
+        bus_quota: global.settings.rules_per_bus,
     };
     let setup = crate::doctor::discover::gather(&connected.clients, &inputs).await?;
     if let Some(u) = setup.unreadable.first() {
@@ -672,7 +673,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
     // adopted in place (the getting-started stack names them as karpctl does), never retired.
     let zonal = Policies { zonal_shift: sort_policies(&found, &[]).zonal_shift, ..Default::default() };
     let (draft, _) = plan_toml(&found, &zonal);
-    let spec = crate::plan_file::parse(&draft, &path.display().to_string(), Some(&cluster))?;
+    let spec = crate::plan_file::parse_with(&draft, &path.display().to_string(), Some(&cluster), &global.settings)?;
     let plan_facts = Facts {
         account_id: connected.account_id.clone(),
         region: connected.region.clone(),
@@ -700,7 +701,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
     let found_lines = summary(&found, &policies);
     let (text, mut notes) = plan_toml(&found, &policies);
     // What was found and how to let go are said even when the plan cannot be used as it is.
-    let parsed = crate::plan_file::parse(&text, &path.display().to_string(), Some(&cluster));
+    let parsed = crate::plan_file::parse_with(&text, &path.display().to_string(), Some(&cluster), &global.settings);
     if let Err(e) = &parsed {
         notes.push(format!("the plan written needs a change before up --adopt can use it: {}", e.message));
     }

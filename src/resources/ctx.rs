@@ -74,6 +74,8 @@ pub struct Ctx {
     pub partition: String,
     pub reporter: Arc<dyn Reporter>,
     pub consistency: ConsistencyPolicy,
+    /// What the environment says (read once, in `main.rs`).
+    pub settings: Arc<crate::settings::Settings>,
     /// Queue URLs by queue name (None: no such queue).
     pub queue_urls: Memo<Option<String>>,
     /// All attributes of a queue, by URL.

@@ -59,21 +59,13 @@ pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster:
 }
 
 /// EventBridge's default quota of rules per event bus (Service Quotas: "Maximum number of
-/// rules per event bus", adjustable; docs/aws-behaviour.md section 10.10).
-pub const RULES_PER_BUS: usize = 300;
+/// rules per event bus", adjustable; docs/aws-behaviour.md section 10.10). The account's quota
+/// is `Settings::rules_per_bus` (`KARPCTL_RULES_PER_BUS` when it was raised).
+pub const RULES_PER_BUS: usize = crate::settings::DEFAULT_RULES_PER_BUS;
 
-/// The account's quota: `KARPCTL_RULES_PER_BUS` when it was raised, else AWS's default.
-pub fn rules_per_bus() -> usize {
-    std::env::var("KARPCTL_RULES_PER_BUS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(RULES_PER_BUS)
-}
-
-/// Pure: what to say when a bus holding `existing` rules gets `adding` more: past the quota
-/// (PutRule will be refused with LimitExceededException) or past 90% of it. None: room enough.
-pub fn bus_quota_message(region: &str, existing: usize, adding: usize) -> Option<String> {
-    bus_quota_message_at(rules_per_bus(), region, existing, adding)
-}
-
-/// `bus_quota_message` against a quota of `quota` rules per bus.
+/// Pure: what to say when a bus holding `existing` rules gets `adding` more, against a quota of
+/// `quota` rules per bus: past the quota (PutRule will be refused with LimitExceededException)
+/// or past 90% of it. None: room enough.
 pub fn bus_quota_message_at(quota: usize, region: &str, existing: usize, adding: usize) -> Option<String> {
     let total = existing + adding;
     if total * 10 <= quota * 9 {
@@ -112,7 +104,7 @@ pub async fn quota_finding(ctx: &Ctx, plan: &crate::model::Plan) -> Result<Optio
         return Ok(None);
     }
     let existing = count_bus_rules(&ctx.aws.events).await?;
-    Ok(bus_quota_message(&ctx.region, existing, adding).map(|message| crate::model::Finding {
+    Ok(bus_quota_message_at(ctx.settings.rules_per_bus, &ctx.region, existing, adding).map(|message| crate::model::Finding {
         id: "event-bus-rule-quota".into(),
         level: crate::model::Level::Warning,
         message,

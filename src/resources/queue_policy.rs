@@ -51,9 +51,8 @@ pub const HANDOVER_ID: &str = "queue-policy-handover";
 /// an attribute change to propagate, and GetQueueAttributes agreeing says nothing of the hosts
 /// that authorise SendMessage (docs/aws-behaviour.md section 9.21). `KARPCTL_SQS_POLICY_PROPAGATION_SECS`
 /// sets it (tests shorten it).
-pub fn propagation() -> Duration {
-    let secs = std::env::var("KARPCTL_SQS_POLICY_PROPAGATION_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    Duration::from_secs(secs)
+pub fn propagation(ctx: &Ctx) -> Duration {
+    ctx.settings.sqs_policy_propagation
 }
 
 /// A policy naming what SQS cannot resolve yet (either spelling of the code).
@@ -255,7 +254,7 @@ async fn in_force(ctx: &Ctx, step: &Step, url: &str, want: Option<Value>, accept
             ctx.consistency.deadline.as_secs()
         );
     }
-    let hold = propagation();
+    let hold = propagation(ctx);
     if let Some(left) = hold.checked_sub(accepted.elapsed()).filter(|d| !d.is_zero()) {
         let what =
             format!("the queue policy to be in force everywhere before the old rules go (SQS takes up to {} s)", hold.as_secs());
