@@ -93,7 +93,7 @@ mod tests {
     }
 
     #[test]
-    fn merged_rules_are_one_rule_and_the_five_go_after_it() {
+    fn merged_rules_are_one_rule_and_the_separate_ones_go_after_it() {
         let mut spec = plan_file::defaults("c").unwrap();
         spec.interruption.merged = true;
         let nodes: Vec<Node> = build(&spec, &facts()).into_iter().filter(|n| n.kind == Kind::EventRule).collect();
@@ -111,7 +111,7 @@ mod tests {
         assert_eq!(policy.deps, ["queue", "rule-Merged"]);
         let text = serde_json::to_string(&policy.fields.unwrap()["Policy"]).unwrap();
         assert!(text.contains("rule/Karpenter-c-Interruption") && !text.contains("rule/Karpenter-c-SpotInterrupt"), "{text}");
-        // Back to five: the merged rule goes after the five exist.
+        // Back to separate rules: the merged rule goes after they all exist.
         spec.interruption.merged = false;
         let merged = build(&spec, &facts()).into_iter().find(|n| n.id == "rule-Merged").unwrap();
         assert!(merged.fields.is_none());

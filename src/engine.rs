@@ -16,7 +16,6 @@ use crate::report::{Applied, PlanReport, Printer};
 use crate::resources::{self};
 use anyhow::{Context, Result};
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
@@ -109,7 +108,7 @@ pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> 
     crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Up).await?;
     phase(&p, "plan", t);
     let destructive = destroys(&plan);
-    let shown = if yes || destructive == 0 || !plan.conflicts.is_empty() || !std::io::stdin().is_terminal() {
+    let shown = if yes || destructive == 0 || !plan.conflicts.is_empty() || !global.settings.terminal.stdin {
         false
     } else if global.scope.is_some() {
         return Err(UserError::new(format!(
@@ -240,7 +239,7 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
 }
 
 pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
-    if !yes && !std::io::stdin().is_terminal() {
+    if !yes && !global.settings.terminal.stdin {
         return Err(UserError::new("karpctl down needs confirmation, and there is no terminal to ask on")
             .hint("pass --yes to confirm")
             .into());

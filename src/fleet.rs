@@ -128,7 +128,7 @@ pub async fn run(global: &Options, command: &Command) -> Result<FleetReport> {
     check(global, command)?;
     let names = names(global)?;
     let cmd = command_name(command);
-    let base = crate::report::fleet_reporter(global.quiet);
+    let base = crate::report::fleet_reporter(global.quiet, global.settings.terminal);
     let width = names.iter().map(|n| n.len()).max().unwrap_or(0);
     let limiters: std::sync::Mutex<BTreeMap<String, Limiter>> = Default::default();
     let in_flight = AtomicUsize::new(0);
@@ -144,7 +144,7 @@ pub async fn run(global: &Options, command: &Command) -> Result<FleetReport> {
             peak.fetch_max(n, Ordering::SeqCst);
             // The plan decides the account (its role's, or the caller's): its limiter and, for an
             // error before STS answers, what the summary shows.
-            let spec = plan_file::load(None, Some(name), Path::new("plans")).ok();
+            let spec = plan_file::load(None, Some(name), Path::new("plans"), &global.settings).ok();
             let key = spec
                 .as_ref()
                 .and_then(|s| s.assume_role.as_ref().map(|r| r.account_id.clone()))

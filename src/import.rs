@@ -5,6 +5,7 @@
 //! then change (the same planner, read-only), and says how to let go of the objects in the tool
 //! that made them. What the names mean and where they come from: docs/import.md.
 
+use crate::catalog::RULES;
 use crate::doctor::analysis::role_name;
 use crate::doctor::model::{IdentityMode, NodeRole, Setup};
 use crate::error::UserError;
@@ -239,32 +240,19 @@ fn tf_generated(s: &str, prefix: &str) -> bool {
     s.strip_prefix(prefix).is_some_and(|rest| rest.len() >= 14 && rest.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
-/// The `<Name>` in the terraform-aws-eks module's rule names `Karpenter<Name>-<suffix>`.
-const TF_RULE_NAMES: [&str; 5] = ["HealthEvent", "SpotInterrupt", "InstanceRebalance", "InstanceStateChange", "CRInterruption"];
-
-/// The CloudFormation stack's rule logical ids; CloudFormation names an unnamed rule
-/// `<stack>-<LogicalId>-<random>`.
-const CFN_RULE_IDS: [&str; 5] = [
-    "ScheduledChangeRule",
-    "SpotInterruptionRule",
-    "RebalanceRule",
-    "InstanceStateChangeRule",
-    "CapacityReservationInterruptionRule",
-];
-
 impl Found {
     pub fn tool(&self) -> Tool {
         let c = &self.cluster;
         let tf = self.controller.as_ref().is_some_and(|r| tf_generated(&r.name, "KarpenterController-"))
             || self.node_role.as_ref().is_some_and(|r| tf_generated(&r.name, &format!("Karpenter-{c}-")))
-            || self.rules.values().any(|n| TF_RULE_NAMES.iter().any(|k| tf_generated(n, &format!("Karpenter{k}-"))));
+            || self.rules.values().any(|n| RULES.iter().any(|r| tf_generated(n, &r.tf_prefix())));
         if tf {
             return Tool::Terraform;
         }
         let stack = self
             .rules
             .values()
-            .find_map(|n| CFN_RULE_IDS.iter().find_map(|id| n.find(&format!("-{id}-")).map(|at| n[..at].to_string())));
+            .find_map(|n| RULES.iter().find_map(|r| n.find(&format!("-{}-", r.cfn_id)).map(|at| n[..at].to_string())));
         let cfn_node = self.node_role.as_ref().is_some_and(|r| r.name == format!("KarpenterNodeRole-{c}"));
         let guide = format!("Karpenter-{c}");
         match stack {
@@ -606,7 +594,7 @@ fn target(global: &Options, cluster: &str) -> PathBuf {
 
 pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport> {
     let cluster =
-        global.cluster.clone().or_else(|| std::env::var("KARPCTL_CLUSTER").ok().filter(|c| !c.is_empty())).ok_or_else(|| {
+        global.cluster.clone().or_else(|| global.settings.cluster.clone()).ok_or_else(|| {
             UserError::new("karpctl import needs a cluster").hint("pass --cluster NAME (or set KARPCTL_CLUSTER)")
         })?;
     crate::plan_file::validate_cluster_name(&cluster).map_err(|e| UserError::new(format!("--cluster {cluster:?}: {e}")))?;
@@ -657,6 +645,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         discovery_tag: (crate::tags::DISCOVERY_TAG.to_string(), cluster.clone()),
         refused: vec![],
         associate_public_ip: false,
+        bus_quota: global.settings.rules_per_bus,
     };
     let setup = crate::doctor::discover::gather(&connected.readers, &inputs).await?;
     if let Some(u) = setup.unreadable.first() {
@@ -673,7 +662,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
     // adopted in place (the getting-started stack names them as karpctl does), never retired.
     let zonal = Policies { zonal_shift: sort_policies(&found, &[]).zonal_shift, ..Default::default() };
     let (draft, _) = plan_toml(&found, &zonal);
-    let spec = crate::plan_file::parse(&draft, &path.display().to_string(), Some(&cluster))?;
+    let spec = crate::plan_file::parse_with(&draft, &path.display().to_string(), Some(&cluster), &global.settings)?;
     let plan_facts = Facts {
         account_id: connected.account_id.clone(),
         region: connected.region.clone(),
@@ -701,7 +690,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
     let found_lines = summary(&found, &policies);
     let (text, mut notes) = plan_toml(&found, &policies);
     // What was found and how to let go are said even when the plan cannot be used as it is.
-    let parsed = crate::plan_file::parse(&text, &path.display().to_string(), Some(&cluster));
+    let parsed = crate::plan_file::parse_with(&text, &path.display().to_string(), Some(&cluster), &global.settings);
     if let Err(e) = &parsed {
         notes.push(format!("the plan written needs a change before up --adopt can use it: {}", e.message));
     }

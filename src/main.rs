@@ -34,13 +34,14 @@ mod readiness;
 mod report;
 mod resources;
 mod scope;
+mod settings;
 mod spec;
 mod suggest;
 mod tags;
 
 use cli::Command;
 
-fn init_tracing(verbose: u8, quiet: bool) {
+fn init_tracing(verbose: u8, quiet: bool, log_filter: Option<&str>) {
     use tracing_subscriber::EnvFilter;
     let base = match (quiet, verbose) {
         (true, _) => "error",
@@ -50,10 +51,7 @@ fn init_tracing(verbose: u8, quiet: bool) {
     };
     // Signing and credential internals can carry secrets (session tokens in canonical
     // requests): they are never logged, whatever RUST_LOG says.
-    let filter = format!(
-        "{},aws_sigv4=off,aws_credential_types=off,aws_runtime::auth=off",
-        std::env::var("RUST_LOG").unwrap_or_else(|_| base.to_string())
-    );
+    let filter = format!("{},aws_sigv4=off,aws_credential_types=off,aws_runtime::auth=off", log_filter.unwrap_or(base));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::new(filter))
         .with_writer(std::io::stderr)
@@ -74,7 +72,7 @@ fn fleet_name(c: &Command) -> &'static str {
 
 /// The engine's options from the parsed flags: the global ones, and the command's output
 /// format and many-cluster flags (the engine never sees the clap structs).
-fn options(g: &cli::Global, command: &Command) -> options::Options {
+fn options(g: &cli::Global, command: &Command, settings: std::sync::Arc<settings::Settings>) -> options::Options {
     use options::Format;
     let plain = |o: cli::Output| match o {
         cli::Output::Human => Format::Human,
@@ -111,6 +109,7 @@ fn options(g: &cli::Global, command: &Command) -> options::Options {
         parallel_clusters: many.parallel_clusters,
         account_concurrency: many.account_concurrency,
         scope: None,
+        settings,
     }
 }
 
@@ -123,12 +122,14 @@ fn main() {
             std::process::exit(if e.use_stderr() { exit::EXIT_ERROR } else { exit::EXIT_OK });
         }
     };
-    init_tracing(cli.global.verbose, cli.global.quiet);
+    // The environment, read once: everything below takes it from here.
+    let settings = std::sync::Arc::new(settings::Settings::from_env());
+    init_tracing(cli.global.verbose, cli.global.quiet, settings.log_filter.as_deref());
     if let Command::Completions { shell } = cli.command {
         clap_complete::generate(shell, &mut cli::command(), "karpctl", &mut std::io::stdout());
         return;
     }
-    let opts = options(&cli.global, &cli.command);
+    let opts = options(&cli.global, &cli.command, settings);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let printer = report::Printer::new(&opts);
     let (name, result) = rt.block_on(async {

@@ -43,4 +43,6 @@ pub struct Options {
     /// Set by the many-cluster driver for each cluster's run: its reporter, limiter, stats and
     /// captured output.
     pub scope: Option<Arc<crate::scope::Scope>>,
+    /// What the environment says, read once in `main.rs`.
+    pub settings: Arc<crate::settings::Settings>,
 }

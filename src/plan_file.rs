@@ -3,6 +3,7 @@
 pub use crate::error::UserError;
 use crate::model::Tags;
 use crate::names;
+use crate::settings::Settings;
 pub use crate::spec::*;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -90,7 +91,8 @@ pub struct RawInterruption {
     pub queue_name: Option<String>,
     pub kms_key_id: Option<String>,
     pub sqs_managed_sse: Option<bool>,
-    /// "five" (default: upstream's five rules) or "merged" (one rule for the five patterns).
+    /// "separate" (default: upstream's layout, one rule per event kind) or "merged" (one rule
+    /// carrying every kind's pattern). "five", the old name of "separate", is still accepted.
     pub rules: Option<String>,
     /// Existing rules to keep under their names, by rule part (`karpctl import` fills it in):
     /// an EventBridge rule cannot be renamed.
@@ -165,9 +167,19 @@ fn line_of(text: &str, table: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// `interruption.rules`: one rule per event kind (the default, upstream's layout).
+pub const SEPARATE: &str = "separate";
+/// `interruption.rules`: one rule per cluster carrying every kind's pattern.
+pub const MERGED: &str = "merged";
+/// `interruption.rules`: the old name of `SEPARATE` (it counted the rules), still accepted with a
+/// note.
+const FIVE: &str = "five";
+
 struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
+    /// KARPCTL_ALLOW_UNKNOWN_REGION=1.
+    allow_unknown_region: bool,
 }
 
 impl Ctx<'_> {
@@ -247,10 +259,11 @@ pub const KNOWN_REGIONS: &[&str] = &[
     "us-west-2",
 ];
 
-pub fn validate_region(region: &str) -> Result<(), String> {
+/// A region name; one karpctl does not know only with `allow_unknown`
+/// (`Settings::allow_unknown_region`, KARPCTL_ALLOW_UNKNOWN_REGION=1).
+pub fn validate_region(region: &str, allow_unknown: bool) -> Result<(), String> {
     validate_region_format(region)?;
-    let allow = std::env::var("KARPCTL_ALLOW_UNKNOWN_REGION").is_ok_and(|v| v == "1");
-    if !allow && !KNOWN_REGIONS.contains(&region) {
+    if !allow_unknown && !KNOWN_REGIONS.contains(&region) {
         return Err(format!(
             "{region:?} is not a known AWS region (if it is a region newer than this karpctl, set KARPCTL_ALLOW_UNKNOWN_REGION=1)"
         ));
@@ -308,8 +321,15 @@ fn validate_tags(ctx: &Ctx, tags: &Tags) -> Result<(), UserError> {
     Ok(())
 }
 
-/// Parse and validate a plan. `cluster_flag` is the `--cluster` value, if given.
+/// `parse_with` in an empty environment.
+#[cfg(test)]
 pub fn parse(text: &str, file: &str, cluster_flag: Option<&str>) -> Result<Spec, UserError> {
+    parse_with(text, file, cluster_flag, &Settings::default())
+}
+
+/// Parse and validate a plan. `cluster_flag` is the `--cluster` value, if given; `settings`
+/// say whether a region karpctl does not know is accepted.
+pub fn parse_with(text: &str, file: &str, cluster_flag: Option<&str>, settings: &Settings) -> Result<Spec, UserError> {
     let raw: RawPlan = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
         let at = match line {
@@ -322,7 +342,7 @@ pub fn parse(text: &str, file: &str, cluster_flag: Option<&str>) -> Result<Spec,
                 .hint("fix the plan file; every key is documented in the README's plan reference"),
         }
     })?;
-    let ctx = Ctx { file, text };
+    let ctx = Ctx { file, text, allow_unknown_region: settings.allow_unknown_region };
     resolve(raw, &ctx, cluster_flag, Some(PathBuf::from(file)))
 }
 
@@ -357,7 +377,7 @@ fn unknown_key(message: &str, text: &str, at: Option<usize>) -> Option<(String, 
 
 /// The plan karpctl uses when there is no plan file: everything from defaults.
 pub fn defaults(cluster: &str) -> Result<Spec, UserError> {
-    let ctx = Ctx { file: "--cluster", text: "" };
+    let ctx = Ctx { file: "--cluster", text: "", allow_unknown_region: false };
     resolve(RawPlan::default(), &ctx, Some(cluster), None)
 }
 
@@ -381,7 +401,8 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
         return Err(e.hint("EKS cluster names are 1-100 letters, digits, '-' and '_', starting with a letter or digit"));
     }
     if let Some(r) = &raw.region {
-        validate_region(r).map_err(|e| ctx.err("", "region", &e).hint("use an AWS region name such as us-east-1"))?;
+        validate_region(r, ctx.allow_unknown_region)
+            .map_err(|e| ctx.err("", "region", &e).hint("use an AWS region name such as us-east-1"))?;
     }
     if let Some(a) = &raw.account_id
         && (a.len() != 12 || !a.chars().all(|c| c.is_ascii_digit()))
@@ -441,19 +462,26 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             .hint("remove `sqs_managed_sse` (SSE-SQS is the default) or set `kms_key_id`"));
     }
     let rule_names = resolve_rule_names(i.rule_names.unwrap_or_default(), ctx)?;
-    let merged = match i.rules.as_deref() {
-        None | Some("five") => false,
-        Some("merged") => true,
+    let (merged, rules_note) = match i.rules.as_deref() {
+        None | Some(SEPARATE) => (false, None),
+        Some(MERGED) => (true, None),
+        Some(FIVE) => (
+            false,
+            Some(format!(
+                "{}: interruption.rules = \"{FIVE}\" is now \"{SEPARATE}\" (same layout: one rule per event kind); write \"{SEPARATE}\", as \"{FIVE}\" may stop being accepted",
+                ctx.file
+            )),
+        ),
         Some(other) => {
-            return Err(ctx
-                .err("interruption", "rules", &format!("is {other:?}"))
-                .hint("use \"five\" (upstream's layout, the default) or \"merged\" (one rule per cluster for large fleets)"));
+            return Err(ctx.err("interruption", "rules", &format!("is {other:?}")).hint(format!(
+                "use \"{SEPARATE}\" (upstream's layout, one rule per event kind, the default) or \"{MERGED}\" (one rule per cluster for large fleets)"
+            )));
         }
     };
     if merged && !rule_names.is_empty() {
         return Err(ctx
-            .err("interruption", "rules", "is \"merged\" while `interruption.rule_names` keeps rules of the five-rule layout")
-            .hint("remove `rule_names` (the merged rule replaces those rules) or use rules = \"five\""));
+            .err("interruption", "rules", "is \"merged\" while `interruption.rule_names` keeps rules of the separate-rule layout")
+            .hint(format!("remove `rule_names` (the merged rule replaces those rules) or use rules = \"{SEPARATE}\"")));
     }
     let identity = resolve_identity(&raw.identity, ctx, &cluster)?;
     let discovery = resolve_discovery(raw.discovery, ctx)?;
@@ -475,6 +503,7 @@ fn resolve(raw: RawPlan, ctx: &Ctx, cluster_flag: Option<&str>, source: Option<P
             kms_key_id,
             rule_names,
             merged,
+            rules_note,
         },
         create_spot_role: raw.account.create_spot_service_linked_role.unwrap_or(false),
         source,
@@ -487,10 +516,10 @@ fn resolve_rule_names(
     names: std::collections::BTreeMap<String, String>,
     ctx: &Ctx,
 ) -> Result<std::collections::BTreeMap<String, String>, UserError> {
-    let parts: Vec<&str> = crate::catalog::RULES.iter().map(|r| r.0).collect();
     let mut seen = std::collections::BTreeSet::new();
     for (part, name) in &names {
-        if !parts.contains(&part.as_str()) {
+        if crate::catalog::rule(part).is_none() {
+            let parts: Vec<&str> = crate::catalog::RULES.iter().map(|r| r.part).collect();
             return Err(ctx
                 .err("interruption.rule_names", part, "is not one of Karpenter's interruption rules")
                 .hint(format!("use one of {}", parts.join(", "))));
@@ -738,32 +767,35 @@ fn resolve_assume_role(raw: &RawPlan, ctx: &Ctx, cluster: &str) -> Result<Option
 }
 
 /// Find the plan for a command: `--config`, else `plans/<cluster>.toml` if it exists, else
-/// defaults. Without a cluster: KARPCTL_CLUSTER, or the only plan in `plans/`.
-pub fn load(plan_flag: Option<&Path>, cluster_flag: Option<&str>, plans_dir: &Path) -> Result<Spec, UserError> {
+/// defaults. Without a cluster: KARPCTL_CLUSTER (`settings.cluster`), or the only plan in `plans/`.
+pub fn load(
+    plan_flag: Option<&Path>,
+    cluster_flag: Option<&str>,
+    plans_dir: &Path,
+    settings: &Settings,
+) -> Result<Spec, UserError> {
     if let Some(p) = plan_flag {
         let text = std::fs::read_to_string(p)
             .map_err(|e| UserError::new(format!("cannot read plan file {}: {e}", p.display())).hint("check the --config path"))?;
-        return parse(&text, &p.display().to_string(), cluster_flag);
+        return parse_with(&text, &p.display().to_string(), cluster_flag, settings);
     }
     let cluster = match cluster_flag {
         Some(c) => c.to_string(),
-        None => pick_cluster(plans_dir)?,
+        None => pick_cluster(plans_dir, settings.cluster.as_deref())?,
     };
     let path = plans_dir.join(format!("{cluster}.toml"));
     if path.exists() {
         let text = std::fs::read_to_string(&path)
             .map_err(|e| UserError::new(format!("cannot read plan file {}: {e}", path.display())))?;
-        parse(&text, &path.display().to_string(), Some(&cluster))
+        parse_with(&text, &path.display().to_string(), Some(&cluster), settings)
     } else {
         defaults(&cluster)
     }
 }
 
-fn pick_cluster(plans_dir: &Path) -> Result<String, UserError> {
-    if let Ok(c) = std::env::var("KARPCTL_CLUSTER")
-        && !c.is_empty()
-    {
-        return Ok(c);
+fn pick_cluster(plans_dir: &Path, env_cluster: Option<&str>) -> Result<String, UserError> {
+    if let Some(c) = env_cluster {
+        return Ok(c.to_string());
     }
     let mut found: Vec<String> = std::fs::read_dir(plans_dir)
         .map(|rd| {
@@ -842,6 +874,25 @@ mod tests {
             parse("cluster = \"a\"\n[identity]\npermissions_boundary = \"arn:aws:iam::123456789012:policy/B\"\n", "p.toml", None)
                 .unwrap();
         assert_eq!(s.identity.permissions_boundary.as_deref(), Some("arn:aws:iam::123456789012:policy/B"));
+    }
+
+    #[test]
+    fn rule_layout_is_separate_or_merged_and_five_is_read_as_separate_with_a_note() {
+        let p = |rules: &str| parse(&format!("cluster = \"a\"\n[interruption]\nrules = \"{rules}\"\n"), "p.toml", None);
+        let s = p("separate").unwrap();
+        assert!(!s.interruption.merged && s.interruption.rules_note.is_none());
+        let s = p("merged").unwrap();
+        assert!(s.interruption.merged && s.interruption.rules_note.is_none());
+        let s = parse("cluster = \"a\"\n", "p.toml", None).unwrap();
+        assert!(!s.interruption.merged && s.interruption.rules_note.is_none(), "separate is the default");
+        let s = p("five").unwrap();
+        assert!(!s.interruption.merged);
+        let note = s.interruption.rules_note.unwrap();
+        assert!(note.contains("\"five\" is now \"separate\"") && note.contains("p.toml"), "{note}");
+        let e = p("four").unwrap_err();
+        assert!(e.message.contains("interruption.rules"), "{}", e.message);
+        let hint = e.hint.unwrap_or_default();
+        assert!(hint.contains("\"separate\"") && hint.contains("\"merged\"") && !hint.contains("five"), "{hint}");
     }
 
     #[test]
@@ -935,10 +986,10 @@ mod tests {
     #[test]
     fn regions() {
         for r in ["us-east-1", "us-gov-west-1", "cn-north-1", "ap-northeast-1", "eu-central-2"] {
-            assert!(validate_region(r).is_ok(), "{r}");
+            assert!(validate_region(r, false).is_ok(), "{r}");
         }
         for r in ["useast1", "us-east", "US-EAST-1", "moon-1", "us-moon-1"] {
-            assert!(validate_region(r).is_err(), "{r}");
+            assert!(validate_region(r, false).is_err(), "{r}");
         }
     }
 

@@ -222,7 +222,8 @@ async fn policies_per_role(ctx: &Ctx) -> (usize, Option<String>) {
             (
                 POLICIES_PER_ROLE,
                 Some(format!(
-                    "iam:GetAccountSummary {why}, so AWS's default quota of {POLICIES_PER_ROLE} was assumed; allow it to the credentials karpctl runs with if the quota was raised"
+                    "iam:GetAccountSummary {why}, so AWS's default quota of {POLICIES_PER_ROLE} was assumed; if the quota was raised, allow it to the credentials karpctl runs with or set {}=<quota>",
+                    crate::settings::IAM_POLICIES_PER_ROLE
                 )),
             )
         }
@@ -246,7 +247,11 @@ pub async fn policy_headroom(ctx: &Ctx, plan: &Plan, cmd: Intent) -> Result<Opti
     if uses.iter().all(|u| u.total() <= POLICIES_PER_ROLE) {
         return Ok(None);
     }
-    let (quota, note) = policies_per_role(ctx).await;
+    // KARPCTL_IAM_POLICIES_PER_ROLE says the quota when the credentials may not read it.
+    let (quota, note) = match ctx.settings.iam_policies_per_role {
+        Some(n) => (n, None),
+        None => policies_per_role(ctx).await,
+    };
     if let Some(n) = &note {
         ctx.reporter.event(Event::Note { level: Level::Warning, text: n });
     }

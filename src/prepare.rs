@@ -43,7 +43,13 @@ impl Prepared {
 
     /// What to tell the user with the plan besides the changes: discovery's notes.
     pub fn findings(&self) -> Vec<crate::model::Finding> {
-        self.facts.discovery.findings.clone()
+        let mut out = self.facts.discovery.findings.clone();
+        out.extend(self.spec.interruption.rules_note.iter().map(|message| crate::model::Finding {
+            id: "plan-deprecated".into(),
+            level: crate::model::Level::Info,
+            message: message.clone(),
+        }));
+        out
     }
 
     /// The readiness checks on what this command makes (`up`, `diff`; none for `down`): can
@@ -157,7 +163,7 @@ async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserErr
     let Some(region) = region else {
         return Err(UserError::new("no AWS region given").hint("set `region` in the plan, pass --region, or set AWS_REGION"));
     };
-    plan_file::validate_region(&region)
+    plan_file::validate_region(&region, global.settings.allow_unknown_region)
         .map_err(|e| UserError::new(format!("--region: {e}")).hint("use a region name such as us-east-1"))?;
     Ok(region)
 }
@@ -182,13 +188,13 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         });
     }
     let settings = global.config.as_deref();
-    let spec = plan_file::load(settings, global.cluster.as_deref(), Path::new("plans"))?;
+    let spec = plan_file::load(settings, global.cluster.as_deref(), Path::new("plans"), &global.settings)?;
     let region = resolve_region(global, &spec).await?;
     let stats = match &global.scope {
         Some(scope) => scope.stats.clone(),
         None => aws::STATS.get_or_init(|| Arc::new(CallStats::default())).clone(),
     };
-    if global.stats || std::env::var("KARPCTL_TRACE").is_ok_and(|v| v == "1") {
+    if global.stats || global.settings.trace {
         stats.enable_trace();
     }
     let concurrency = global.concurrency as usize;
@@ -228,7 +234,8 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
             account_id: account_id.clone(),
             partition: partition.clone(),
             reporter: reporter.clone(),
-            consistency: ConsistencyPolicy::default(),
+            consistency: ConsistencyPolicy::standard(global.settings.consistency_deadline),
+            settings: global.settings.clone(),
             readers: readers.clone(),
             once: Default::default(),
             written: Default::default(),
@@ -256,7 +263,15 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         None => in_unit("prepare:cluster", missing_cluster_hint(&readers, &spec.cluster, &region)).await,
         Some(_) => None,
     };
-    let cluster = cluster_status_check(cluster, &spec.cluster, &region, cmd, reporter.as_ref(), others)?;
+    let cluster = cluster_status_check(
+        cluster,
+        &spec.cluster,
+        &region,
+        cmd,
+        reporter.as_ref(),
+        others,
+        global.settings.eks_active_timeout,
+    )?;
     resources::eks::remember_status(&ctx, &spec.cluster, &cluster.status);
     let mut facts = Facts {
         account_id: ctx.account_id.clone(),
@@ -316,9 +331,10 @@ fn connect_options(global: &Options, region: &str, assume_role: Option<aws::Assu
         endpoint_url: global.endpoint_url.clone(),
         max_attempts: aws::throttle::THROTTLE_ATTEMPTS,
         max_in_flight: global.concurrency as usize,
-        ca_bundle: aws::ca_bundle_from_env()?,
+        ca_bundle: aws::ca_bundle(global.settings.ca_bundle.as_deref())?,
         limiter: global.scope.as_ref().map(|s| s.limiter.clone()),
         assume_role,
+        settings: global.settings.clone(),
     })
 }
 
@@ -479,6 +495,7 @@ fn cluster_status_check(
     cmd: Intent,
     reporter: &dyn Reporter,
     others: Option<String>,
+    eks_active_timeout: std::time::Duration,
 ) -> Result<ClusterFacts> {
     let Some(cluster) = cluster else {
         if cmd != Intent::Down {
@@ -526,7 +543,7 @@ fn cluster_status_check(
         ) }),
         (ClusterState::Busy, _) => reporter.event(Event::Note { level: Level::Info, text: &format!(
             "EKS cluster {name} is {status}; IAM, SQS, EventBridge and EC2 steps go on, the EKS steps wait until it is ACTIVE (up to {} s; {})",
-            resources::eks::active_timeout().as_secs(),
+            eks_active_timeout.as_secs(),
             resources::eks::ACTIVE_TIMEOUT_ENV
         ) }),
     }

@@ -48,9 +48,13 @@ pub struct Interruption {
     pub create_key: bool,
     /// Rules karpctl keeps under the names another tool gave them, by rule part (`RULES`).
     pub rule_names: std::collections::BTreeMap<String, String>,
-    /// `interruption.rules = "merged"`: one rule carries the five patterns (for accounts near
-    /// EventBridge's 300 rules per bus); false: upstream's five rules.
+    /// `interruption.rules = "merged"`: one rule carries every event kind's pattern (for
+    /// accounts near EventBridge's 300 rules per bus); false (`"separate"`): upstream's layout,
+    /// one rule per event kind of `catalog::RULES`.
     pub merged: bool,
+    /// What to say of how `interruption.rules` was written (`"five"`, the old name of
+    /// `"separate"`): a note of every plan.
+    pub rules_note: Option<String>,
 }
 
 /// The value of `interruption.kms_key_id` that asks karpctl to make the key.

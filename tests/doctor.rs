@@ -33,15 +33,9 @@ struct Tf {
 }
 
 /// The `<Kind>` of the Terraform module's rule `Karpenter<Kind>-<suffix>` for a rule part of
-/// `catalog::RULES` (the rules themselves come from there): the module's own key where it names
-/// the event differently, else the part.
-fn tf_kind(part: &str) -> &str {
-    match part {
-        "Rebalance" => "InstanceRebalance",
-        "StateChange" => "InstanceStateChange",
-        "CapacityReservation" => "CapacityReservationInterrupt",
-        other => other,
-    }
+/// `catalog::RULES` (its `tf_name`).
+fn tf_kind(part: &str) -> &'static str {
+    catalog::rule(part).expect("a rule part").tf_name
 }
 
 fn trust_pod_identity() -> String {

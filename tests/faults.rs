@@ -318,7 +318,7 @@ fn assert_converged_once(sdk: &Sdk, c: &str, instance_profile: bool) -> Inventor
     let pols: BTreeSet<&str> = inv.policies.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(inv.policies.len(), 5, "five controller policies: {inv:#?}");
     assert_eq!(pols.len(), 5, "no policy twice: {inv:#?}");
-    assert_eq!(inv.rules.len(), 5, "five rules: {inv:#?}");
+    assert_eq!(inv.rules.len(), RULE_PARTS.len(), "every rule: {inv:#?}");
     for (n, _, targets) in &inv.rules {
         assert_eq!(*targets, 1, "rule {n} has exactly one target: {inv:#?}");
     }

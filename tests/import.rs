@@ -40,24 +40,13 @@ enum Shape {
 }
 
 /// The module's rule `<Name>` (in `Karpenter<Name>-<suffix>`) of a `RULES` part.
-fn tf_name(part: &str) -> &str {
-    match part {
-        "Rebalance" => "InstanceRebalance",
-        "StateChange" => "InstanceStateChange",
-        "CapacityReservation" => "CRInterruption",
-        other => other,
-    }
+fn tf_name(part: &str) -> &'static str {
+    catalog::rule(part).expect("a rule part").tf_name
 }
 
 /// The stack's rule logical id of a `RULES` part.
-fn cfn_id(part: &str) -> &str {
-    match part {
-        "HealthEvent" => "ScheduledChangeRule",
-        "SpotInterrupt" => "SpotInterruptionRule",
-        "Rebalance" => "RebalanceRule",
-        "StateChange" => "InstanceStateChangeRule",
-        _ => "CapacityReservationInterruptionRule",
-    }
+fn cfn_id(part: &str) -> &'static str {
+    catalog::rule(part).expect("a rule part").cfn_id
 }
 
 struct Made {
@@ -248,7 +237,8 @@ fn make(prefix: &str, shape: Shape) -> Made {
             .unwrap();
         let mut rules = Vec::new();
         // v20 has four rules (no capacity reservation): karpctl adds the fifth.
-        let kinds = if v20 { &RULE_EVENTS[..4] } else { &RULE_EVENTS[..] };
+        // v20 predates Karpenter 1.10's capacity reservation rule.
+        let kinds = RULE_EVENTS.iter().filter(|(p, ..)| !v20 || catalog::rule(p).expect("a rule part").since_minor < 10);
         for (part, source, detail) in kinds {
             let name = if cfn {
                 // CloudFormation's generated name, `<stack>-<LogicalId>-<random>`, cut to 64.

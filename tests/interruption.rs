@@ -1,4 +1,4 @@
-//! Interruption handling end to end: queue, queue policy, five rules with their targets.
+//! Interruption handling end to end: queue, queue policy, one rule per event kind with its target.
 
 use crate::common::*;
 use aws_sdk_sqs::types::QueueAttributeName;
@@ -56,7 +56,7 @@ fn up_creates_queue_policy_rules_and_targets_exactly_then_is_idempotent() {
     let allow = st.iter().find(|s| s["Effect"] == "Allow").expect("allow statement");
     assert_eq!(strings(&allow["Action"]), ["sqs:SendMessage"]);
     assert_eq!(strings(&allow["Resource"]), [qarn.clone()]);
-    // Only EventBridge, and only for this plan's five rules (issue 13; docs/security.md).
+    // Only EventBridge, and only for this plan's rules (issue 13; docs/security.md).
     assert_eq!(strings(&allow["Principal"]["Service"]), ["events.amazonaws.com"]);
     let account = qarn.rsplit(':').nth(1).unwrap().to_string();
     let mut rule_arns: Vec<String> =

@@ -147,7 +147,7 @@ fn the_queue_policy_follows_the_rules_of_the_pinned_version() {
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let sdk = sdk();
     let q = queue(&sdk, &queue_name(&c)).unwrap();
-    let before_1_10: Vec<&str> = catalog::RULES.iter().filter(|r| r.3 < 10).map(|r| r.0).collect();
+    let before_1_10: Vec<&str> = catalog::RULES.iter().filter(|r| r.since_minor < 10).map(|r| r.part).collect();
     assert_scoped_queue_policy(&policy_json(&q.attrs["Policy"]), &q.attrs["QueueArn"], &rule_arns(&a, &c, &before_1_10));
 
     // 1.10 adds the capacity-reservation rule, and with it its ARN in the condition.

@@ -1,6 +1,7 @@
-//! `interruption.rules = "merged"` (issue 25): one rule per cluster carries Karpenter's five
-//! event patterns, for accounts near EventBridge's 300 rules per bus. Migrated in place from the
-//! five-rule layout and back without a moment when an event kind has no rule (the lag proxy's
+//! `interruption.rules = "merged"` (issue 25): one rule per cluster carries Karpenter's event
+//! patterns (one per kind of `catalog::RULES`), for accounts near EventBridge's 300 rules per bus.
+//! Migrated in place from the separate-rule layout (`"separate"`; `"five"`, its old name, is still
+//! read, with a note) and back without a moment when an event kind has no rule (the lag proxy's
 //! call log of a `--concurrency 1` run shows the new rule's target in place before any old rule
 //! loses its target), and without a moment when a rule that targets the queue may not send to it
 //! (issue 33 item 8: the queue policy names the old and the new rules while both exist, the old
@@ -152,16 +153,17 @@ fn switch(wd: &Workdir, px: &LagProxy, c: &str, to: &str, concurrency: &[&str]) 
 }
 
 #[test]
-fn five_rules_become_one_and_back_with_every_kind_always_covered() {
+fn separate_rules_become_one_and_back_with_every_kind_always_covered() {
     let c = cluster_name("merged");
     seed(&c, &[]);
     let wd = Workdir::new();
     let sdk = sdk();
     let _spot = spot_role_present(&sdk);
     let queue_arn = format!("arn:aws:sqs:{REGION}:000000000000:{}", queue_name(&c));
-    wd.plan(&c, &plan(&c, "five"));
+    wd.plan(&c, &plan(&c, "separate"));
     let up = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(up.code, 0, "{up:?}");
+    assert!(!up.stdout.contains("is now"), "no note for \"separate\": {up:?}");
     assert_eq!(rules_to_queue(&sdk, &queue_arn).len(), RULE_EVENTS.len());
 
     // To one rule: diff says it differs from upstream on purpose, and shows the hand-over.
@@ -184,11 +186,11 @@ fn five_rules_become_one_and_back_with_every_kind_always_covered() {
     let doctor = karpctl(&wd, &["doctor", "--cluster", &c]);
     assert_eq!(doctor.code, 0, "doctor accepts one rule carrying every kind: {doctor:?}");
 
-    // And back to five, the merged rule going last.
-    let calls = switch(&wd, &px, &c, "five", &["--concurrency", "1"]);
+    // And back to separate rules, the merged rule going last.
+    let calls = switch(&wd, &px, &c, "separate", &["--concurrency", "1"]);
     let last_new = calls.iter().rposition(|x| x["operation"] == "PutTargets" && x["resource"] != merged.as_str()).unwrap();
     let merged_removed = first(&calls, "RemoveTargets", |r| r == merged).expect("the merged rule lost its target");
-    assert!(last_new < merged_removed, "every one of the five was in place first: {calls:?}");
+    assert!(last_new < merged_removed, "every separate rule was in place first: {calls:?}");
     let now = rules_to_queue(&sdk, &queue_arn);
     assert_eq!(now.len(), RULE_EVENTS.len(), "{now:?}");
     assert_second_up_writes_nothing(&wd, &c);
@@ -200,12 +202,15 @@ fn a_layout_switch_at_full_concurrency_never_refuses_a_rule_that_targets_the_que
     seed(&c, &[]);
     let wd = Workdir::new();
     let _spot = spot_role_present(&sdk());
+    // "five", the old name of "separate", is still read, with a note saying so.
     wd.plan(&c, &plan(&c, "five"));
     let up = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(up.code, 0, "{up:?}");
+    assert!(up.stdout.contains("interruption.rules = \"five\" is now \"separate\""), "{up:?}");
+    assert_eq!(rules_to_queue(&sdk(), &format!("arn:aws:sqs:{REGION}:000000000000:{}", queue_name(&c))).len(), RULE_EVENTS.len());
     let px = LagProxy::start(&cluster_name("merged-par-px"), &endpoint());
     switch(&wd, &px, &c, "merged", &[]);
-    switch(&wd, &px, &c, "five", &[]);
+    switch(&wd, &px, &c, "separate", &[]);
     assert_second_up_writes_nothing(&wd, &c);
 }
 

@@ -125,8 +125,15 @@ fn up_adopt_stops_before_any_write_when_the_role_has_no_room_for_karpctls_polici
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stdout.contains("warning: IAM role") && r.stdout.contains("`karpctl up` stops before any write"), "{r:?}");
 
-    // A raised quota (GetAccountSummary through the lag proxy): it fits, and up goes through.
     let px = LagProxy::start(&cluster_name("tp-quota-px"), &endpoint());
+    // A quota the environment says (KARPCTL_IAM_POLICIES_PER_ROLE, for credentials that may not
+    // call GetAccountSummary): it fits, without asking IAM.
+    let r = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c, "--adopt"], &[("KARPCTL_IAM_POLICIES_PER_ROLE", "20")]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!r.stdout.contains("warning: IAM role") && !r.stderr.contains("GetAccountSummary"), "{r:?}");
+    assert!(!px.calls_json().iter().any(|c| c["operation"] == "GetAccountSummary"), "IAM was not asked");
+
+    // A raised quota (GetAccountSummary through the lag proxy): it fits, and up goes through.
     px.set(json!({"iam_account_summary": {"AttachedPoliciesPerRoleQuota": 20}}));
     let r = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--adopt"], &[]);
     assert_eq!(r.code, 0, "{r:?}");

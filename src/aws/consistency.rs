@@ -21,10 +21,18 @@ pub struct ConsistencyPolicy {
 }
 
 impl Default for ConsistencyPolicy {
+    /// The standard schedule with the default deadline (an empty environment's).
     fn default() -> Self {
-        let secs = std::env::var("KARPCTL_CONSISTENCY_DEADLINE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(150);
+        ConsistencyPolicy::standard(crate::settings::Settings::default().consistency_deadline)
+    }
+}
+
+impl ConsistencyPolicy {
+    /// The schedule of every consistency retry and wait, going on for `deadline`
+    /// (`Settings::consistency_deadline`).
+    pub fn standard(deadline: Duration) -> Self {
         ConsistencyPolicy {
-            deadline: Duration::from_secs(secs),
+            deadline,
             fast: Duration::from_millis(250),
             fast_for: Duration::from_secs(10),
             initial: Duration::from_secs(1),

@@ -208,7 +208,7 @@ fn raise(service_code: &str, console: &str) -> String {
 pub fn quota_advice(operation: &str) -> String {
     match operation {
         "events:PutRule" => format!(
-            "EventBridge's quota of rules per event bus (300 by default) is full: {} and set KARPCTL_RULES_PER_BUS to it, or use interruption.rules = \"merged\" (one rule per cluster instead of five)",
+            "EventBridge's quota of rules per event bus (300 by default) is full: {} and set KARPCTL_RULES_PER_BUS to it, or use interruption.rules = \"merged\" (one rule per cluster instead of one per event kind)",
             raise("events", "Amazon EventBridge")
         ),
         "events:PutTargets" => "the rule has the 5 targets EventBridge allows per rule by default: something else added targets to it; list them with `aws events list-targets-by-rule --rule <name>` and remove one that is not karpctl's, or see in Service Quotas (Amazon EventBridge) whether the account can raise the quota".to_string(),

@@ -4,12 +4,13 @@
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use std::collections::HashMap;
 
-/// The PEM file AWS_CA_BUNDLE names, as the AWS CLI reads it (the Rust SDK itself does not):
-/// for TLS-inspecting proxies and private endpoints. Unreadable or empty: an error naming it.
-pub fn ca_bundle_from_env() -> Result<Option<Vec<u8>>, crate::error::UserError> {
-    let Some(path) = std::env::var_os("AWS_CA_BUNDLE").filter(|p| !p.is_empty()) else { return Ok(None) };
+/// The PEM file AWS_CA_BUNDLE names (`path`, from `Settings::ca_bundle`), as the AWS CLI reads it
+/// (the Rust SDK itself does not): for TLS-inspecting proxies and private endpoints. Unreadable
+/// or empty: an error naming it.
+pub fn ca_bundle(path: Option<&std::ffi::OsStr>) -> Result<Option<Vec<u8>>, crate::error::UserError> {
+    let Some(path) = path.filter(|p| !p.is_empty()) else { return Ok(None) };
     let shown = std::path::Path::new(&path).display().to_string();
-    match std::fs::read(&path) {
+    match std::fs::read(path) {
         Ok(b) if String::from_utf8_lossy(&b).contains("-----BEGIN CERTIFICATE-----") => Ok(Some(b)),
         Ok(_) => Err(crate::error::UserError::new(format!("AWS_CA_BUNDLE={shown} holds no PEM certificate"))
             .hint("point AWS_CA_BUNDLE at a PEM file of CA certificates, or unset it")),
@@ -152,21 +153,23 @@ impl ClassifyRetry for NeverReached {
 
 /// The endpoint `--endpoint-url` named for this run, for error messages.
 static ENDPOINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+/// The SDK's endpoint variables (`Settings::service_endpoints`, `Settings::endpoint_url`), for
+/// error messages.
+static ENV_ENDPOINTS: std::sync::OnceLock<crate::settings::Settings> = std::sync::OnceLock::new();
 
-pub(super) fn remember_endpoint(url: Option<&str>) {
+pub(super) fn remember_endpoint(url: Option<&str>, settings: &crate::settings::Settings) {
     if let Some(u) = url {
         let _ = ENDPOINT.set(u.to_string());
     }
+    let _ = ENV_ENDPOINTS.set(settings.clone());
 }
 
 /// Where a service's calls went: `--endpoint-url`, else the SDK's endpoint variables, else AWS.
 fn endpoint_shown(service: &str) -> String {
-    let var = format!("AWS_ENDPOINT_URL_{}", service.to_ascii_uppercase());
     ENDPOINT
         .get()
         .cloned()
-        .or_else(|| std::env::var(&var).ok().filter(|v| !v.is_empty()))
-        .or_else(|| std::env::var("AWS_ENDPOINT_URL").ok().filter(|v| !v.is_empty()))
+        .or_else(|| ENV_ENDPOINTS.get().and_then(|s| s.endpoint_of(service)).map(str::to_string))
         .unwrap_or_else(|| format!("the {service} endpoint"))
 }
 

@@ -16,7 +16,7 @@ pub mod throttle;
 
 pub use consistency::*;
 pub use error::{AwsError, Classify, Condition, ErrorKind, aws_error_in, is_refused, refusal_in};
-pub use https::ca_bundle_from_env;
+pub use https::ca_bundle;
 pub use limit::*;
 pub use partition::*;
 pub use stats::*;
@@ -47,6 +47,8 @@ pub struct ConnectOptions {
     pub limiter: Option<Limiter>,
     /// Assume this role (sts:AssumeRole, refreshed by the SDK) for every call.
     pub assume_role: Option<AssumeRoleOptions>,
+    /// The environment's endpoints, named in errors when a call got no answer.
+    pub settings: Arc<crate::settings::Settings>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -81,7 +83,7 @@ pub struct Clients {
 /// check is off (it would count the wait as a stalled body; karpctl's request bodies are a few
 /// KiB, sent in one write), its stalled-download check stays on.
 pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
-    https::remember_endpoint(opts.endpoint_url.as_deref());
+    https::remember_endpoint(opts.endpoint_url.as_deref(), &opts.settings);
     // `max_attempts` is what throttling gets, other errors stop sooner; the pace per account and
     // service is karpctl's (`throttle::Pacer`, in the limiter).
     let retry = RetryConfig::standard()

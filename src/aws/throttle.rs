@@ -170,16 +170,22 @@ pub fn partition(service: &'static str, bucket: &TokenBucket) -> RetryPartition 
     RetryPartition::custom(format!("karpctl-{service}")).token_bucket(bucket.clone()).build()
 }
 
-/// The response header in which `ThrottleWatch` writes the attempt number for the classifiers.
-const ATTEMPT_HEADER: &str = "x-karpctl-attempt";
+/// The attempt number of a response, which `ThrottleWatch` attaches to it as a typed extension
+/// (never a header: nothing on the wire, in logs or in error metadata carries it) for the
+/// classifiers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Attempt(u32);
 
 /// The attempt of the request being classified (1 when unknown). The SDK runs the retry
 /// strategy's classifiers after it has taken the request (and its `amz-sdk-request: attempt=N`
-/// header) out of the context, and gives a classifier no config bag, so `ThrottleWatch` writes
-/// the attempt into the response before they run. An attempt without a response (a timeout, a
-/// reset) counts as the first: those are bounded by the operation timeout instead.
+/// header) out of the context, and gives a classifier no config bag (where `RequestAttempts`
+/// is), so `ThrottleWatch` attaches the attempt to the response before they run
+/// (`modify_before_attempt_completion` runs first; the unit test
+/// `the_attempt_number_reaches_the_classifiers_through_the_response` pins that order). An
+/// attempt without a response (a timeout, a reset) counts as the first: those are bounded by the
+/// operation timeout instead.
 fn attempt_of(ctx: &InterceptorContext) -> u32 {
-    let from_response = ctx.response().and_then(|r| r.headers().get(ATTEMPT_HEADER)).and_then(|h| h.parse().ok());
+    let from_response = ctx.response().and_then(|r| r.extension::<Attempt>()).map(|a| a.0);
     let from_request = || {
         ctx.request()
             .and_then(|r| r.headers().get("amz-sdk-request"))
@@ -274,7 +280,7 @@ impl ClassifyRetry for QuotaIsNotThrottling {
     }
 }
 
-/// Once per attempt, after it: writes the attempt number into the response for the classifiers
+/// Once per attempt, after it: attaches the attempt number to the response for the classifiers
 /// (see `attempt_of`); asks the client's classifiers for their verdict, and tells the service's
 /// pacer of a throttling answer (and counts it) or of a success.
 #[derive(Debug)]
@@ -296,7 +302,7 @@ impl Intercept for ThrottleWatch {
     ) -> Result<(), BoxError> {
         let attempt = cfg.load::<RequestAttempts>().map(|a| a.attempts());
         if let (Some(a), Some(r)) = (attempt, context.response_mut()) {
-            r.headers_mut().insert(ATTEMPT_HEADER, a.to_string());
+            r.add_extension(Attempt(a));
         }
         Ok(())
     }
@@ -337,10 +343,12 @@ mod tests {
     use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// An EventBridge (or KMS) endpoint that answers every call 400 with `code`, counting them.
+    /// An EventBridge (or KMS) endpoint that answers every call `status` (400 unless set) with
+    /// `code`, counting them.
     #[derive(Debug, Clone)]
     struct Refuses {
         code: &'static str,
+        status: u16,
         calls: Arc<AtomicUsize>,
     }
 
@@ -349,9 +357,10 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             let body =
                 format!(r#"{{"__type":"{}","message":"The requested resource exceeds the maximum number allowed."}}"#, self.code);
+            let status = self.status;
             HttpConnectorFuture::new(async move {
                 let mut r = aws_smithy_runtime_api::http::Response::new(
-                    400u16.try_into().unwrap(),
+                    status.try_into().unwrap(),
                     aws_smithy_types::body::SdkBody::from(body),
                 );
                 r.headers_mut().insert("content-type", "application/x-amz-json-1.1");
@@ -363,8 +372,18 @@ mod tests {
     /// A PutRule sent through the classifiers and interceptor `aws::connect` gives every client,
     /// to an endpoint answering `code`: how many attempts it made, and what was counted.
     async fn put_rule_answered(service: &'static str, code: &'static str) -> (usize, Arc<CallStats>, Arc<Pacer>) {
+        put_rule_answered_with(service, code, 400, 4).await
+    }
+
+    /// `put_rule_answered` with the answer's `status` and the client's `max_attempts`.
+    async fn put_rule_answered_with(
+        service: &'static str,
+        code: &'static str,
+        status: u16,
+        max_attempts: u32,
+    ) -> (usize, Arc<CallStats>, Arc<Pacer>) {
         let calls = Arc::new(AtomicUsize::new(0));
-        let connector = Refuses { code, calls: calls.clone() };
+        let connector = Refuses { code, status, calls: calls.clone() };
         let (stats, pacer) = (Arc::new(CallStats::default()), Arc::new(Pacer::default()));
         let conf = aws_sdk_eventbridge::Config::builder()
             .behavior_version(aws_config::BehaviorVersion::v2026_01_12())
@@ -373,7 +392,7 @@ mod tests {
             .endpoint_url("http://127.0.0.1:9")
             .retry_config(
                 aws_config::retry::RetryConfig::standard()
-                    .with_max_attempts(4)
+                    .with_max_attempts(max_attempts)
                     .with_initial_backoff(Duration::from_millis(1))
                     .with_max_backoff(Duration::from_millis(2)),
             )
@@ -403,6 +422,19 @@ mod tests {
         // Where the code would mean a rate (no karpctl service), the SDK's verdict stands.
         let (attempts, stats, _) = put_rule_answered("other", "LimitExceededException").await;
         assert_eq!((attempts, stats.report().throttled.len()), (4, 1));
+    }
+
+    /// Pins the SDK behaviour `attempt_of` relies on: `ThrottleWatch`'s
+    /// `modify_before_attempt_completion` runs before the retry strategy's classifiers, which see
+    /// the response it attached the attempt to. Were the attempt lost (every attempt taken for
+    /// the first), a server error would get all `THROTTLE_ATTEMPTS` instead of `OTHER_ATTEMPTS`.
+    #[tokio::test]
+    async fn the_attempt_number_reaches_the_classifiers_through_the_response() {
+        let (attempts, stats, _) = put_rule_answered_with("events", "InternalException", 500, THROTTLE_ATTEMPTS).await;
+        assert_eq!(attempts, OTHER_ATTEMPTS as usize, "a server error stops at its budget, below the SDK's maximum");
+        assert!(stats.report().throttled.is_empty());
+        let (attempts, ..) = put_rule_answered_with("events", "ThrottlingException", 400, THROTTLE_ATTEMPTS).await;
+        assert_eq!(attempts, THROTTLE_ATTEMPTS as usize, "throttling keeps every attempt");
     }
 
     #[test]

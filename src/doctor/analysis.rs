@@ -122,7 +122,7 @@ pub fn receive_queues(docs: &[&Value]) -> Vec<String> {
 pub fn pattern_kinds(pattern: &Value) -> Vec<&'static str> {
     let sources = strings(&pattern["source"]);
     let details = strings(&pattern["detail-type"]);
-    RULES.iter().filter(|(_, src, detail, _)| sources.contains(*src) && details.contains(*detail)).map(|(p, ..)| *p).collect()
+    RULES.iter().filter(|r| sources.contains(r.source) && details.contains(r.detail_type)).map(|r| r.part).collect()
 }
 
 /// Whether `name` occurs in `text` as a whole word: not next to a letter or digit.

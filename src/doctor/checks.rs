@@ -774,13 +774,13 @@ fn rules(s: &Setup, q: &super::model::Queue, c: &mut Checker) {
     }
     c.ran("interruption-rule-missing");
     c.ran("interruption-rule-disabled");
-    for (part, _, detail, since) in RULES.iter() {
+    for crate::catalog::Rule { part, detail_type: detail, since_minor: since, missing, .. } in RULES.iter() {
         if s.version.minor < *since {
             continue;
         }
         let of_kind: Vec<&&super::model::Rule> = ours.iter().filter(|r| r.kinds.contains(part)).collect();
         if of_kind.is_empty() {
-            let severity = if *part == "CapacityReservation" { Severity::Warning } else { Severity::Error };
+            let severity = if *missing == crate::catalog::Missing::Warning { Severity::Warning } else { Severity::Error };
             c.add(
                 "interruption-rule-missing",
                 severity,
@@ -981,7 +981,7 @@ mod tests {
         });
         s.rules = RULES
             .iter()
-            .map(|(p, ..)| Rule {
+            .map(|crate::catalog::Rule { part: p, .. }| Rule {
                 name: format!("Karpenter-demo-{p}"),
                 arn: format!("arn:aws:events:us-east-1:111122223333:rule/Karpenter-demo-{p}"),
                 enabled: true,

@@ -36,6 +36,8 @@ pub struct Inputs {
     pub refused: Vec<Unreadable>,
     /// The plan's `discovery.associate_public_ip` (false without a plan).
     pub associate_public_ip: bool,
+    /// The account's rules-per-bus quota (`Settings::rules_per_bus`).
+    pub bus_quota: usize,
 }
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
@@ -90,7 +92,7 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
     let clusters = stand_alone(&mut s, "clusters-unreadable", clusters)?;
     let (mut rules, bus_rules) = stand_alone(&mut s, "interruption-rules-unreadable", rules)?;
     s.bus_rules = bus_rules;
-    s.bus_quota = crate::resources::event_rule::rules_per_bus();
+    s.bus_quota = i.bus_quota;
     let cluster_subnets = stand_alone(&mut s, "subnets-unreadable", cluster_subnets)?;
     let tagged_subnets = stand_alone(&mut s, "subnets-unreadable", tagged_subnets)?;
     let tagged_groups = stand_alone(&mut s, "security-groups-unreadable", tagged_groups)?;

@@ -20,7 +20,7 @@ fn cluster_of(global: &Options) -> Result<String, UserError> {
     global
         .cluster
         .clone()
-        .or_else(|| std::env::var("KARPCTL_CLUSTER").ok().filter(|c| !c.is_empty()))
+        .or_else(|| global.settings.cluster.clone())
         .ok_or_else(|| UserError::new("karpctl doctor needs a cluster").hint("pass --cluster NAME (or set KARPCTL_CLUSTER)"))
 }
 
@@ -62,7 +62,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
     let tag = discovery_tag(args.discovery_tag.as_deref(), &cluster)?;
     // The cluster's plan, when there is one: its region and `assume_role_arn` (doctor reads as
     // that role, as `up` writes as it); without one, the defaults.
-    let spec = crate::plan_file::load(global.config.as_deref(), Some(&cluster), std::path::Path::new("plans"))?;
+    let spec = crate::plan_file::load(global.config.as_deref(), Some(&cluster), std::path::Path::new("plans"), &global.settings)?;
     let connected = crate::prepare::connect_and_identify(global, &spec).await?;
     let mut refused = Vec::new();
     let facts = match (&connected.cluster, &connected.cluster_refused) {
@@ -96,6 +96,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         discovery_tag: tag,
         refused,
         associate_public_ip: spec.discovery.associate_public_ip,
+        bus_quota: global.settings.rules_per_bus,
     };
     let setup = discover::gather(&connected.readers, &inputs).await.map_err(explain)?;
     let outcome = checks::check(&setup);

@@ -96,7 +96,7 @@ fn block<'a>(doc: &'a str, name: &str) -> Option<(usize, usize, &'a str)> {
 #[test]
 fn docs_examples_match_the_renderers() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let bless = std::env::var("KARPCTL_BLESS_DOCS").is_ok_and(|v| v == "1");
+    let bless = crate::settings::Settings::from_env().bless_docs;
     let mut drift = Vec::new();
     for (file, name, fence, text) in examples() {
         let path = root.join(file);

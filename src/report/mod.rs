@@ -27,9 +27,10 @@ pub use values::{AccountUse, Applied, ClusterRun, DoctorReport, FleetReport, Pla
 use crate::aws::{self, StatsReport};
 use crate::model::Plan;
 use crate::options::{Format, Options};
+use crate::settings::Terminal;
 use markdown::Section;
 use serde_json::Value;
-use std::io::{IsTerminal, Write as _};
+use std::io::Write as _;
 use std::sync::Arc;
 
 /// The progress reporter for a command's options: its cluster's (many-cluster run), silent with
@@ -40,15 +41,15 @@ pub fn reporter_for(global: &Options) -> Arc<dyn Reporter> {
     } else if global.quiet {
         Arc::new(Silent)
     } else {
-        let tty = std::io::stderr().is_terminal();
-        Arc::new(Progress::new(tty, Style::detect(tty)))
+        let t = global.settings.terminal;
+        Arc::new(Progress::new(t.stderr, Style::stderr(&t), t.columns))
     }
 }
 
 /// The progress of a many-cluster run: no live status line (several clusters' steps interleave;
 /// every line names its cluster), silent with `--quiet`.
-pub fn fleet_reporter(quiet: bool) -> Arc<dyn Reporter> {
-    if quiet { Arc::new(Silent) } else { Arc::new(Progress::new(false, Style::detect(std::io::stderr().is_terminal()))) }
+pub fn fleet_reporter(quiet: bool, t: Terminal) -> Arc<dyn Reporter> {
+    if quiet { Arc::new(Silent) } else { Arc::new(Progress::new(false, Style::stderr(&t), t.columns)) }
 }
 
 /// The only writer to stdout and stderr besides `main.rs`: renders what commands return, in the
@@ -58,6 +59,8 @@ pub struct Printer {
     format: Format,
     stats: bool,
     muted: bool,
+    /// Which streams are terminals, and NO_COLOR.
+    terminal: Terminal,
 }
 
 fn out(text: &str) {
@@ -78,15 +81,19 @@ fn pretty(doc: &Value) -> String {
 
 impl Printer {
     pub fn new(global: &Options) -> Printer {
-        Printer { format: global.output, stats: global.stats, muted: global.scope.is_some() }
+        Printer { format: global.output, stats: global.stats, muted: global.scope.is_some(), terminal: global.settings.terminal }
     }
 
     fn human(&self) -> bool {
         self.format == Format::Human && !self.muted
     }
 
-    fn stdout_style() -> Style {
-        Style::detect(std::io::stdout().is_terminal())
+    fn stdout_style(&self) -> Style {
+        Style::stdout(&self.terminal)
+    }
+
+    fn stderr_style(&self) -> Style {
+        Style::stderr(&self.terminal)
     }
 
     fn stats_table(&self, stats: &StatsReport) {
@@ -98,17 +105,17 @@ impl Printer {
     /// The plan `up`/`down` are about to apply, before their progress (human output only).
     pub fn plan_preview(&self, plan: &Plan) {
         if self.human() {
-            out(&human::render_plan(plan, Self::stdout_style()));
+            out(&human::render_plan(plan, self.stdout_style()));
         }
     }
 
     /// The plan before a question: on stdout as usual, or, when stdout is JSON or not the
     /// terminal, on stderr with the question, so that nobody answers without seeing it.
     pub fn plan_for_question(&self, plan: &Plan) {
-        if self.human() && std::io::stdout().is_terminal() {
-            out(&human::render_plan(plan, Self::stdout_style()));
+        if self.human() && self.terminal.stdout {
+            out(&human::render_plan(plan, self.stdout_style()));
         } else {
-            err(&human::render_plan(plan, Style::detect(std::io::stderr().is_terminal())));
+            err(&human::render_plan(plan, self.stderr_style()));
         }
     }
 
@@ -128,17 +135,17 @@ impl Printer {
         match self.format {
             Format::Human => {
                 match &r.applied {
-                    None => out(&human::render_plan(&r.plan, Self::stdout_style())),
+                    None => out(&human::render_plan(&r.plan, self.stdout_style())),
                     Some(a) => out(&human::apply_line(r.command, a)),
                 }
                 if let Some(cmd) = r.restart_command() {
-                    out(&human::restart_note(&cmd, Self::stdout_style()));
+                    out(&human::restart_note(&cmd, self.stdout_style()));
                 }
                 if let Some(checks) = r.readiness.as_ref().filter(|_| r.plan.conflicts.is_empty() && r.failure.is_none()) {
-                    out(&human::readiness(checks, Self::stdout_style()));
+                    out(&human::readiness(checks, self.stdout_style()));
                 }
                 self.stats_table(&r.stats);
-                err(&human::throttled_note(&r.stats.throttled, Style::detect(std::io::stderr().is_terminal())));
+                err(&human::throttled_note(&r.stats.throttled, self.stderr_style()));
                 if let Some(a) = r.applied.as_ref().filter(|a| a.cancelled > 0) {
                     err(&human::interrupted(r.command, a.cancelled));
                     return code;
@@ -152,7 +159,7 @@ impl Printer {
                 None => out(&pretty(&json::plan_doc(r))),
             },
             Format::Markdown => match conflicts {
-                Some(e) => err(&human::error_text(&e.into(), Style::detect(std::io::stderr().is_terminal()))),
+                Some(e) => err(&human::error_text(&e.into(), self.stderr_style())),
                 None => out(&markdown::render(r.command, &[section_of(r)])),
             },
         }
@@ -170,7 +177,7 @@ impl Printer {
             out(&pretty(&json::error_doc(e, command, stats.as_ref())));
             return;
         }
-        err(&human::error_text(e, Style::detect(std::io::stderr().is_terminal())));
+        err(&human::error_text(e, self.stderr_style()));
     }
 
     /// The stats table after an error (human output with `--stats`).
@@ -193,7 +200,7 @@ impl Printer {
             }
             // Markdown is refused for every command but diff before anything runs (main.rs).
             Format::Human | Format::Markdown => {
-                out(&doctor::human(&r.setup, &r.outcome, Self::stdout_style()));
+                out(&doctor::human(&r.setup, &r.outcome, self.stdout_style()));
                 self.stats_table(&r.stats);
             }
         }
@@ -205,7 +212,7 @@ impl Printer {
         match self.format {
             Format::Json => out(&pretty(&import::json_doc(r))),
             Format::Human | Format::Markdown => {
-                out(&import::human(r, Self::stdout_style()));
+                out(&import::human(r, self.stdout_style()));
                 self.stats_table(&r.stats);
             }
         }
@@ -223,7 +230,7 @@ impl Printer {
                 out(&markdown::render(r.command, &sections));
             }
             Format::Human => {
-                let style = Self::stdout_style();
+                let style = self.stdout_style();
                 for d in &r.runs {
                     out(&human::fleet_cluster(r.command, d, style));
                 }
@@ -232,7 +239,7 @@ impl Printer {
                         err(&format!("[{}] AWS calls: {}\n", d.section.cluster, d.stats["calls"]));
                     }
                 }
-                let style = Style::detect(std::io::stderr().is_terminal());
+                let style = self.stderr_style();
                 for d in &r.runs {
                     let t = serde_json::from_value(d.stats["throttled"].clone()).unwrap_or_default();
                     for line in human::throttled_note(&t, style).lines() {

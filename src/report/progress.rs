@@ -13,12 +13,15 @@ pub struct Progress {
     pub style: Style,
     /// stderr is a terminal: keep a live view of in-flight steps.
     pub live: bool,
+    /// The terminal's width.
+    pub columns: usize,
     pub in_flight: std::sync::Mutex<std::collections::BTreeMap<String, Instant>>,
 }
 
 impl Progress {
-    pub fn new(live: bool, style: Style) -> Self {
-        Progress { style, live, in_flight: Default::default() }
+    /// `columns`: the terminal's width (COLUMNS, `Terminal::columns`).
+    pub fn new(live: bool, style: Style, columns: usize) -> Self {
+        Progress { style, live, columns, in_flight: Default::default() }
     }
 
     fn status_line(&self) -> Option<String> {
@@ -28,7 +31,7 @@ impl Progress {
         let more = if m.len() > names.len() { format!(" +{}", m.len() - names.len()) } else { String::new() };
         let line = format!("In flight ({}) [{}]: {}{more}", m.len(), secs(oldest.elapsed()), names.join(", "));
         // One terminal row at most (a wrapped line could not be redrawn in place).
-        let width = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok()).unwrap_or(80).max(20) - 1;
+        let width = self.columns.max(20) - 1;
         Some(if line.chars().count() > width { line.chars().take(width - 3).chain("...".chars()).collect() } else { line })
     }
 }

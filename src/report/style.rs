@@ -1,6 +1,7 @@
 //! Colour on a terminal, none with NO_COLOR or when the stream is not a terminal.
 
 use crate::model::Action;
+use crate::settings::Terminal;
 
 /// Colour on a terminal, none with NO_COLOR or when not a terminal.
 #[derive(Clone, Copy, Debug)]
@@ -9,9 +10,19 @@ pub struct Style {
 }
 
 impl Style {
-    pub fn detect(stream_is_tty: bool) -> Style {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    /// Colour on a stream that is a terminal, unless NO_COLOR (`Terminal::no_color`).
+    pub fn detect(stream_is_tty: bool, no_color: bool) -> Style {
         Style { color: stream_is_tty && !no_color }
+    }
+
+    /// stdout's style.
+    pub fn stdout(t: &Terminal) -> Style {
+        Style::detect(t.stdout, t.no_color)
+    }
+
+    /// stderr's style.
+    pub fn stderr(t: &Terminal) -> Style {
+        Style::detect(t.stderr, t.no_color)
     }
     fn paint(&self, code: &str, s: &str) -> String {
         if self.color { format!("\x1b[{code}m{s}\x1b[0m") } else { s.to_string() }

@@ -47,6 +47,8 @@ pub struct Ctx {
     pub readers: Arc<Readers>,
     /// What this run decided or did once and shares (not AWS reads).
     pub once: Once,
+    /// What the environment says (read once, in `main.rs`).
+    pub settings: Arc<crate::settings::Settings>,
     /// What this run has written so far (see `Ctx::wrote`).
     pub written: Mutex<BTreeMap<String, Written>>,
     /// Agreement waits still running after their step finished (see `Ctx::settle_later`).

@@ -21,9 +21,7 @@ use std::time::Duration;
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
 
 /// Seconds the EKS steps wait for a CREATING / UPDATING / PENDING cluster to become ACTIVE.
-pub const ACTIVE_TIMEOUT_ENV: &str = "KARPCTL_EKS_ACTIVE_TIMEOUT_SECS";
-/// A version upgrade keeps a cluster UPDATING for minutes, sometimes most of an hour.
-const DEFAULT_ACTIVE_TIMEOUT_SECS: u64 = 30 * 60;
+pub const ACTIVE_TIMEOUT_ENV: &str = crate::settings::EKS_ACTIVE_TIMEOUT_SECS;
 
 /// The status prepare read (so that an ACTIVE cluster costs no second DescribeCluster).
 pub fn remember_status(ctx: &Ctx, cluster: &str, status: &str) {
@@ -35,16 +33,10 @@ pub async fn remembered_status(ctx: &Ctx, cluster: &str) -> Result<String> {
     Ok(ctx.readers.eks.status(cluster).await?.unwrap_or_else(|| CLUSTER_NOT_FOUND.to_string()))
 }
 
-/// How long the EKS steps wait for ACTIVE.
-pub fn active_timeout() -> Duration {
-    let secs = std::env::var(ACTIVE_TIMEOUT_ENV).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(DEFAULT_ACTIVE_TIMEOUT_SECS);
-    Duration::from_secs(secs)
-}
-
 /// Poll every 2 s for the first 20 s (a test or a short update), then back off to 30 s.
-fn active_policy() -> ConsistencyPolicy {
+fn active_policy(ctx: &Ctx) -> ConsistencyPolicy {
     ConsistencyPolicy {
-        deadline: active_timeout(),
+        deadline: ctx.settings.eks_active_timeout,
         fast: Duration::from_secs(2),
         fast_for: Duration::from_secs(20),
         initial: Duration::from_secs(5),
@@ -67,7 +59,7 @@ pub async fn settled_status(ctx: &Ctx, cluster: &str, step_id: &str) -> Result<S
             return Ok(first);
         }
         let last = Mutex::new(first.clone());
-        let policy = active_policy();
+        let policy = active_policy(ctx);
         let what = format!(
             "EKS cluster {cluster} to become ACTIVE (it is {first}; IAM, SQS, EventBridge and EC2 steps go on; the EKS steps wait up to {} s, {ACTIVE_TIMEOUT_ENV})",
             policy.deadline.as_secs()
@@ -153,7 +145,7 @@ pub async fn gate(ctx: &Ctx, step: &Step) -> Result<bool> {
         ),
         (ClusterState::Busy, _) => anyhow::bail!(
             "{what} was not written: EKS cluster {cluster} was still {status} after waiting {} s for it to become ACTIVE (the steps that do not need the cluster went on); run `karpctl up` again once `aws eks describe-cluster --name {cluster} --query cluster.status` says ACTIVE, or wait longer by setting {ACTIVE_TIMEOUT_ENV} (seconds)",
-            active_timeout().as_secs()
+            ctx.settings.eks_active_timeout.as_secs()
         ),
     }
 }

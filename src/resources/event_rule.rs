@@ -37,7 +37,7 @@ super::kind::def!(
 pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
 /// Karpenter's interruption rules, defined once in `catalog`.
-pub use crate::catalog::RULES;
+pub use crate::catalog::{RULES, Rule};
 
 /// DeleteRule right after RemoveTargets.
 const HAS_TARGETS: [Condition; 1] = [Condition::RuleHasTargets];
@@ -58,21 +58,13 @@ pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster:
 }
 
 /// EventBridge's default quota of rules per event bus (Service Quotas: "Maximum number of
-/// rules per event bus", adjustable; docs/aws-behaviour.md section 10.10).
-pub const RULES_PER_BUS: usize = 300;
+/// rules per event bus", adjustable; docs/aws-behaviour.md section 10.10). The account's quota
+/// is `Settings::rules_per_bus` (`KARPCTL_RULES_PER_BUS` when it was raised).
+pub const RULES_PER_BUS: usize = crate::settings::DEFAULT_RULES_PER_BUS;
 
-/// The account's quota: `KARPCTL_RULES_PER_BUS` when it was raised, else AWS's default.
-pub fn rules_per_bus() -> usize {
-    std::env::var("KARPCTL_RULES_PER_BUS").ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(RULES_PER_BUS)
-}
-
-/// Pure: what to say when a bus holding `existing` rules gets `adding` more: past the quota
-/// (PutRule will be refused with LimitExceededException) or past 90% of it. None: room enough.
-pub fn bus_quota_message(region: &str, existing: usize, adding: usize) -> Option<String> {
-    bus_quota_message_at(rules_per_bus(), region, existing, adding)
-}
-
-/// `bus_quota_message` against a quota of `quota` rules per bus.
+/// Pure: what to say when a bus holding `existing` rules gets `adding` more, against a quota of
+/// `quota` rules per bus: past the quota (PutRule will be refused with LimitExceededException)
+/// or past 90% of it. None: room enough.
 pub fn bus_quota_message_at(quota: usize, region: &str, existing: usize, adding: usize) -> Option<String> {
     let total = existing + adding;
     if total * 10 <= quota * 9 {
@@ -84,7 +76,7 @@ pub fn bus_quota_message_at(quota: usize, region: &str, existing: usize, adding:
         format!("{total} of the quota of {quota} rules per event bus")
     };
     Some(format!(
-        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge; then set KARPCTL_RULES_PER_BUS to it) or use interruption.rules = \"merged\" (one rule per cluster instead of five)",
+        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge; then set KARPCTL_RULES_PER_BUS to it) or use interruption.rules = \"merged\" (one rule per cluster instead of one per event kind)",
         if adding > 0 { format!(" and this plan adds {adding}") } else { String::new() }
     ))
 }
@@ -103,7 +95,7 @@ pub async fn quota_finding(ctx: &Ctx, plan: &crate::model::Plan) -> Result<Optio
         return Ok(None);
     }
     let existing = bus_rule_count(ctx).await?;
-    Ok(bus_quota_message(&ctx.region, existing, adding).map(|message| crate::model::Finding {
+    Ok(bus_quota_message_at(ctx.settings.rules_per_bus, &ctx.region, existing, adding).map(|message| crate::model::Finding {
         id: "event-bus-rule-quota".into(),
         level: crate::model::Level::Warning,
         message,
@@ -119,8 +111,8 @@ pub fn merged_rule_name(spec: &Spec) -> (String, bool) {
 }
 
 /// The rules of `RULES` this plan's Karpenter version handles (capacity reservations: v1.10).
-fn parts_of(spec: &Spec) -> Vec<&'static (&'static str, &'static str, &'static str, u32)> {
-    RULES.iter().filter(|(.., since)| spec.identity.karpenter_version.minor >= *since).collect()
+fn parts_of(spec: &Spec) -> Vec<&'static Rule> {
+    RULES.iter().filter(|r| spec.identity.karpenter_version.minor >= r.since_minor).collect()
 }
 
 /// Pure: one pattern for every wanted event kind. Karpenter's patterns have no cross-matches
@@ -128,12 +120,12 @@ fn parts_of(spec: &Spec) -> Vec<&'static (&'static str, &'static str, &'static s
 pub fn merged_pattern(spec: &Spec) -> Value {
     let parts = parts_of(spec);
     let mut sources: Vec<&str> = Vec::new();
-    for (_, source, ..) in &parts {
-        if !sources.contains(source) {
-            sources.push(source);
+    for r in &parts {
+        if !sources.contains(&r.source) {
+            sources.push(r.source);
         }
     }
-    let details: Vec<&str> = parts.iter().map(|(_, _, d, _)| *d).collect();
+    let details: Vec<&str> = parts.iter().map(|r| r.detail_type).collect();
     json!({"source": sources, "detail-type": details})
 }
 
@@ -145,7 +137,7 @@ pub fn wanted(spec: &Spec) -> Vec<(String, String)> {
     if spec.interruption.merged {
         return vec![(MERGED_ID.to_string(), merged_rule_name(spec).0)];
     }
-    parts_of(spec).iter().map(|(part, ..)| (format!("rule-{part}"), arns::rule_name(spec, part).0)).collect()
+    parts_of(spec).iter().map(|r| (r.node_id(), arns::rule_name(spec, r.part).0)).collect()
 }
 
 /// Pure: one node per interruption rule, and the merged rule's. The layout not chosen is listed
@@ -159,14 +151,15 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let on = spec.interruption.enabled;
     let merged = spec.interruption.merged;
     let queue_arn = arns::queue_arn(facts, &spec.interruption.queue_name);
-    let five: Vec<String> = RULES.iter().map(|(part, ..)| format!("rule-{part}")).collect();
+    let separate: Vec<String> = RULES.iter().map(Rule::node_id).collect();
     let mut out: Vec<Node> = RULES
         .iter()
-        .map(|(part, source, detail, since)| {
-            let id = format!("rule-{part}");
-            let (name, shortened) = arns::rule_name(spec, part);
-            let wanted = on && !merged && spec.identity.karpenter_version.minor >= *since;
-            let fields = wanted.then(|| desired_fields(source, detail, &queue_arn, &spec.cluster, &arns::tags_for(spec, &id)));
+        .map(|r| {
+            let id = r.node_id();
+            let (name, shortened) = arns::rule_name(spec, r.part);
+            let wanted = on && !merged && spec.identity.karpenter_version.minor >= r.since_minor;
+            let fields =
+                wanted.then(|| desired_fields(r.source, r.detail_type, &queue_arn, &spec.cluster, &arns::tags_for(spec, &id)));
             let note = shortened.then(|| format!("name shortened to fit EventBridge's 64 characters: {name}"));
             Node::new(id, name, NodeSpec::EventRule(QueueSpec { queue_arn: queue_arn.clone() }))
                 .with_fields(fields)
@@ -195,7 +188,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
             .with_fields(fields)
             .with_deps(["queue"])
             .with_notes(notes)
-            .delete_after(if merged { vec![] } else { five }),
+            .delete_after(if merged { vec![] } else { separate }),
     );
     out
 }

@@ -7,7 +7,7 @@
 //! GetQueueAttributes shows it. Delete: clear the attribute (same wait), unless the queue itself
 //! is being deleted.
 //!
-//! A change of rule layout (five rules <-> one merged rule, or a renamed rule) is handed over
+//! A change of rule layout (separate rules <-> one merged rule, or a renamed rule) is handed over
 //! without a moment when a rule that targets the queue may not send to it (`handover`): a first
 //! write names the old and the new rules, and the old rules go only once that policy is in
 //! force everywhere; the policy's own step then drops the old names, after the old rules' deletes
@@ -51,9 +51,8 @@ pub const HANDOVER_ID: &str = "queue-policy-handover";
 /// an attribute change to propagate, and GetQueueAttributes agreeing says nothing of the hosts
 /// that authorise SendMessage (docs/aws-behaviour.md section 9.21). `KARPCTL_SQS_POLICY_PROPAGATION_SECS`
 /// sets it (tests shorten it).
-pub fn propagation() -> Duration {
-    let secs = std::env::var("KARPCTL_SQS_POLICY_PROPAGATION_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    Duration::from_secs(secs)
+pub fn propagation(ctx: &Ctx) -> Duration {
+    ctx.settings.sqs_policy_propagation
 }
 
 /// A policy naming what SQS cannot resolve yet (either spelling of the code).
@@ -66,7 +65,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let queue_arn = arns::queue_arn(facts, &i.queue_name);
     let rules = super::event_rule::wanted(spec);
     let rule_arns: Vec<String> = rules.iter().map(|(_, name)| arns::rule_arn(facts, name)).collect();
-    // After the rules it names: when the layout changes (five rules <-> one merged rule), this
+    // After the rules it names: when the layout changes (separate rules <-> one merged rule), this
     // write, which drops the old rules' names, comes after the new rules exist and (`handover`)
     // after the old rules are gone.
     let deps: Vec<String> = std::iter::once("queue".to_string()).chain(rules.into_iter().map(|(id, _)| id)).collect();
@@ -263,7 +262,7 @@ async fn in_force(ctx: &Ctx, step: &Step, url: &str, want: Option<Value>, accept
             ctx.consistency.deadline.as_secs()
         );
     }
-    let hold = propagation();
+    let hold = propagation(ctx);
     if let Some(left) = hold.checked_sub(accepted.elapsed()).filter(|d| !d.is_zero()) {
         let what =
             format!("the queue policy to be in force everywhere before the old rules go (SQS takes up to {} s)", hold.as_secs());
@@ -449,7 +448,7 @@ mod tests {
             if matches!(n.kind, Kind::Queue | Kind::QueuePolicy | Kind::EventRule) {
                 let mut o = now.get(&n.id).cloned();
                 if n.id == ID {
-                    // The live policy already names only the merged rule: the five it does not
+                    // The live policy already names only the merged rule: the separate rules it does not
                     // name send nothing now, so there is nothing to hand over.
                     o = Some(Observed { fields: n.fields.clone().unwrap(), owner: Owner::Ours, ids: BTreeMap::new() });
                 }

@@ -473,7 +473,7 @@ pub const RULE_PARTS: [&str; catalog::RULES.len()] = {
     let mut parts = [""; catalog::RULES.len()];
     let mut i = 0;
     while i < parts.len() {
-        parts[i] = catalog::RULES[i].0;
+        parts[i] = catalog::RULES[i].part;
         i += 1;
     }
     parts
@@ -483,8 +483,8 @@ pub const RULE_EVENTS: [(&str, &str, &str); catalog::RULES.len()] = {
     let mut out = [("", "", ""); catalog::RULES.len()];
     let mut i = 0;
     while i < out.len() {
-        let (part, source, detail, _) = catalog::RULES[i];
-        out[i] = (part, source, detail);
+        let r = &catalog::RULES[i];
+        out[i] = (r.part, r.source, r.detail_type);
         i += 1;
     }
     out
