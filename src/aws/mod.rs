@@ -4,12 +4,14 @@
 //! agree), `partition`, `error` (the one classifier), `prio` (EKS first when a limiter is full).
 
 pub mod cloudtrail;
+pub mod cloudwatch;
 pub mod consistency;
 pub mod error;
 pub mod https;
 pub mod limit;
 pub mod partition;
 pub mod prio;
+pub mod simulate;
 pub mod stats;
 pub mod throttle;
 
@@ -65,7 +67,7 @@ pub struct Clients {
     pub sts: aws_sdk_sts::Client,
     /// Only for SSE-KMS interruption queues (`interruption.kms_key_id`).
     pub kms: aws_sdk_kms::Client,
-    /// What the running Karpenter did (`LookupEvents`, paced at `cloudtrail::LOOKUPS_PER_SECOND`).
+    /// What the running Karpenter did (`LookupEvents`, paced at `throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND`).
     // Read by the checks of the running Karpenter (#36) once they are wired in.
     #[allow(dead_code)]
     pub cloudtrail: aws_sdk_cloudtrail::Client,
@@ -126,7 +128,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     }
     // CloudTrail answers two lookups a second per account and Region: its calls are paced at that
     // rate from the first one, not only after AWS throttles.
-    limiter.rates.of("cloudtrail").start_at(cloudtrail::LOOKUPS_PER_SECOND);
+    limiter.rates.of("cloudtrail").start_at(throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND);
     let counter = stats::Counter(stats.clone());
     // This cluster's retry budget, for all its clients (not the process's: one per service).
     let bucket = aws_smithy_runtime::client::retries::TokenBucket::default();

@@ -49,6 +49,10 @@ pub const THROTTLE_ATTEMPTS: u32 = 16;
 /// Attempts for a call that fails with another retryable error (5xx, a reset, a timeout).
 pub const OTHER_ATTEMPTS: u32 = 8;
 
+/// CloudTrail answers `LookupEvents` two times a second per account and Region and throttles
+/// beyond (ThrottlingException); the account's pacer for `cloudtrail` starts at this rate.
+pub const CLOUDTRAIL_LOOKUPS_PER_SECOND: f64 = 2.0;
+
 /// The lowest pace, requests a second, however often AWS throttles.
 const MIN_RATE: f64 = 1.0;
 /// A throttling answer cuts the pace to this share of it.

@@ -6,6 +6,7 @@
 //!
 //! - `record`: one CloudTrail record as a typed call, and the version in its user agent;
 //! - `refusal`: the calls AWS refused, by action and the kind of policy that refused them;
+//! - `simulation`: the IAM policy simulator's context and what its decisions say;
 //! - `support`: Karpenter's support policy (LTS, supported, out of support) by date;
 //! - `metrics`: what the interruption rules' and queue's CloudWatch datapoints say.
 
@@ -16,6 +17,7 @@
 pub mod metrics;
 pub mod record;
 pub mod refusal;
+pub mod simulation;
 pub mod support;
 
 pub use record::{Call, RunningVersion};

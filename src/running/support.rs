@@ -109,7 +109,7 @@ pub enum Support {
     /// The newest minor on that date (supported until the next minor's release).
     Supported,
     /// Out of support since `since` (the next minor's release, or an LTS line's end).
-    OutOfSupport { since: Ymd },
+    Ended { since: Ymd },
     /// Not released yet on that date, or newer than this table.
     Unknown,
 }
@@ -120,7 +120,7 @@ impl fmt::Display for Support {
             Support::Lts { until, security_only: false } => write!(f, "LTS, supported until {until}"),
             Support::Lts { until, security_only: true } => write!(f, "LTS, security fixes only, until {until}"),
             Support::Supported => f.write_str("supported (the newest minor; until the next one is released)"),
-            Support::OutOfSupport { since } => write!(f, "out of support since {since}"),
+            Support::Ended { since } => write!(f, "out of support since {since}"),
             Support::Unknown => f.write_str("support status unknown to karpctl"),
         }
     }
@@ -142,10 +142,10 @@ pub fn support_on(version: KarpenterVersion, date: Ymd) -> Support {
                 next_lts.map_or(r.released.plus_months(LTS_ACTIVE_MONTHS), |n| n.min(r.released.plus_months(LTS_ACTIVE_MONTHS)));
             return Support::Lts { until, security_only: date >= active_until };
         }
-        return Support::OutOfSupport { since: until };
+        return Support::Ended { since: until };
     }
     match next {
-        Some(n) if date >= n => Support::OutOfSupport { since: n },
+        Some(n) if date >= n => Support::Ended { since: n },
         _ => Support::Supported,
     }
 }
@@ -184,9 +184,9 @@ mod tests {
     #[test]
     fn a_regular_minor_is_supported_until_the_next_minor() {
         assert_eq!(support_on(v(13), Ymd::new(2026, 6, 30)), Support::Supported);
-        assert_eq!(support_on(v(13), Ymd::new(2026, 7, 10)), Support::OutOfSupport { since: Ymd::new(2026, 7, 10) });
-        assert_eq!(support_on(v(10), Ymd::new(2026, 8, 1)), Support::OutOfSupport { since: Ymd::new(2026, 4, 6) });
-        assert_eq!(support_on(v(0), Ymd::new(2026, 8, 1)), Support::OutOfSupport { since: Ymd::new(2024, 11, 30) });
+        assert_eq!(support_on(v(13), Ymd::new(2026, 7, 10)), Support::Ended { since: Ymd::new(2026, 7, 10) });
+        assert_eq!(support_on(v(10), Ymd::new(2026, 8, 1)), Support::Ended { since: Ymd::new(2026, 4, 6) });
+        assert_eq!(support_on(v(0), Ymd::new(2026, 8, 1)), Support::Ended { since: Ymd::new(2024, 11, 30) });
         assert_eq!(support_on(v(12), Ymd::new(2026, 1, 1)), Support::Unknown, "not released yet");
     }
 
@@ -195,11 +195,11 @@ mod tests {
         // v1.9: active until v1.14 (the next LTS) came out, security fixes until Feb 2027.
         assert_eq!(support_on(v(9), Ymd::new(2026, 3, 1)), Support::Lts { until: Ymd::new(2027, 2, 6), security_only: false });
         assert_eq!(support_on(v(9), Ymd::new(2026, 8, 1)), Support::Lts { until: Ymd::new(2027, 2, 6), security_only: true });
-        assert_eq!(support_on(v(9), Ymd::new(2027, 2, 6)), Support::OutOfSupport { since: Ymd::new(2027, 2, 6) });
+        assert_eq!(support_on(v(9), Ymd::new(2027, 2, 6)), Support::Ended { since: Ymd::new(2027, 2, 6) });
         // v1.14: LTS from its release, active for six months, then security only, to Jul 2027.
         assert_eq!(support_on(v(14), Ymd::new(2026, 8, 21)), Support::Lts { until: Ymd::new(2027, 7, 10), security_only: false });
         assert_eq!(support_on(v(14), Ymd::new(2027, 3, 1)), Support::Lts { until: Ymd::new(2027, 7, 10), security_only: true });
-        assert_eq!(support_on(v(14), Ymd::new(2027, 8, 1)), Support::OutOfSupport { since: Ymd::new(2027, 7, 10) });
+        assert_eq!(support_on(v(14), Ymd::new(2027, 8, 1)), Support::Ended { since: Ymd::new(2027, 7, 10) });
         assert_eq!(support_on(v(14), Ymd::new(2026, 8, 21)).to_string(), "LTS, supported until 2027-07-10");
     }
 }
