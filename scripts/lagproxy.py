@@ -123,6 +123,62 @@ test names, answers the way AWS does during such a window:
                                        quota was raised); "AccessDenied" instead answers 403
                                        AccessDenied (credentials without iam:GetAccountSummary).
                                        Account-wide like sts_partition: not scoped by name
+  Records AWS keeps that neither emulator has, answered by the proxy itself (account-wide like
+  sts_partition: not scoped by name, except iam_simulate):
+  cloudtrail_events      [record, ...] | "AccessDenied"
+                                       CloudTrail LookupEvents (awsJson 1.1, signing name
+                                       cloudtrail) answered from these records as AWS does: at most
+                                       one lookup attribute (EventId, EventName, ReadOnly, Username,
+                                       ResourceType, ResourceName, EventSource, AccessKeyId; more is
+                                       InvalidLookupAttributesException), StartTime <= EventTime <=
+                                       EndTime, the last 90 days, newest first, MaxResults 1-50
+                                       (default 50) a page with NextToken, and two lookups a second
+                                       (a bucket of two tokens refilled at 2/s; beyond: 400
+                                       ThrottlingException). A list replaces the records. A record is
+                                       AWS's Event shape (EventId, EventName, EventTime, ...,
+                                       CloudTrailEvent as a JSON string or object) or a compact entry
+                                       the proxy expands into it: {"role": role ARN (the session
+                                       issuer of an AssumedRole identity; or "user": an IAM user ARN),
+                                       "event": "CreateFleet", "source": "ec2.amazonaws.com",
+                                       "agent": a user agent, or just "karpenter.sh-1.12.3" (appended
+                                       to a Go SDK agent), "minutes_ago": 5, "error_code",
+                                       "error_message", "resource": an ARN or {type, name},
+                                       "session", "region", "read_only", "request_parameters"}.
+                                       "AccessDenied": every lookup answers 400 AccessDeniedException.
+                                       The call log's LookupEvents calls carry "lookup": {attributes,
+                                       start, end, max_results, next_token}
+  cloudtrail_lookup_rps  N             the lookup rate instead of 2 (the bucket holds max(1, N)), so
+                                       a test can make the second lookup throttled for sure
+  cloudwatch_metrics     [series, ...] | "AccessDenied"
+                                       CloudWatch GetMetricData (Smithy RPC v2 CBOR, the wire the
+                                       Rust SDK uses; signing name monitoring) answered per
+                                       MetricStat query from these series: {"namespace": "AWS/SQS",
+                                       "metric": "ApproximateAgeOfOldestMessage", "dimensions":
+                                       {"QueueName": "q"}, "stat": optional (else any), "points":
+                                       [[minutes_ago, value], ...]}; a query gets Id, Label,
+                                       Timestamps, Values (points in [StartTime, EndTime), newest
+                                       first unless ScanBy TimestampAscending), StatusCode Complete;
+                                       a query matching no series gets no points (as AWS for a metric
+                                       never sent); math expressions are not computed (no points).
+                                       "AccessDenied": 403 AccessDenied. The call log's calls carry
+                                       "queries": [{id, metric}]
+  iam_simulate           {role: {"decisions": {action: decision}, "context_keys": [...]}}
+                                       IAM SimulatePrincipalPolicy / GetContextKeysForPrincipalPolicy
+                                       with PolicySourceArn naming the role, answered by the proxy
+                                       (moto lacks them; ministack ignores context entries). A
+                                       decision per action (exact name, then a pattern such as
+                                       "ec2:*", then "*", else "allowed") is "allowed",
+                                       "explicitDeny", "implicitDeny", "scp" (explicitDeny,
+                                       AllowedByOrganizations false), "boundary" (implicitDeny,
+                                       AllowedByPermissionsBoundary false) or {"decision",
+                                       "organizations": bool, "boundary": bool, "matched": [policy
+                                       ids]}. One result per action and ResourceArns entry (else
+                                       "*"); MaxItems (default 100) a page with IsTruncated/Marker;
+                                       MissingContextValues lists the context_keys no ContextEntries
+                                       gave; GetContextKeysForPrincipalPolicy answers context_keys.
+                                       "AccessDenied": 403 AccessDenied. The call log's Simulate calls
+                                       carry "actions", "context_entries" [{key, values, type}] and
+                                       "marker", and their resource is the role name
   upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
                                        e.g. {"iam": moto} with EKS on ministack
   ec2_shared_vpc         {vpc: account} not a lag: an emulator gap. The VPC is shared with the
@@ -156,11 +212,14 @@ Stdlib only (Python >= 3.10).
 from __future__ import annotations
 
 import argparse
+import base64
+import fnmatch
 import html
 import http.client
 import json
 import re
 import signal
+import struct
 import sys
 import threading
 import time
@@ -192,7 +251,9 @@ NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_dele
 BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "events_rules_full",
               "events_targets_full", "kms_keys_full", "eks_access_entry_tags")
 MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams",
-                                         "eks_association_fields", "ec2_shared_vpc")
+                                         "eks_association_fields", "ec2_shared_vpc", "iam_simulate")
+OTHER_RULES = ("eks_cluster_gone", "sts_partition", "iam_account_summary", "cloudtrail_events",
+               "cloudtrail_lookup_rps", "cloudwatch_metrics")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
 
@@ -220,6 +281,7 @@ class Req:
         self.service = self._service()
         self.form: dict[str, str] = {}
         self.json: dict | None = None
+        self.cbor = None
         self.operation = self._operation()
 
     def header(self, name: str) -> str | None:
@@ -257,6 +319,13 @@ class Req:
             self.form = dict(urllib.parse.parse_qsl(self.query, keep_blank_values=True))
         if "Action" in self.form:
             return self.form["Action"]
+        rpc = RPCV2_PATH_RE.search(self.path)
+        if rpc and "cbor" in ctype:
+            try:
+                self.cbor = cbor_decode(self.body) if self.body else {}
+            except (ValueError, IndexError, KeyError, UnicodeDecodeError, struct.error):
+                self.cbor = None
+            return rpc.group(1)
         if self.service == "eks":
             if self.body and ("json" in ctype or self.body.startswith(b"{")):
                 try:
@@ -460,6 +529,304 @@ def throttled(service: str) -> tuple[int, list, bytes]:
     return 400, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))], body
 
 
+# ------------------------------------------------------------------ records AWS keeps: CloudTrail,
+# CloudWatch, the IAM policy simulator (answered by the proxy itself; neither emulator has them)
+
+# CloudTrail LookupEvents: at most 50 events a page; two lookups a second per account and Region.
+CLOUDTRAIL_PAGE = 50
+CLOUDTRAIL_LOOKUPS_PER_S = 2.0
+LOOKUP_KEYS = ("EventId", "EventName", "ReadOnly", "Username", "ResourceType", "ResourceName", "EventSource",
+               "AccessKeyId")
+# IAM's default page for SimulatePrincipalPolicy (MaxItems).
+IAM_PAGE = 100
+RPCV2_PATH_RE = re.compile(r"/service/[^/]+/operation/([^/]+)$")
+DEFAULT_AGENT = ("aws-sdk-go-v2/1.36.3 ua/2.1 os/linux lang/go#1.24.4 md/GOOS#linux md/GOARCH#amd64 "
+                 "api/{svc}#1.0.0 m/E,g")
+
+
+def iso_time(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def resource_type_of(arn: str) -> str:
+    """The CloudTrail ResourceType of an ARN: arn:aws:ec2:r:a:launch-template/lt-1 ->
+    AWS::EC2::LaunchTemplate."""
+    parts = arn.split(":", 5)
+    if len(parts) < 6:
+        return "AWS::Unknown"
+    kind = re.split(r"[/:]", parts[5], maxsplit=1)[0]
+    return f"AWS::{parts[2].upper()}::" + "".join(w[:1].upper() + w[1:] for w in kind.split("-"))
+
+
+def expand_record(e: dict, now: float) -> dict:
+    """One CloudTrail event as LookupEvents answers it, from a compact scripted entry (see the
+    header: role/user, event, source, agent, minutes_ago, error_code, error_message, resource,
+    session, region, read_only, request_parameters) or taken as it is when it already has
+    AWS's shape (a CloudTrailEvent, as a JSON string or an object)."""
+    if "CloudTrailEvent" in e:
+        out = dict(e)
+        if not isinstance(out["CloudTrailEvent"], str):
+            out["CloudTrailEvent"] = json.dumps(out["CloudTrailEvent"])
+        out.setdefault("EventId", str(uuid.uuid4()))
+        if isinstance(out.get("EventTime"), str):
+            out["EventTime"] = time.mktime(time.strptime(out["EventTime"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        out.setdefault("EventTime", now)
+        return out
+    for key in ("event", "source"):
+        if not isinstance(e.get(key), str):
+            raise BadRules(f"cloudtrail_events: each entry needs {key!r} (got {e!r})")
+    source, name = e["source"], e["event"]
+    t = now - float(e.get("minutes_ago", 0)) * 60.0
+    region = e.get("region", "us-east-1")
+    event_id = e.get("id") or str(uuid.uuid4())
+    if isinstance(e.get("role"), str):
+        role_arn = e["role"]
+        m = re.fullmatch(r"arn:([^:]+):iam::(\d{12}):role/(?:.*/)?([^/]+)", role_arn)
+        if not m:
+            raise BadRules(f"cloudtrail_events: role must be a role ARN (got {role_arn!r})")
+        partition, account, role = m.groups()
+        session = e.get("session", "eks-cluster-karpenter-" + event_id[:8])
+        principal = "AROA" + account + "EXAMPLE"
+        identity = {
+            "type": "AssumedRole", "principalId": f"{principal}:{session}",
+            "arn": f"arn:{partition}:sts::{account}:assumed-role/{role}/{session}", "accountId": account,
+            "accessKeyId": "ASIA" + event_id.replace("-", "")[:16].upper(),
+            "sessionContext": {
+                "sessionIssuer": {"type": "Role", "principalId": principal, "arn": role_arn, "accountId": account,
+                                  "userName": role},
+                "attributes": {"creationDate": iso_time(t - 600), "mfaAuthenticated": "false"},
+            },
+        }
+        username = session
+    elif isinstance(e.get("user"), str):
+        m = re.fullmatch(r"arn:([^:]+):iam::(\d{12}):user/(?:.*/)?([^/]+)", e["user"])
+        if not m:
+            raise BadRules(f"cloudtrail_events: user must be a user ARN (got {e['user']!r})")
+        account, username = m.group(2), m.group(3)
+        identity = {"type": "IAMUser", "principalId": "AIDA" + account + "EXAMPLE", "arn": e["user"],
+                    "accountId": account, "accessKeyId": "AKIA" + event_id.replace("-", "")[:16].upper(),
+                    "userName": username}
+    else:
+        raise BadRules(f"cloudtrail_events: each entry needs 'role' (a role ARN) or 'user' (got {e!r})")
+    svc = source.split(".", 1)[0]
+    agent = e.get("agent") or DEFAULT_AGENT.format(svc=svc)
+    if re.fullmatch(r"karpenter\.sh-\S+", agent):
+        agent = DEFAULT_AGENT.format(svc=svc) + " " + agent
+    read_only = e.get("read_only", name.startswith(("Describe", "Get", "List")))
+    record = {
+        "eventVersion": "1.11", "userIdentity": identity, "eventTime": iso_time(t), "eventSource": source,
+        "eventName": name, "awsRegion": region, "sourceIPAddress": "10.0.12.34", "userAgent": agent,
+        "requestParameters": e.get("request_parameters"), "responseElements": None,
+        "requestID": str(uuid.uuid4()), "eventID": event_id, "readOnly": bool(read_only),
+        "eventType": "AwsApiCall", "managementEvent": True, "recipientAccountId": identity["accountId"],
+        "eventCategory": "Management",
+    }
+    for key, wire in (("error_code", "errorCode"), ("error_message", "errorMessage")):
+        if e.get(key) is not None:
+            record[wire] = e[key]
+    resources = []
+    res = e.get("resource")
+    if isinstance(res, str):
+        resources = [{"ResourceType": resource_type_of(res), "ResourceName": res}]
+    elif isinstance(res, dict):
+        resources = [{"ResourceType": res.get("type", "AWS::Unknown"), "ResourceName": res.get("name", "")}]
+    if resources:
+        record["resources"] = [{"ARN": r["ResourceName"], "accountId": identity["accountId"],
+                                "type": r["ResourceType"]} for r in resources]
+    return {
+        "EventId": event_id, "EventName": name, "ReadOnly": "true" if read_only else "false",
+        "AccessKeyId": identity["accessKeyId"], "EventTime": t, "EventSource": source, "Username": username,
+        "Resources": resources, "CloudTrailEvent": json.dumps(record),
+    }
+
+
+def lookup_matches(ev: dict, key: str, value: str) -> bool:
+    if key in ("ResourceType", "ResourceName"):
+        return any(r.get(key) == value for r in ev.get("Resources") or [])
+    if key == "ReadOnly":
+        return str(ev.get("ReadOnly", "")).lower() == value.lower()
+    return ev.get(key) == value
+
+
+def page_token(offset: int) -> str:
+    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def page_offset(token) -> int | None:
+    """The offset in a NextToken / Marker this proxy issued; None when it is not one."""
+    if token in (None, ""):
+        return 0
+    try:
+        off = json.loads(base64.b64decode(str(token), validate=True))["offset"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return off if isinstance(off, int) and off >= 0 else None
+
+
+# A minimal CBOR (RFC 8949) for the Smithy RPC v2 CBOR wire (CloudWatch): what the Rust SDK
+# sends (maps of indefinite length, tag 1 epoch timestamps, float64) and what it reads.
+class CborTag:
+    def __init__(self, tag: int, value):
+        self.tag, self.value = tag, value
+
+
+def cbor_decode(data: bytes):
+    def head(i):
+        ib = data[i]
+        major, info = ib >> 5, ib & 0x1F
+        i += 1
+        if info < 24:
+            return major, info, i
+        if info == 31:
+            return major, None, i
+        n = {24: 1, 25: 2, 26: 4, 27: 8}[info]
+        return major, (info, int.from_bytes(data[i:i + n], "big")), i + n
+
+    def item(i):
+        ib = data[i]
+        major, arg, j = head(i)
+        if major == 7:
+            info = ib & 0x1F
+            if info == 25:
+                return struct.unpack(">e", data[i + 1:i + 3])[0], i + 3
+            if info == 26:
+                return struct.unpack(">f", data[i + 1:i + 5])[0], i + 5
+            if info == 27:
+                return struct.unpack(">d", data[i + 1:i + 9])[0], i + 9
+            if info == 31:
+                raise ValueError("unexpected break")
+            return {20: False, 21: True, 22: None, 23: None}.get(info), j
+        n = arg[1] if isinstance(arg, tuple) else arg
+        if major == 0:
+            return n, j
+        if major == 1:
+            return -1 - n, j
+        if major in (2, 3):
+            if n is None:
+                chunks = []
+                while data[j] != 0xFF:
+                    c, j = item(j)
+                    chunks.append(c)
+                return ("" if major == 3 else b"").join(chunks), j + 1
+            raw = data[j:j + n]
+            return (raw.decode() if major == 3 else raw), j + n
+        if major == 4:
+            out = []
+            if n is None:
+                while data[j] != 0xFF:
+                    v, j = item(j)
+                    out.append(v)
+                return out, j + 1
+            for _ in range(n):
+                v, j = item(j)
+                out.append(v)
+            return out, j
+        if major == 5:
+            out = {}
+            while (data[j] != 0xFF) if n is None else len(out) < n:
+                k, j = item(j)
+                v, j = item(j)
+                out[k] = v
+            return out, (j + 1 if n is None else j)
+        if major == 6:
+            v, j = item(j)
+            return (v if n == 1 else CborTag(n, v)), j
+        raise ValueError(f"CBOR major type {major}")
+
+    value, _ = item(0)
+    return value
+
+
+def cbor_encode(v) -> bytes:
+    def head(major: int, n: int) -> bytes:
+        if n < 24:
+            return bytes([major << 5 | n])
+        for info, size in ((24, 1), (25, 2), (26, 4), (27, 8)):
+            if n < 1 << (8 * size):
+                return bytes([major << 5 | info]) + n.to_bytes(size, "big")
+        raise ValueError("integer too large")
+
+    if v is None:
+        return b"\xf6"
+    if v is True:
+        return b"\xf5"
+    if v is False:
+        return b"\xf4"
+    if isinstance(v, CborTag):
+        return head(6, v.tag) + cbor_encode(v.value)
+    if isinstance(v, int):
+        return head(0, v) if v >= 0 else head(1, -1 - v)
+    if isinstance(v, float):
+        return b"\xfb" + struct.pack(">d", v)
+    if isinstance(v, str):
+        raw = v.encode()
+        return head(3, len(raw)) + raw
+    if isinstance(v, bytes):
+        return head(2, len(v)) + v
+    if isinstance(v, (list, tuple)):
+        return head(4, len(v)) + b"".join(cbor_encode(x) for x in v)
+    if isinstance(v, dict):
+        return head(5, len(v)) + b"".join(cbor_encode(k) + cbor_encode(x) for k, x in v.items())
+    raise ValueError(f"cannot encode {type(v).__name__} as CBOR")
+
+
+def cbor_answer(doc: dict, status: int = 200, query_error: str | None = None) -> tuple[int, list, bytes]:
+    headers = [("Content-Type", "application/cbor"), ("smithy-protocol", "rpc-v2-cbor"),
+               ("x-amzn-RequestId", str(uuid.uuid4()))]
+    if query_error:
+        headers.append(("x-amzn-query-error", query_error))
+    return status, headers, cbor_encode(doc)
+
+
+def epoch_of(v) -> float | None:
+    if isinstance(v, CborTag):
+        v = v.value
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def simulate_params(form: dict) -> dict:
+    """What a SimulatePrincipalPolicy request asks (the query wire's member lists)."""
+    def members(prefix: str) -> list:
+        out = []
+        while f"{prefix}.member.{len(out) + 1}" in form:
+            out.append(form[f"{prefix}.member.{len(out) + 1}"])
+        return out
+
+    entries, n = [], 1
+    while f"ContextEntries.member.{n}.ContextKeyName" in form:
+        values = members(f"ContextEntries.member.{n}.ContextKeyValues")
+        entries.append({"key": form[f"ContextEntries.member.{n}.ContextKeyName"], "values": values,
+                        "type": form.get(f"ContextEntries.member.{n}.ContextKeyType")})
+        n += 1
+    return {"actions": members("ActionNames"), "resources": members("ResourceArns"), "context_entries": entries}
+
+
+def simulate_decision(rule: dict, action: str) -> dict:
+    """iam_simulate: the decision of `action` (exact name, then a pattern such as "ec2:*", then
+    "*", else allowed), as {decision, organizations, boundary, matched}."""
+    decisions = rule.get("decisions") or {}
+    d = decisions.get(action)
+    if d is None:
+        for pat, v in decisions.items():
+            if pat != "*" and fnmatch.fnmatchcase(action, pat):
+                d = v
+                break
+    if d is None:
+        d = decisions.get("*", "allowed")
+    if isinstance(d, str):
+        d = {"scp": {"decision": "explicitDeny", "organizations": False},
+             "boundary": {"decision": "implicitDeny", "boundary": False}}.get(d, {"decision": d})
+    out = {"decision": d.get("decision", "allowed"), "organizations": d.get("organizations", True),
+           "boundary": d.get("boundary", True), "matched": d.get("matched")}
+    if out["matched"] is None:
+        out["matched"] = ["KarpenterControllerPolicy"] if out["decision"] == "allowed" else []
+    return out
+
+
+def xml_members(items: list[str]) -> str:
+    return "".join(f"<member>{html.escape(x)}</member>" for x in items)
+
+
 # ------------------------------------------------------------------ the proxy's state
 
 class Lag:
@@ -536,6 +903,9 @@ class Lag:
                             raise BadRules(f"upstreams.{name} must be an http(s) URL (got {v!r})")
                         elif key == "eks_association_fields" and not isinstance(v, dict):
                             raise BadRules(f"eks_association_fields.{name} must be an object of fields (got {v!r})")
+                        elif key == "iam_simulate" and not (v == "AccessDenied" or isinstance(v, dict)):
+                            raise BadRules(f"iam_simulate.{name} must be {{decisions, context_keys}} or "
+                                           f"\"AccessDenied\" (got {v!r})")
                         elif key == "ec2_shared_vpc" and not (isinstance(v, str) and re.fullmatch(r"[0-9]{12}", v)):
                             raise BadRules(f"ec2_shared_vpc.{name} must be the owner's 12-digit account id (got {v!r})")
                         else:
@@ -550,6 +920,43 @@ class Lag:
                         raise BadRules("iam_account_summary must be {SummaryMap key: integer >= 0} "
                                        "(e.g. {\"AttachedPoliciesPerRoleQuota\": 20}) or \"AccessDenied\"")
                     new[key] = val
+                elif key == "cloudtrail_events":
+                    if val == "AccessDenied":
+                        new[key] = val
+                    elif isinstance(val, list) and all(isinstance(e, dict) for e in val):
+                        now = time.time()
+                        new[key] = [expand_record(e, now) for e in val]
+                    else:
+                        raise BadRules("cloudtrail_events must be a list of records (compact entries or AWS's "
+                                       "shape) or \"AccessDenied\"")
+                elif key == "cloudtrail_lookup_rps":
+                    if isinstance(val, bool) or not isinstance(val, (int, float)) or val <= 0:
+                        raise BadRules(f"cloudtrail_lookup_rps must be a number of lookups a second > 0 (got {val!r})")
+                    new[key] = val
+                elif key == "cloudwatch_metrics":
+                    if val == "AccessDenied":
+                        new[key] = val
+                        continue
+                    if not isinstance(val, list):
+                        raise BadRules("cloudwatch_metrics must be a list of series or \"AccessDenied\"")
+                    now, series = time.time(), []
+                    for s in val:
+                        ok = (isinstance(s, dict) and isinstance(s.get("namespace"), str)
+                              and isinstance(s.get("metric"), str) and isinstance(s.get("dimensions", {}), dict)
+                              and isinstance(s.get("points"), list))
+                        if not ok:
+                            raise BadRules("cloudwatch_metrics: each series needs namespace, metric, dimensions "
+                                           f"{{name: value}} and points [[minutes_ago, value], ...] (got {s!r})")
+                        pts = []
+                        for p in s["points"]:
+                            if isinstance(p, dict) and "t" in p:
+                                pts.append({"t": float(p["t"]), "value": float(p["value"])})
+                            elif isinstance(p, list) and len(p) == 2:
+                                pts.append({"t": now - float(p[0]) * 60.0, "value": float(p[1])})
+                            else:
+                                raise BadRules(f"cloudwatch_metrics: a point is [minutes_ago, value] (got {p!r})")
+                        series.append({**s, "points": pts})
+                    new[key] = series
                 elif key == "sts_partition":
                     if not (isinstance(val, str) and val.startswith("aws")):
                         raise BadRules("sts_partition must be a partition name such as \"aws-cn\"")
@@ -569,7 +976,7 @@ class Lag:
                         new.pop(key, None)
                 else:
                     raise BadRules(f"unknown rule {key!r}; known: "
-                                   f"{', '.join(MAP_RULES + ('eks_cluster_gone', 'sts_partition', 'iam_account_summary'))}")
+                                   f"{', '.join(MAP_RULES + OTHER_RULES)}")
             self.rules = new
             return json.loads(json.dumps(new))
 
@@ -665,6 +1072,20 @@ class Lag:
         }
         if req.service == "sqs" and req.operation == "SetQueueAttributes":
             call["attributes"] = written_attributes(req)
+        if req.service == "cloudtrail" and req.operation == "LookupEvents":
+            j = req.json or {}
+            call["lookup"] = {"attributes": j.get("LookupAttributes") or [], "start": j.get("StartTime"),
+                              "end": j.get("EndTime"), "max_results": j.get("MaxResults"),
+                              "next_token": j.get("NextToken")}
+        if req.service == "monitoring" and isinstance(req.cbor, dict):
+            call["queries"] = [{"id": q.get("Id"), "metric": ((q.get("MetricStat") or {}).get("Metric") or {})}
+                               for q in req.cbor.get("MetricDataQueries") or []]
+        if req.service == "iam" and req.operation in ("SimulatePrincipalPolicy", "GetContextKeysForPrincipalPolicy"):
+            call["resource"] = req.form.get("PolicySourceArn", "").rsplit("/", 1)[-1] or None
+            if req.operation == "SimulatePrincipalPolicy":
+                asked = simulate_params(req.form)
+                call["actions"], call["context_entries"] = asked["actions"], asked["context_entries"]
+                call["marker"] = req.form.get("Marker")
         with self.lock:
             self.calls.append(call)
 
@@ -812,8 +1233,20 @@ class Lag:
             return self.handle_sqs(req)
         if req.service == "eks":
             return self.handle_eks(req)
+        if req.service == "iam" and req.operation in ("SimulatePrincipalPolicy", "GetContextKeysForPrincipalPolicy"):
+            answered = self.handle_simulate(req)
+            if answered is not None:
+                return answered
         if req.service == "iam":
             return self.handle_iam(req)
+        if req.service == "cloudtrail" and req.operation == "LookupEvents":
+            answered = self.handle_cloudtrail(req)
+            if answered is not None:
+                return answered
+        if req.service == "monitoring" and req.operation == "GetMetricData":
+            answered = self.handle_cloudwatch(req)
+            if answered is not None:
+                return answered
         if req.service == "kms":
             return self.handle_kms(req)
         if req.service == "events":
@@ -1477,6 +1910,149 @@ class Lag:
                 a = st.get("Action", [])
                 actions.update(a if isinstance(a, list) else [a])
         return sorted(actions)
+
+    # ------------------------------------------------------------- records AWS keeps
+
+    def handle_cloudtrail(self, req: Req):
+        """cloudtrail_events: LookupEvents answered from the scripted records."""
+        with self.lock:
+            rule = self.rules.get("cloudtrail_events")
+            rate = float(self.rules.get("cloudtrail_lookup_rps", CLOUDTRAIL_LOOKUPS_PER_S))
+        if rule is None:
+            return None
+        if rule == "AccessDenied":
+            return (*json_error("AccessDeniedException",
+                                "User: arn:aws:sts::000000000000:assumed-role/karpctl/session is not authorized to "
+                                "perform: cloudtrail:LookupEvents because no identity-based policy allows the "
+                                "cloudtrail:LookupEvents action"), "cloudtrail_events")
+        # Two lookups a second per account and Region: a bucket of two tokens, refilled at the rate.
+        now = time.monotonic()
+        with self.lock:
+            burst = max(1.0, rate)
+            b = self.buckets.setdefault("cloudtrail:LookupEvents", {"tokens": burst, "at": now})
+            b["tokens"] = min(burst, b["tokens"] + (now - b["at"]) * rate)
+            b["at"] = now
+            allowed = b["tokens"] >= 1.0
+            if allowed:
+                b["tokens"] -= 1.0
+        if not allowed:
+            return (*json_error("ThrottlingException", "Rate exceeded"), "cloudtrail_events")
+        j = req.json or {}
+        attrs = j.get("LookupAttributes") or []
+        if len(attrs) > 1:
+            return (*json_error("InvalidLookupAttributesException",
+                                "You cannot specify more than one lookup attribute."), "cloudtrail_events")
+        for a in attrs:
+            if a.get("AttributeKey") not in LOOKUP_KEYS:
+                return (*json_error("InvalidLookupAttributesException",
+                                    f"Unknown lookup attribute {a.get('AttributeKey')!r}"), "cloudtrail_events")
+        limit = j.get("MaxResults", CLOUDTRAIL_PAGE)
+        if not isinstance(limit, int) or not 1 <= limit <= CLOUDTRAIL_PAGE:
+            return (*json_error("InvalidMaxResultsException", "MaxResults must be between 1 and 50."),
+                    "cloudtrail_events")
+        offset = page_offset(j.get("NextToken"))
+        if offset is None:
+            return (*json_error("InvalidNextTokenException", "Invalid NextToken."), "cloudtrail_events")
+        start, end = epoch_of(j.get("StartTime")), epoch_of(j.get("EndTime"))
+        wall = time.time()
+        events = [e for e in rule
+                  if (start is None or e["EventTime"] >= start) and (end is None or e["EventTime"] <= end)
+                  and e["EventTime"] >= wall - 90 * 86400
+                  and all(lookup_matches(e, a["AttributeKey"], str(a.get("AttributeValue", ""))) for a in attrs)]
+        events.sort(key=lambda e: e["EventTime"], reverse=True)
+        page = events[offset:offset + limit]
+        doc = {"Events": page}
+        if offset + limit < len(events):
+            doc["NextToken"] = page_token(offset + limit)
+        return (200, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))],
+                json.dumps(doc).encode(), "cloudtrail_events")
+
+    def handle_cloudwatch(self, req: Req):
+        """cloudwatch_metrics: GetMetricData (Smithy RPC v2 CBOR) answered from scripted datapoints."""
+        with self.lock:
+            rule = self.rules.get("cloudwatch_metrics")
+        if rule is None:
+            return None
+        if rule == "AccessDenied":
+            return (*cbor_answer({"__type": "com.amazonaws.cloudwatch#AccessDenied",
+                                  "message": "User is not authorized to perform: cloudwatch:GetMetricData"},
+                                 403, "AccessDenied;Sender"), "cloudwatch_metrics")
+        j = req.cbor if isinstance(req.cbor, dict) else {}
+        start, end = epoch_of(j.get("StartTime")), epoch_of(j.get("EndTime"))
+        newest_first = j.get("ScanBy", "TimestampDescending") != "TimestampAscending"
+        results = []
+        for q in j.get("MetricDataQueries") or []:
+            if q.get("ReturnData") is False:
+                continue
+            stat = q.get("MetricStat") or {}
+            metric = stat.get("Metric") or {}
+            dims = {d.get("Name"): d.get("Value") for d in metric.get("Dimensions") or []}
+            points = []
+            for s in rule:
+                if (s.get("namespace") == metric.get("Namespace") and s.get("metric") == metric.get("MetricName")
+                        and (s.get("dimensions") or {}) == dims and s.get("stat") in (None, stat.get("Stat"))):
+                    points += [(p["t"], float(p["value"])) for p in s["points"]]
+            points = [p for p in points if (start is None or p[0] >= start) and (end is None or p[0] < end)]
+            points.sort(key=lambda p: p[0], reverse=newest_first)
+            results.append({"Id": q.get("Id"), "Label": q.get("Label") or metric.get("MetricName") or q.get("Id"),
+                            "Timestamps": [CborTag(1, float(int(t))) for t, _ in points],
+                            "Values": [v for _, v in points], "StatusCode": "Complete"})
+        return (*cbor_answer({"MetricDataResults": results, "Messages": []}), "cloudwatch_metrics")
+
+    def handle_simulate(self, req: Req):
+        """iam_simulate: SimulatePrincipalPolicy and GetContextKeysForPrincipalPolicy."""
+        role = req.form.get("PolicySourceArn", "").rsplit("/", 1)[-1]
+        rule = self.rule("iam_simulate", role)
+        if rule is None:
+            return None
+        op = req.operation
+        if rule == "AccessDenied":
+            return (*query_error(403, "AccessDenied", f"User: arn:aws:iam::000000000000:user/test is not authorized "
+                                                      f"to perform: iam:{op} on resource: {req.form.get('PolicySourceArn')}"),
+                    "iam_simulate")
+        keys = list(rule.get("context_keys") or [])
+        rid = f"<ResponseMetadata><RequestId>{uuid.uuid4()}</RequestId></ResponseMetadata>"
+        ns = 'xmlns="https://iam.amazonaws.com/doc/2010-05-08/"'
+        if op == "GetContextKeysForPrincipalPolicy":
+            body = (f"<GetContextKeysForPrincipalPolicyResponse {ns}><GetContextKeysForPrincipalPolicyResult>"
+                    f"<ContextKeyNames>{xml_members(keys)}</ContextKeyNames>"
+                    f"</GetContextKeysForPrincipalPolicyResult>{rid}</GetContextKeysForPrincipalPolicyResponse>")
+            return 200, [("Content-Type", "text/xml")], body.encode(), "iam_simulate"
+        asked = simulate_params(req.form)
+        given = {e["key"].lower() for e in asked["context_entries"]}
+        missing = [k for k in keys if k.lower() not in given]
+        pairs = [(a, r) for a in asked["actions"] for r in (asked["resources"] or ["*"])]
+        try:
+            limit = int(req.form.get("MaxItems") or IAM_PAGE)
+        except ValueError:
+            limit = 0
+        offset = page_offset(req.form.get("Marker"))
+        if offset is None or not 1 <= limit <= 1000:
+            return (*query_error(400, "InvalidInput", "Invalid Marker or MaxItems."), "iam_simulate")
+        members = []
+        for action, resource in pairs[offset:offset + limit]:
+            d = simulate_decision(rule, action)
+            matched = "".join(f"<member><SourcePolicyId>{html.escape(m)}</SourcePolicyId>"
+                              "<SourcePolicyType>IAM Policy</SourcePolicyType>"
+                              "<StartPosition><Line>1</Line><Column>1</Column></StartPosition>"
+                              "<EndPosition><Line>1</Line><Column>100</Column></EndPosition></member>"
+                              for m in d["matched"])
+            members.append(
+                f"<member><EvalActionName>{html.escape(action)}</EvalActionName>"
+                f"<EvalResourceName>{html.escape(resource)}</EvalResourceName>"
+                f"<EvalDecision>{d['decision']}</EvalDecision><MatchedStatements>{matched}</MatchedStatements>"
+                f"<MissingContextValues>{xml_members(missing)}"
+                "</MissingContextValues>"
+                f"<OrganizationsDecisionDetail><AllowedByOrganizations>{str(d['organizations']).lower()}"
+                "</AllowedByOrganizations></OrganizationsDecisionDetail>"
+                f"<PermissionsBoundaryDecisionDetail><AllowedByPermissionsBoundary>{str(d['boundary']).lower()}"
+                "</AllowedByPermissionsBoundary></PermissionsBoundaryDecisionDetail></member>")
+        more = offset + limit < len(pairs)
+        marker = f"<Marker>{page_token(offset + limit)}</Marker>" if more else ""
+        body = (f"<SimulatePrincipalPolicyResponse {ns}><SimulatePrincipalPolicyResult>"
+                f"<IsTruncated>{str(more).lower()}</IsTruncated><EvaluationResults>{''.join(members)}"
+                f"</EvaluationResults>{marker}</SimulatePrincipalPolicyResult>{rid}</SimulatePrincipalPolicyResponse>")
+        return 200, [("Content-Type", "text/xml")], body.encode(), "iam_simulate"
 
 
 # ------------------------------------------------------------------ HTTP server

@@ -33,6 +33,7 @@ mod prepare;
 mod readiness;
 mod report;
 mod resources;
+mod running;
 mod scope;
 mod settings;
 mod spec;

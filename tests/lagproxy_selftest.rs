@@ -709,3 +709,321 @@ fn ec2_shared_vpc_shows_the_owner_and_hides_its_endpoints() {
     px.set(json!({"ec2_shared_vpc": {&vpc: null}}));
     assert_eq!(endpoints(&vpc), 9);
 }
+
+// --- Records AWS keeps: CloudTrail, CloudWatch, the IAM policy simulator -------------------------
+
+/// An SDK config for the proxy at `url`, with `attempts` attempts per call (1: a throttled or
+/// refused call comes back as it was answered).
+fn conf_at(url: &str, attempts: u32) -> aws_types::SdkConfig {
+    let creds = aws_sdk_sqs::config::Credentials::new("test", "test", None, None, "tests");
+    aws_types::SdkConfig::builder()
+        .endpoint_url(url)
+        .region(aws_types::region::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_sqs::config::SharedCredentialsProvider::new(creds))
+        .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(attempts))
+        .behavior_version(aws_config::BehaviorVersion::v2026_01_12())
+        .build()
+}
+
+const ROLE: &str = "arn:aws:iam::111122223333:role/karpenter/KarpenterController-trail";
+
+fn by_source(source: &str) -> aws_sdk_cloudtrail::types::LookupAttribute {
+    lookup_attr(aws_sdk_cloudtrail::types::LookupAttributeKey::EventSource, source)
+}
+
+fn lookup_attr(key: aws_sdk_cloudtrail::types::LookupAttributeKey, value: &str) -> aws_sdk_cloudtrail::types::LookupAttribute {
+    aws_sdk_cloudtrail::types::LookupAttribute::builder().attribute_key(key).attribute_value(value).build().unwrap()
+}
+
+#[test]
+fn cloudtrail_lookup_events_answers_records_in_aws_shape_paged_and_filtered() {
+    use aws_sdk_cloudtrail::types::LookupAttributeKey as Key;
+    let px = proxy("ctlookup");
+    // 60 EC2 calls by the controller (one a minute, the newest refused), 5 IAM calls by a user.
+    let mut records: Vec<serde_json::Value> = (0..60)
+        .map(|i| {
+            json!({"role": ROLE, "event": "DescribeInstanceTypes", "source": "ec2.amazonaws.com",
+                        "agent": "karpenter.sh-1.12.3", "minutes_ago": i + 1})
+        })
+        .collect();
+    records[0] = json!({"role": ROLE, "event": "CreateFleet", "source": "ec2.amazonaws.com", "agent": "karpenter.sh-v1.12.3",
+        "minutes_ago": 0.5, "error_code": "Client.UnauthorizedOperation",
+        "error_message": "You are not authorized to perform this operation. User: x is not authorized to perform: ec2:CreateFleet on resource: arn:aws:ec2:us-east-1:111122223333:fleet/* with an explicit deny in a service control policy. Encoded authorization failure message: abc",
+        "resource": "arn:aws:ec2:us-east-1:111122223333:fleet/*", "session": "eks-trail-karpenter-1"});
+    records.extend((0..5).map(|i| {
+        json!({"user": "arn:aws:iam::111122223333:user/alice", "event": "GetRole",
+        "source": "iam.amazonaws.com", "minutes_ago": i})
+    }));
+    // A high lookup rate: this test is about pages and filters (the rate has its own test).
+    px.set(json!({"cloudtrail_events": records, "cloudtrail_lookup_rps": 1000}));
+    let ct = aws_sdk_cloudtrail::Client::new(&conf_at(px.url(), 1));
+
+    // EventSource ec2: 50 then 10, newest first, the second page by NextToken.
+    let first = rt().block_on(ct.lookup_events().lookup_attributes(by_source("ec2.amazonaws.com")).send()).expect("LookupEvents");
+    assert_eq!(first.events().len(), 50);
+    let token = first.next_token().expect("a NextToken after a full page").to_string();
+    let second = rt()
+        .block_on(ct.lookup_events().lookup_attributes(by_source("ec2.amazonaws.com")).next_token(&token).send())
+        .expect("page 2");
+    assert_eq!(second.events().len(), 10);
+    assert_eq!(second.next_token(), None, "the last page has no NextToken");
+    let all: Vec<_> = first.events().iter().chain(second.events()).collect();
+    let times: Vec<_> = all.iter().map(|e| e.event_time().unwrap().secs()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first: {times:?}");
+    assert!(all.iter().all(|e| e.event_source() == Some("ec2.amazonaws.com")));
+
+    // The newest is the refused CreateFleet, in AWS's shape.
+    let e = all[0];
+    assert_eq!(
+        (e.event_name(), e.read_only(), e.username()),
+        (Some("CreateFleet"), Some("false"), Some("eks-trail-karpenter-1"))
+    );
+    assert_eq!(e.resources()[0].resource_type(), Some("AWS::EC2::Fleet"));
+    let rec: serde_json::Value = serde_json::from_str(e.cloud_trail_event().unwrap()).unwrap();
+    assert_eq!(rec["userIdentity"]["type"], "AssumedRole");
+    assert_eq!(
+        rec["userIdentity"]["arn"],
+        "arn:aws:sts::111122223333:assumed-role/KarpenterController-trail/eks-trail-karpenter-1"
+    );
+    assert_eq!(rec["userIdentity"]["sessionContext"]["sessionIssuer"]["arn"], ROLE, "the issuer keeps the role's path");
+    assert_eq!(rec["userIdentity"]["sessionContext"]["sessionIssuer"]["type"], "Role");
+    assert_eq!(rec["userIdentity"]["sessionContext"]["sessionIssuer"]["userName"], "KarpenterController-trail");
+    assert!(rec["userAgent"].as_str().unwrap().ends_with(" karpenter.sh-v1.12.3"), "{rec}");
+    assert_eq!(rec["errorCode"], "Client.UnauthorizedOperation");
+    assert!(rec["errorMessage"].as_str().unwrap().contains("service control policy"));
+    assert_eq!((rec["eventSource"].as_str(), rec["eventName"].as_str()), (Some("ec2.amazonaws.com"), Some("CreateFleet")));
+    assert_eq!(rec["awsRegion"], "us-east-1");
+    assert!(rec["eventTime"].as_str().unwrap().ends_with('Z'));
+
+    // StartTime/EndTime: the last ten minutes hold the CreateFleet and 10 describes (1..=10 min).
+    let now = std::time::SystemTime::now();
+    let ago = |m: u64| aws_sdk_cloudtrail::primitives::DateTime::from(now - Duration::from_secs(m * 60));
+    let recent = rt()
+        .block_on(
+            ct.lookup_events().lookup_attributes(by_source("ec2.amazonaws.com")).start_time(ago(10)).end_time(ago(0)).send(),
+        )
+        .unwrap();
+    // The CreateFleet (half a minute ago) and the describes of 2..=9 minutes ago: the one of ten
+    // minutes ago was made before this test's `now`, so it is just outside.
+    assert_eq!(recent.events().len(), 9);
+    // Other attributes: EventName, Username, ReadOnly; MaxResults smaller pages.
+    let fleets = rt().block_on(ct.lookup_events().lookup_attributes(lookup_attr(Key::EventName, "CreateFleet")).send()).unwrap();
+    assert_eq!(fleets.events().len(), 1);
+    let alice = rt().block_on(ct.lookup_events().lookup_attributes(lookup_attr(Key::Username, "alice")).send()).unwrap();
+    assert_eq!(alice.events().len(), 5);
+    let alice_rec: serde_json::Value = serde_json::from_str(alice.events()[0].cloud_trail_event().unwrap()).unwrap();
+    assert_eq!(alice_rec["userIdentity"]["type"], "IAMUser", "another identity's calls");
+    let writes = rt().block_on(ct.lookup_events().lookup_attributes(lookup_attr(Key::ReadOnly, "false")).send()).unwrap();
+    assert_eq!(writes.events().len(), 1, "only the CreateFleet writes");
+    let small = rt().block_on(ct.lookup_events().max_results(7).send()).unwrap();
+    assert_eq!((small.events().len(), small.next_token().is_some()), (7, true));
+    // AWS's limits: one attribute, 50 a page.
+    let two = rt().block_on(
+        ct.lookup_events()
+            .lookup_attributes(by_source("ec2.amazonaws.com"))
+            .lookup_attributes(lookup_attr(Key::EventName, "x"))
+            .send(),
+    );
+    assert_eq!(code_of(two), Err("InvalidLookupAttributesException".to_string()));
+    assert_eq!(code_of(rt().block_on(ct.lookup_events().max_results(51).send())), Err("InvalidMaxResultsException".to_string()));
+    // The call log says what each lookup asked.
+    let lookups: Vec<_> = px.calls_json().into_iter().filter(|c| c["operation"] == "LookupEvents").collect();
+    assert_eq!(lookups[0]["service"], "cloudtrail");
+    assert_eq!(
+        lookups[0]["lookup"]["attributes"],
+        json!([{"AttributeKey": "EventSource", "AttributeValue": "ec2.amazonaws.com"}])
+    );
+    assert_eq!(lookups[1]["lookup"]["next_token"], token.as_str());
+    assert!(lookups[0]["lookup"]["start"].is_null() && lookups[2]["lookup"]["start"].is_number());
+}
+
+#[test]
+fn cloudtrail_lookups_are_throttled_at_two_a_second_and_can_be_refused() {
+    let px = proxy("ctrate");
+    px.set(json!({"cloudtrail_events": [{"role": ROLE, "event": "DescribeSubnets", "source": "ec2.amazonaws.com"}]}));
+    let ct = aws_sdk_cloudtrail::Client::new(&conf_at(px.url(), 1));
+    // Twelve lookups at once: at most the bucket's two plus two a second get through.
+    let started = Instant::now();
+    let answers = rt().block_on(futures::future::join_all((0..12).map(|_| ct.lookup_events().send())));
+    let elapsed = started.elapsed().as_secs_f64();
+    let ok = answers.iter().filter(|r| r.is_ok()).count();
+    let throttled = answers.iter().filter(|r| r.as_ref().err().and_then(|e| e.code()) == Some("ThrottlingException")).count();
+    assert_eq!(ok + throttled, 12, "every lookup answered or throttled");
+    assert!(ok >= 2 && (ok as f64) <= 2.0 + 2.0 * elapsed + 1.0, "{ok} lookups within {elapsed:.2}s");
+    // A slower rate makes the second lookup throttled for sure; the SDK reads it as throttling.
+    px.reset();
+    px.set(json!({"cloudtrail_events": [], "cloudtrail_lookup_rps": 0.001}));
+    rt().block_on(ct.lookup_events().send()).expect("the first lookup");
+    let e = rt().block_on(ct.lookup_events().send()).expect_err("the second lookup");
+    assert_eq!(e.code(), Some("ThrottlingException"), "{e:?}");
+    assert_eq!(e.raw_response().map(|r| r.status().as_u16()), Some(400));
+    // Refused: AccessDeniedException naming the permission.
+    px.set(json!({"cloudtrail_events": "AccessDenied", "cloudtrail_lookup_rps": null}));
+    let e = rt().block_on(ct.lookup_events().send()).expect_err("a refused lookup");
+    assert_eq!(e.code(), Some("AccessDeniedException"), "{e:?}");
+    assert!(e.message().unwrap().contains("cloudtrail:LookupEvents"), "{e:?}");
+    // A bad rule is refused with the reason.
+    let err = px.try_set(json!({"cloudtrail_events": [{"event": "X", "source": "ec2.amazonaws.com"}]})).unwrap_err();
+    assert!(err.contains("'role'"), "{err}");
+}
+
+fn metric_query(id: &str, ns: &str, metric: &str, dim: (&str, &str), stat: &str) -> aws_sdk_cloudwatch::types::MetricDataQuery {
+    use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
+    let m = Metric::builder()
+        .namespace(ns)
+        .metric_name(metric)
+        .dimensions(Dimension::builder().name(dim.0).value(dim.1).build())
+        .build();
+    MetricDataQuery::builder().id(id).metric_stat(MetricStat::builder().metric(m).period(300).stat(stat).build()).build()
+}
+
+#[test]
+fn cloudwatch_get_metric_data_answers_scripted_datapoints() {
+    let px = proxy("cwmetrics");
+    px.set(json!({"cloudwatch_metrics": [
+        {"namespace": "AWS/Events", "metric": "FailedInvocations", "dimensions": {"RuleName": "Karpenter-trail-spot"},
+         "stat": "Sum", "points": [[5, 3], [20, 1]]},
+        {"namespace": "AWS/SQS", "metric": "ApproximateAgeOfOldestMessage", "dimensions": {"QueueName": "Karpenter-trail"},
+         "points": [[2, 900], [7, 600], [500, 1]]},
+    ]}));
+    let cw = aws_sdk_cloudwatch::Client::new(&conf_at(px.url(), 1));
+    let now = std::time::SystemTime::now();
+    let out = rt()
+        .block_on(
+            cw.get_metric_data()
+                .metric_data_queries(metric_query(
+                    "spot",
+                    "AWS/Events",
+                    "FailedInvocations",
+                    ("RuleName", "Karpenter-trail-spot"),
+                    "Sum",
+                ))
+                .metric_data_queries(metric_query(
+                    "health",
+                    "AWS/Events",
+                    "FailedInvocations",
+                    ("RuleName", "Karpenter-trail-health"),
+                    "Sum",
+                ))
+                .metric_data_queries(metric_query(
+                    "age",
+                    "AWS/SQS",
+                    "ApproximateAgeOfOldestMessage",
+                    ("QueueName", "Karpenter-trail"),
+                    "Maximum",
+                ))
+                .start_time(aws_sdk_cloudwatch::primitives::DateTime::from(now - Duration::from_secs(3600)))
+                .end_time(aws_sdk_cloudwatch::primitives::DateTime::from(now))
+                .send(),
+        )
+        .expect("GetMetricData");
+    let results = out.metric_data_results();
+    let ids: Vec<_> = results.iter().map(|r| r.id().unwrap()).collect();
+    assert_eq!(ids, ["spot", "health", "age"]);
+    assert_eq!(results[0].values(), [3.0, 1.0], "newest first");
+    assert_eq!(results[0].timestamps().len(), 2);
+    assert!(results[0].timestamps()[0].secs() > results[0].timestamps()[1].secs());
+    assert_eq!(results[0].label(), Some("FailedInvocations"));
+    assert!(results[1].values().is_empty(), "a rule that never failed sends no datapoints");
+    assert_eq!(results[2].values(), [900.0, 600.0], "the point outside the window is left out");
+    assert!(results.iter().all(|r| r.status_code() == Some(&aws_sdk_cloudwatch::types::StatusCode::Complete)));
+    let call = px.calls_json().into_iter().find(|c| c["operation"] == "GetMetricData").unwrap();
+    assert_eq!(call["service"], "monitoring");
+    assert_eq!(call["queries"][2]["metric"]["Dimensions"], json!([{"Name": "QueueName", "Value": "Karpenter-trail"}]));
+    // A stat the series was not scripted for has no points; refused: AccessDenied.
+    let other_stat = rt()
+        .block_on(
+            cw.get_metric_data()
+                .metric_data_queries(metric_query(
+                    "spot",
+                    "AWS/Events",
+                    "FailedInvocations",
+                    ("RuleName", "Karpenter-trail-spot"),
+                    "Average",
+                ))
+                .start_time(aws_sdk_cloudwatch::primitives::DateTime::from(now - Duration::from_secs(3600)))
+                .end_time(aws_sdk_cloudwatch::primitives::DateTime::from(now))
+                .send(),
+        )
+        .unwrap();
+    assert!(other_stat.metric_data_results()[0].values().is_empty());
+    px.set(json!({"cloudwatch_metrics": "AccessDenied"}));
+    let e = rt()
+        .block_on(cw.get_metric_data().metric_data_queries(metric_query("a", "AWS/SQS", "X", ("QueueName", "q"), "Sum")).send())
+        .expect_err("refused");
+    assert_eq!(e.code(), Some("AccessDenied"), "{e:?}");
+}
+
+#[test]
+fn iam_simulate_answers_decisions_per_action_paged_and_records_context_entries() {
+    use aws_sdk_iam::types::{ContextEntry, ContextKeyTypeEnum, PolicyEvaluationDecisionType as D};
+    let role = cluster_name("simrole");
+    let arn = format!("arn:aws:iam::000000000000:role/{role}");
+    let px = proxy("iamsim");
+    px.set(json!({"iam_simulate": {&role: {
+        "decisions": {"ec2:CreateFleet": "scp", "iam:PassRole": "boundary", "ec2:TerminateInstances": "explicitDeny", "ssm:*": "implicitDeny"},
+        "context_keys": ["aws:RequestTag/kubernetes.io/cluster/trail", "ec2:CreateAction"]}}}));
+    let iam = aws_sdk_iam::Client::new(&conf_at(px.url(), 1));
+
+    let keys = rt().block_on(iam.get_context_keys_for_principal_policy().policy_source_arn(&arn).send()).expect("GetContextKeys");
+    assert_eq!(keys.context_key_names(), ["aws:RequestTag/kubernetes.io/cluster/trail", "ec2:CreateAction"]);
+
+    let actions = ["ec2:CreateFleet", "iam:PassRole", "ec2:TerminateInstances", "ssm:GetParameter", "ec2:DescribeSubnets"];
+    let entry = ContextEntry::builder()
+        .context_key_name("ec2:CreateAction")
+        .context_key_values("CreateFleet")
+        .context_key_values("RunInstances")
+        .context_key_type(ContextKeyTypeEnum::StringList)
+        .build();
+    let mut results = vec![];
+    let mut marker: Option<String> = None;
+    let mut pages = 0;
+    loop {
+        let out = rt()
+            .block_on(
+                iam.simulate_principal_policy()
+                    .policy_source_arn(&arn)
+                    .set_action_names(Some(actions.iter().map(|s| s.to_string()).collect()))
+                    .context_entries(entry.clone())
+                    .max_items(2)
+                    .set_marker(marker.clone())
+                    .send(),
+            )
+            .expect("SimulatePrincipalPolicy");
+        pages += 1;
+        results.extend(out.evaluation_results().to_vec());
+        if !out.is_truncated() {
+            break;
+        }
+        marker = out.marker().map(str::to_string);
+    }
+    assert_eq!(pages, 3, "five actions, two a page");
+    let of = |a: &str| results.iter().find(|r| r.eval_action_name() == a).unwrap();
+    let org = |a: &str| of(a).organizations_decision_detail().map(|d| d.allowed_by_organizations());
+    let boundary = |a: &str| of(a).permissions_boundary_decision_detail().map(|d| d.allowed_by_permissions_boundary());
+    assert_eq!((of("ec2:CreateFleet").eval_decision(), org("ec2:CreateFleet")), (&D::ExplicitDeny, Some(false)));
+    assert_eq!((of("iam:PassRole").eval_decision(), boundary("iam:PassRole")), (&D::ImplicitDeny, Some(false)));
+    assert_eq!((of("ec2:TerminateInstances").eval_decision(), org("ec2:TerminateInstances")), (&D::ExplicitDeny, Some(true)));
+    assert_eq!(of("ssm:GetParameter").eval_decision(), &D::ImplicitDeny, "a pattern");
+    assert_eq!(of("ec2:DescribeSubnets").eval_decision(), &D::Allowed, "unlisted: allowed");
+    assert_eq!(of("ec2:DescribeSubnets").matched_statements().len(), 1);
+    assert_eq!(
+        of("ec2:CreateFleet").missing_context_values(),
+        ["aws:RequestTag/kubernetes.io/cluster/trail"],
+        "the key no context entry gave"
+    );
+    // The call log carries the actions, the context entries and the marker of each page.
+    let sims: Vec<_> = px.calls_json().into_iter().filter(|c| c["operation"] == "SimulatePrincipalPolicy").collect();
+    assert_eq!(sims.len(), 3);
+    assert_eq!(sims[0]["resource"], role.as_str());
+    assert_eq!(sims[0]["actions"].as_array().unwrap().len(), 5);
+    assert_eq!(
+        sims[0]["context_entries"],
+        json!([{"key": "ec2:CreateAction", "values": ["CreateFleet", "RunInstances"], "type": "stringList"}])
+    );
+    assert!(sims[0]["marker"].is_null() && sims[1]["marker"].is_string());
+    // Scoped by role: another role goes upstream; refused on demand.
+    px.set(json!({"iam_simulate": {&role: "AccessDenied"}}));
+    let e = rt().block_on(iam.get_context_keys_for_principal_policy().policy_source_arn(&arn).send()).expect_err("refused");
+    assert_eq!(e.code(), Some("AccessDenied"));
+}

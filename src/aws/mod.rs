@@ -68,6 +68,13 @@ pub struct Clients {
     pub sts: aws_sdk_sts::Client,
     /// Only for SSE-KMS interruption queues (`interruption.kms_key_id`).
     pub kms: aws_sdk_kms::Client,
+    /// What the running Karpenter did (`LookupEvents`, paced at `throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND`).
+    // Read by the checks of the running Karpenter (#36) once they are wired in.
+    #[allow(dead_code)]
+    pub cloudtrail: aws_sdk_cloudtrail::Client,
+    /// Metrics of the interruption rules and queue (`GetMetricData`); signing name `monitoring`.
+    #[allow(dead_code)]
+    pub cloudwatch: aws_sdk_cloudwatch::Client,
 }
 
 /// Build every client from one shared config: pinned behaviour version, the region always set,
@@ -120,6 +127,9 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         let provider = b.build().await;
         conf = conf.into_builder().credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(provider)).build();
     }
+    // CloudTrail answers two lookups a second per account and Region: its calls are paced at that
+    // rate from the first one, not only after AWS throttles.
+    limiter.rates.of("cloudtrail").start_at(throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND);
     let counter = stats::Counter(stats.clone());
     // This cluster's retry budget, for all its clients (not the process's: one per service).
     let bucket = aws_smithy_runtime::client::retries::TokenBucket::default();
@@ -152,6 +162,8 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         ec2: client!(aws_sdk_ec2, "ec2"),
         sts: client!(aws_sdk_sts, "sts"),
         kms: client!(aws_sdk_kms, "kms"),
+        cloudtrail: client!(aws_sdk_cloudtrail, "cloudtrail"),
+        cloudwatch: client!(aws_sdk_cloudwatch, "monitoring"),
     }
 }
 
@@ -378,5 +390,7 @@ mod tests {
         assert!(is_read_operation("DescribeRule"));
         assert!(!is_read_operation("PutRule"));
         assert!(!is_read_operation("TagQueue"));
+        assert!(is_read_operation("LookupEvents"));
+        assert!(is_read_operation("SimulatePrincipalPolicy"));
     }
 }

@@ -152,7 +152,8 @@ pub struct OpCount {
 
 /// Operations that only read. Everything else counts as a write.
 pub fn is_read_operation(op: &str) -> bool {
-    ["Get", "List", "Describe", "Receive"].iter().any(|p| op.starts_with(p))
+    // CloudTrail's LookupEvents and IAM's Simulate*/GetContextKeys* read too.
+    ["Get", "List", "Describe", "Receive", "Lookup", "Simulate"].iter().any(|p| op.starts_with(p))
 }
 
 /// The calls of this process, so that an error report can say how many writes happened.

@@ -49,6 +49,10 @@ pub const THROTTLE_ATTEMPTS: u32 = 16;
 /// Attempts for a call that fails with another retryable error (5xx, a reset, a timeout).
 pub const OTHER_ATTEMPTS: u32 = 8;
 
+/// CloudTrail answers `LookupEvents` two times a second per account and Region and throttles
+/// beyond (ThrottlingException); the account's pacer for `cloudtrail` starts at this rate.
+pub const CLOUDTRAIL_LOOKUPS_PER_SECOND: f64 = 2.0;
+
 /// The lowest pace, requests a second, however often AWS throttles.
 const MIN_RATE: f64 = 1.0;
 /// A throttling answer cuts the pace to this share of it.
@@ -63,6 +67,8 @@ struct Pace {
     last_cut: Option<Instant>,
     /// When the requests of the last second went, while unpaced (the first cut is 0.7 of it).
     sent: std::collections::VecDeque<Instant>,
+    /// The most the pace may grow to: a published per-account rate (`Pacer::start_at`).
+    ceiling: Option<f64>,
 }
 
 /// The pace of one service's requests for one account (AIMD, see the module's notes). Once
@@ -80,7 +86,7 @@ pub struct Pacer {
 impl Default for Pacer {
     fn default() -> Self {
         Pacer {
-            pace: Mutex::new(Pace { rate: None, last_cut: None, sent: Default::default() }),
+            pace: Mutex::new(Pace { rate: None, last_cut: None, sent: Default::default(), ceiling: None }),
             line: tokio::sync::Mutex::new(None),
         }
     }
@@ -130,6 +136,15 @@ impl Pacer {
             tokio::time::sleep_until(at.into()).await;
         }
     }
+    /// Pace from now on at `rate` at most, throttled or not: for an API whose per-account rate
+    /// AWS publishes (CloudTrail `LookupEvents`: two a second), so that the first burst is not
+    /// refused. Successes raise the pace no higher than `rate`; throttling still cuts it.
+    pub fn start_at(&self, rate: f64) {
+        let mut p = self.pace.lock().unwrap();
+        let rate = rate.max(MIN_RATE);
+        p.ceiling = Some(rate);
+        p.rate = Some(p.rate.map_or(rate, |r| r.min(rate)));
+    }
     /// AWS throttled a request: cut the pace (once a second at most).
     pub fn throttled(&self, now: Instant) {
         let mut p = self.pace.lock().unwrap();
@@ -145,7 +160,8 @@ impl Pacer {
     pub fn succeeded(&self) {
         let mut p = self.pace.lock().unwrap();
         if let Some(r) = p.rate {
-            p.rate = Some(r + INCREASE / r);
+            let grown = r + INCREASE / r;
+            p.rate = Some(p.ceiling.map_or(grown, |c| grown.min(c)));
         }
     }
     /// The current pace (None: unpaced).
@@ -469,6 +485,21 @@ mod tests {
             p.throttled(t0 + Duration::from_secs(10_000));
         }
         assert!(p.rate().unwrap() >= MIN_RATE);
+    }
+
+    #[test]
+    fn a_pace_started_at_a_published_rate_never_grows_past_it() {
+        let p = Pacer::default();
+        p.start_at(2.0);
+        assert_eq!(p.rate(), Some(2.0), "paced from the first request");
+        for _ in 0..10 {
+            p.succeeded();
+        }
+        assert_eq!(p.rate(), Some(2.0), "successes do not raise it past the published rate");
+        p.throttled(Instant::now());
+        assert!((p.rate().unwrap() - 1.4).abs() < 1e-9, "throttling still cuts it: {:?}", p.rate());
+        p.succeeded();
+        assert!(p.rate().unwrap() <= 2.0 && p.rate().unwrap() > 1.4);
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //! client and the typed memos a run shares. Reads only: the kinds (`resources`) write.
 //! Errors are `aws_err`'s; `None` is "no such object" where a read says so.
 
+pub mod cloudtrail;
+pub mod cloudwatch;
 pub mod ec2;
 pub mod eks;
 pub mod events;
 pub mod iam;
 pub mod kms;
 pub mod memo;
+pub mod simulate;
 pub mod sqs;
 pub mod sts;
 

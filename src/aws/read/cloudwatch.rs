@@ -1,0 +1,111 @@
+//! CloudWatch `GetMetricData`, once for all of a cluster's interruption rules and its queue
+//! (docs/aws-behaviour.md, "What AWS records of the Karpenter that runs"): `AWS/Events
+//! FailedInvocations` (Sum) per `RuleName`, and `AWS/SQS ApproximateAgeOfOldestMessage`
+//! (Maximum) of the `QueueName`. Reads only: no message is ever received, hidden or deleted.
+//! Judged by `running::metrics`.
+
+// Wired into doctor/diff/up by the checks of the running Karpenter (#36) once the read layer
+// lands; until then only the tests call these readers.
+#![allow(dead_code)]
+
+use crate::running::metrics::Series;
+use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
+use std::time::SystemTime;
+
+/// Seconds per datapoint: five minutes, twelve points an hour a metric.
+pub const PERIOD_S: i32 = 300;
+/// GetMetricData pages read at most (one is the norm: a few hundred points in all).
+const MAX_PAGES: usize = 5;
+
+/// What the metrics say, per rule and for the queue; `problem` when they could not be read (a
+/// warning naming `cloudwatch:GetMetricData`, never an error).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metrics {
+    /// (rule name, FailedInvocations Sum), in the order asked; no points: no failures sent.
+    pub failed_invocations: Vec<(String, Series)>,
+    /// (queue name, ApproximateAgeOfOldestMessage Maximum).
+    pub oldest_message: Option<(String, Series)>,
+    pub problem: Option<String>,
+}
+
+fn query(id: String, namespace: &str, metric: &str, dimension: (&str, &str), stat: &str) -> MetricDataQuery {
+    let m = Metric::builder()
+        .namespace(namespace)
+        .metric_name(metric)
+        .dimensions(Dimension::builder().name(dimension.0).value(dimension.1).build())
+        .build();
+    MetricDataQuery::builder()
+        .id(id)
+        .metric_stat(MetricStat::builder().metric(m).period(PERIOD_S).stat(stat).build())
+        .return_data(true)
+        .build()
+}
+
+/// The metrics of `rules` and `queue` between `start` and `end`, in one GetMetricData call
+/// (more only when CloudWatch pages the datapoints).
+pub async fn read(
+    client: &aws_sdk_cloudwatch::Client,
+    rules: &[String],
+    queue: Option<&str>,
+    start: SystemTime,
+    end: SystemTime,
+) -> Metrics {
+    // Query ids must start with a lower-case letter: r0, r1, ... for the rules, q for the queue.
+    let mut queries: Vec<MetricDataQuery> = rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| query(format!("r{i}"), "AWS/Events", "FailedInvocations", ("RuleName", r), "Sum"))
+        .collect();
+    if let Some(q) = queue {
+        queries.push(query("q".into(), "AWS/SQS", "ApproximateAgeOfOldestMessage", ("QueueName", q), "Maximum"));
+    }
+    let mut out = Metrics {
+        failed_invocations: rules.iter().map(|r| (r.clone(), Series::default())).collect(),
+        oldest_message: queue.map(|q| (q.to_string(), Series::default())),
+        problem: None,
+    };
+    if queries.is_empty() {
+        return out;
+    }
+    let mut token: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let answer = client
+            .get_metric_data()
+            .set_metric_data_queries(Some(queries.clone()))
+            .start_time(start.into())
+            .end_time(end.into())
+            .set_next_token(token.take())
+            .send()
+            .await;
+        let page = match answer {
+            Ok(p) => p,
+            Err(e) => {
+                let e = crate::aws::aws_err("cloudwatch:GetMetricData", e);
+                out.problem = Some(format!(
+                    "CloudWatch metrics of the interruption rules and queue could not be read ({e:#}); cloudwatch:GetMetricData reads them"
+                ));
+                return out;
+            }
+        };
+        for r in page.metric_data_results() {
+            let series = match r.id() {
+                Some("q") => out.oldest_message.as_mut().map(|(_, s)| s),
+                Some(id) => id
+                    .strip_prefix('r')
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .and_then(|i| out.failed_invocations.get_mut(i))
+                    .map(|(_, s)| s),
+                None => None,
+            };
+            if let Some(s) = series {
+                s.timestamps.extend(r.timestamps().iter().map(|t| t.secs()));
+                s.values.extend(r.values());
+            }
+        }
+        token = page.next_token().filter(|t| !t.is_empty()).map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    out
+}
