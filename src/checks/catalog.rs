@@ -9,7 +9,13 @@ use std::collections::BTreeSet;
 /// The function of doctor's that runs a check (one function may give several codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Run {
-    Controller,
+    ControllerRole,
+    Permissions,
+    PassRole,
+    SizeLimit,
+    Agent,
+    Trust,
+    Association,
     ClusterAccess,
     NodeRoles,
     Queue,
@@ -23,7 +29,13 @@ pub enum Run {
 impl Run {
     fn func(self) -> fn(&Setup, &mut Checker) {
         match self {
-            Run::Controller => super::identity::controller,
+            Run::ControllerRole => super::identity::controller_role,
+            Run::Permissions => super::identity::permissions,
+            Run::PassRole => super::identity::pass_role,
+            Run::SizeLimit => super::identity::size_limit,
+            Run::Agent => super::identity::agent,
+            Run::Trust => super::identity::trust,
+            Run::Association => super::identity::association,
             Run::ClusterAccess => super::cluster::cluster_access,
             Run::NodeRoles => super::cluster::node_roles,
             Run::Queue => super::interruption::queue,
@@ -53,25 +65,30 @@ use Read::*;
 
 /// Every check, in checklist order (doctor lists findings and passed checks in it).
 pub const CATALOG: [Check; 34] = [
-    check(Code::ControllerRoleNotFound, "Karpenter's controller role is found", &[Cluster, Controller], Some(Run::Controller)),
+    check(
+        Code::ControllerRoleNotFound,
+        "Karpenter's controller role is found",
+        &[Cluster, Controller],
+        Some(Run::ControllerRole),
+    ),
     check(
         Code::ControllerMissingPermissions,
         "the controller role allows every action of Karpenter's permission set",
         &[Controller, KmsKey],
-        Some(Run::Controller),
+        Some(Run::Permissions),
     ),
-    check(Code::ControllerPassroleUnscoped, "the controller may pass only the node roles", &[Controller], Some(Run::Controller)),
+    check(Code::ControllerPassroleUnscoped, "the controller may pass only the node roles", &[Controller], Some(Run::PassRole)),
     check(
         Code::PolicyNearSizeLimit,
         "the controller's customer managed policies have room under IAM's size limit",
         &[Controller],
-        Some(Run::Controller),
+        Some(Run::SizeLimit),
     ),
     check(
         Code::PodIdentityAgentMissing,
         "the eks-pod-identity-agent add-on is installed (Pod Identity)",
         &[Cluster, PodIdentityAgent],
-        Some(Run::Controller),
+        Some(Run::Agent),
     ),
     check(Code::ClusterAuthConfigMap, "the cluster accepts access entries", &[Cluster], Some(Run::ClusterAccess)),
     check(Code::NodeRoleNotFound, "the node roles exist", &[NodeRoles], Some(Run::NodeRoles)),
@@ -156,19 +173,19 @@ pub const CATALOG: [Check; 34] = [
         Code::ControllerTrustMismatch,
         "the controller role trusts Karpenter's service account",
         &[Cluster, Controller],
-        Some(Run::Controller),
+        Some(Run::Trust),
     ),
     check(
         Code::PodIdentitySessionTagsDisabled,
         "the Pod Identity association passes the session tags the role's trust requires",
         &[Controller],
-        Some(Run::Controller),
+        Some(Run::Association),
     ),
     check(
         Code::PodIdentitySessionPolicy,
         "the Pod Identity association has no session policy cutting the role's permissions",
         &[Controller],
-        Some(Run::Controller),
+        Some(Run::Association),
     ),
     check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], None),
     check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], None),
@@ -244,7 +261,8 @@ fn unreadable(s: &Setup, c: &mut Checker) {
 
 /// `up` and `diff`: every check karpctl can answer from the facts read and the plan (what they
 /// will make); `spot_role` is preflight's answer (None: not read). The Pod Identity association's
-/// two checks run on what `observe` read and are recorded after these.
+/// two checks run on what `observe` read (`resources::pod_identity::readiness`, against the trust
+/// `up` will write) and are recorded after these.
 pub fn readiness(facts: &crate::facts::Facts, spec: &crate::plan_file::Spec, spot_role: Option<bool>) -> Readiness {
     use crate::resources::kms_key::{ARN_AFTER_APPLY, key_policy};
     let mut r = Readiness::default();
@@ -275,6 +293,7 @@ pub fn readiness(facts: &crate::facts::Facts, spec: &crate::plan_file::Spec, spo
         r.record(*code, found.clone());
     }
     if let Some(g) = &facts.discovery.security_group {
+        // Judges the group `up` will tag, with its rules as read (`up` never writes its rules).
         let c = &facts.cluster;
         let control_plane: Vec<String> = std::iter::once(&c.cluster_security_group_id)
             .chain(&c.security_group_ids)

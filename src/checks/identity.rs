@@ -6,7 +6,7 @@ use super::cluster::role_res;
 use super::facts::Association;
 use super::finding::{Checker, Code, Finding, Severity};
 use crate::doctor::analysis::{self, allows, glob, statements};
-use crate::doctor::model::{IdentityMode, Setup, strings};
+use crate::doctor::model::{ControllerRole, IdentityMode, Setup, strings};
 use crate::karpenter_iam::{self, ControllerPolicyInputs};
 use crate::policy_doc::size_without_whitespace;
 use serde_json::Value;
@@ -38,7 +38,13 @@ pub fn required_actions(s: &Setup) -> BTreeSet<String> {
     analysis::actions_of(&docs)
 }
 
-pub(super) fn controller(s: &Setup, c: &mut Checker) {
+/// The controller role the other controller checks judge: found, existing, and given to
+/// Karpenter's pods (else `controller-role-not-found` says why, and they do not run).
+fn usable(s: &Setup) -> Option<&ControllerRole> {
+    s.controller.as_ref().filter(|r| r.exists && r.how != crate::doctor::model::UNASSOCIATED)
+}
+
+pub(super) fn controller_role(s: &Setup, c: &mut Checker) {
     c.ran(Code::ControllerRoleNotFound);
     let sa = format!("{}/{}", s.namespace, s.service_account);
     let Some(role) = s.controller.as_ref().filter(|r| r.exists) else {
@@ -73,8 +79,11 @@ pub(super) fn controller(s: &Setup, c: &mut Checker) {
                 s.cluster, s.namespace, s.service_account, role.arn
             ),
         );
-        return;
     }
+}
+
+pub(super) fn permissions(s: &Setup, c: &mut Checker) {
+    let Some(role) = usable(s) else { return };
     let docs: Vec<&Value> = role.policies.iter().filter_map(|p| p.document.as_ref()).collect();
     c.ran(Code::ControllerMissingPermissions);
     let missing: Vec<String> = required_actions(s).into_iter().filter(|a| !allows(&docs, a)).collect();
@@ -98,6 +107,11 @@ pub(super) fn controller(s: &Setup, c: &mut Checker) {
             ),
         );
     }
+}
+
+pub(super) fn pass_role(s: &Setup, c: &mut Checker) {
+    let Some(role) = usable(s) else { return };
+    let docs: Vec<&Value> = role.policies.iter().filter_map(|p| p.document.as_ref()).collect();
     c.ran(Code::ControllerPassroleUnscoped);
     let (_, unscoped) = analysis::pass_role(&docs);
     if unscoped {
@@ -109,6 +123,10 @@ pub(super) fn controller(s: &Setup, c: &mut Checker) {
             "scope iam:PassRole to the node role ARN(s), with the condition iam:PassedToService = ec2.amazonaws.com".into(),
         );
     }
+}
+
+pub(super) fn size_limit(s: &Setup, c: &mut Checker) {
+    let Some(role) = usable(s) else { return };
     c.ran(Code::PolicyNearSizeLimit);
     for p in role.policies.iter().filter(|p| p.customer_managed) {
         if let Some(d) = &p.document {
@@ -127,6 +145,11 @@ pub(super) fn controller(s: &Setup, c: &mut Checker) {
             }
         }
     }
+}
+
+pub(super) fn trust(s: &Setup, c: &mut Checker) {
+    let Some(role) = usable(s) else { return };
+    let sa = format!("{}/{}", s.namespace, s.service_account);
     c.ran(Code::ControllerTrustMismatch);
     if let (Some(trust), Some(hop)) = (&role.trust, &role.assumed_through) {
         // A target role: the association's role assumes it (sts:AssumeRole, from its ARN or its
@@ -165,6 +188,11 @@ pub(super) fn controller(s: &Setup, c: &mut Checker) {
             "fix the role's trust policy (aws iam update-assume-role-policy)".into(),
         );
     }
+}
+
+/// The association's session tags and session policy (section 9.7), as doctor found them.
+pub(super) fn association(s: &Setup, c: &mut Checker) {
+    let Some(role) = usable(s) else { return };
     // The association's session tags and session policy (section 9.7). With a target role the
     // trust read is the target's, not that of the role EKS assumes with the tags: not judged.
     if let Some(a) = &role.association {
@@ -172,6 +200,12 @@ pub(super) fn controller(s: &Setup, c: &mut Checker) {
             c.record(Code::PodIdentitySessionTagsDisabled, pod_identity_session_tags(a, trust));
         }
         c.record(Code::PodIdentitySessionPolicy, pod_identity_session_policy(a));
+    }
+}
+
+pub(super) fn agent(s: &Setup, c: &mut Checker) {
+    if usable(s).is_none() {
+        return;
     }
     c.ran(Code::PodIdentityAgentMissing);
     if s.mode == Some(IdentityMode::PodIdentity) && !s.pod_identity_agent {
