@@ -734,6 +734,21 @@ mod tests {
         }
     }
 
+    /// docs/doctor.md lists every code doctor gives; docs/readiness.md those only `up` and `diff` give.
+    #[test]
+    fn the_docs_list_every_code() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doctor_md = std::fs::read_to_string(root.join("docs/doctor.md")).unwrap();
+        let readiness_md = std::fs::read_to_string(root.join("docs/readiness.md")).unwrap();
+        for k in &CATALOG {
+            let page = if k.doctor.is_some() { &doctor_md } else { &readiness_md };
+            assert!(page.contains(&format!("`{}`", k.code)), "{} is not in its docs page", k.code);
+        }
+        for read in Read::ALL {
+            assert!(doctor_md.contains(&format!("`{}`", read.unreadable())), "{} is not in docs/doctor.md", read.unreadable());
+        }
+    }
+
     #[test]
     fn every_code_has_one_home_and_its_string() {
         let strings: BTreeSet<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
