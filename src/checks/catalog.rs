@@ -2,7 +2,8 @@
 //! and the function that runs it. `doctor` runs it over what doctor found, `readiness` over what
 //! `up`/`diff` will make plus the facts read; what a refused read skips derives from it.
 
-use super::finding::{Checker, Code, Finding, Outcome, Read, Readiness, Severity};
+use super::finding::Read::{self, *};
+use super::finding::{Checker, Code, Finding, Outcome, Readiness, Severity};
 use crate::doctor::model::Setup;
 use std::collections::BTreeSet;
 
@@ -60,8 +61,6 @@ pub struct Check {
 const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: Option<Run>) -> Check {
     Check { code, title, reads, doctor }
 }
-
-use Read::*;
 
 /// Every check, in checklist order (doctor lists findings and passed checks in it).
 pub const CATALOG: [Check; 34] = [

@@ -1,7 +1,6 @@
-//! `karpctl doctor`: diagnose the Karpenter setup around a cluster, whoever made it. Reads only:
-//! finds the pieces without knowing their names (`discover`), checks them (`crate::checks`, pure), and
-//! returns each finding with a stable code and the fix (rendered by `report::doctor`). Exit 0 when nothing is wrong,
-//! 2 on findings, 1 when it cannot run.
+//! `karpctl doctor`: diagnose the Karpenter setup around a cluster, whoever made it; reads only.
+//! Finds the pieces without knowing their names (`discover`), judges them (`crate::checks`), and
+//! returns the findings (rendered by `report::doctor`). Exit 0 clean, 2 on findings, 1 cannot run.
 
 pub(crate) mod analysis;
 pub(crate) mod discover;

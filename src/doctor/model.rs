@@ -1,12 +1,11 @@
-//! What `doctor` gathered about a Karpenter setup (`Setup`, plain data read from AWS) and what it
-//! concluded (`Finding`, from `checks`). Nothing here calls AWS, so the checks are testable without it.
+//! What `doctor` gathered about a Karpenter setup (`Setup`, plain data read from AWS), for the
+//! checks (`crate::checks`) to judge. Nothing here calls AWS, so the checks are testable without it.
 
+use crate::checks::finding::Code;
 use crate::karpenter_iam::KarpenterVersion;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
-
-use crate::checks::finding::Code;
 
 /// How Karpenter's controller gets its role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
