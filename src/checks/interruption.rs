@@ -26,7 +26,13 @@ pub(super) fn bus_quota(s: &Setup, c: &mut Checker) {
     }
 }
 
-pub(super) fn queue(s: &Setup, c: &mut Checker) {
+/// The queue the other queue checks judge: found and existing (else `queue-not-found` says why,
+/// and they do not run).
+fn existing(s: &Setup) -> Option<&Queue> {
+    s.queue.as_ref().filter(|q| q.exists)
+}
+
+pub(super) fn queue_found(s: &Setup, c: &mut Checker) {
     c.ran(Code::QueueNotFound);
     let Some(q) = &s.queue else {
         let others = if s.other_queues.is_empty() {
@@ -51,8 +57,11 @@ pub(super) fn queue(s: &Setup, c: &mut Checker) {
             format!("the interruption queue {} ({}) does not exist", q.name, q.how),
             "create it, or point settings.interruptionQueue and the rules' targets at the queue that exists".into(),
         );
-        return;
     }
+}
+
+pub(super) fn queue_encryption(s: &Setup, c: &mut Checker) {
+    let Some(q) = existing(s) else { return };
     c.ran(Code::QueueKmsAwsManaged);
     if q.kms_master_key_id.as_deref().is_some_and(|k| k == "alias/aws/sqs" || k.ends_with(":alias/aws/sqs")) {
         c.add(
@@ -63,8 +72,6 @@ pub(super) fn queue(s: &Setup, c: &mut Checker) {
             format!("aws sqs set-queue-attributes --queue-url {} --attributes KmsMasterKeyId=,SqsManagedSseEnabled=true (or a customer managed key granting events.amazonaws.com kms:GenerateDataKey and kms:Decrypt)", q.url.as_deref().unwrap_or(&q.name)),
         );
     }
-    queue_policy(s, q, c);
-    rules(s, q, c);
 }
 
 fn takes_events(st: &Value) -> bool {
@@ -83,7 +90,9 @@ fn sends(st: &Value) -> bool {
     if st.get("NotAction").is_some() { !takes("NotAction") } else { takes("Action") }
 }
 
-fn queue_policy(s: &Setup, q: &Queue, c: &mut Checker) {
+/// The queue policy lets EventBridge send, and only for the account's rules.
+pub(super) fn queue_policy(s: &Setup, c: &mut Checker) {
+    let Some(q) = existing(s) else { return };
     c.ran(Code::QueuePolicyBlocksEventbridge);
     let stmts: Vec<&Value> = q.policy.as_ref().map(statements).unwrap_or_default();
     let effect = |st: &Value, e: &str| st["Effect"].as_str().is_some_and(|x| x.eq_ignore_ascii_case(e));
@@ -132,7 +141,9 @@ fn queue_policy(s: &Setup, q: &Queue, c: &mut Checker) {
     }
 }
 
-fn rules(s: &Setup, q: &Queue, c: &mut Checker) {
+/// The rules that feed the queue: this cluster's only, one enabled for each event kind.
+pub(super) fn rules(s: &Setup, c: &mut Checker) {
+    let Some(q) = existing(s) else { return };
     let ours: Vec<&Rule> = s.rules.iter().filter(|r| r.queue_arns.contains(&q.arn)).collect();
     c.ran(Code::QueueShared);
     let shared: Vec<String> =
