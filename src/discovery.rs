@@ -49,7 +49,7 @@ pub struct Group {
     pub description: String,
     pub vpc_id: String,
     pub tags: Tags,
-    pub rules: crate::readiness::GroupRules,
+    pub rules: crate::checks::facts::GroupRules,
 }
 
 use crate::aws::read::ec2::filter;
@@ -140,7 +140,7 @@ async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> 
     Ok(groups
         .into_iter()
         .map(|g| Group {
-            rules: crate::readiness::GroupRules {
+            rules: crate::checks::facts::GroupRules {
                 ingress: g.ingress.iter().map(sg_rule).collect(),
                 egress: g.egress.iter().map(sg_rule).collect(),
             },
@@ -154,7 +154,7 @@ async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> 
 }
 
 /// A security group rule as the readiness checks see it.
-pub(crate) fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::readiness::SgRule {
+pub(crate) fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::checks::facts::SgRule {
     let cidrs = p
         .ip_ranges()
         .iter()
@@ -163,7 +163,7 @@ pub(crate) fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::readiness:
         .chain(p.prefix_list_ids().iter().filter_map(|r| r.prefix_list_id()))
         .map(str::to_string)
         .collect();
-    crate::readiness::SgRule {
+    crate::checks::facts::SgRule {
         protocol: p.ip_protocol().unwrap_or("-1").to_string(),
         from_port: p.from_port(),
         to_port: p.to_port(),
@@ -271,11 +271,11 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
     let mut after: Vec<Subnet> = chosen.clone();
     after.extend(tagged_s.iter().filter(|s| !chosen_ids.contains(&s.id) && !marked(&s.tags, c)).cloned());
     // Their way out (those in the cluster's VPC; one elsewhere is named by `foreign_findings`).
-    let seen: Vec<crate::readiness::TaggedSubnet> = after
+    let seen: Vec<crate::checks::facts::TaggedSubnet> = after
         .iter()
         .filter_map(|s| {
             let candidate = judged.iter().chain(&tagged_cands).find(|x| x.id == s.id)?.clone();
-            Some(crate::readiness::TaggedSubnet { candidate, karpctls: chosen_ids.contains(&s.id) })
+            Some(crate::checks::facts::TaggedSubnet { candidate, karpctls: chosen_ids.contains(&s.id) })
         })
         .collect();
     let doubtful: BTreeSet<String> = seen
@@ -288,7 +288,7 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
     let mut choice = choice;
     choice.public_ip_matters = seen.iter().any(|t| egress::needs_public_ip(&t.candidate.way));
     findings.extend(choice_findings(&choice, spec, explicit, &net));
-    let readiness = crate::readiness::tagged_subnets_have_a_way_out((DISCOVERY_TAG, c), &seen, &net).to_vec();
+    let readiness = crate::checks::network::tagged_subnets_have_a_way_out((DISCOVERY_TAG, c), &seen, &net).to_vec();
     findings.extend(marked_findings(c, &tagged_s, &tagged_g, &chosen_ids));
     findings.extend(foreign_findings(c, &tagged_s, &tagged_g, &chosen_ids, &doubtful));
     let azs: BTreeSet<String> = cluster_subnets.iter().chain(after.iter()).map(|s| s.az.clone()).collect();

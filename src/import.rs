@@ -525,7 +525,7 @@ fn found_of(s: &Setup, version: KarpenterVersion) -> Found {
     let (node, node_role_shared, node_roles_left) = pick_node_role(s);
     let access_entry_type = node.and_then(|n| s.access_entries.iter().find(|e| e.principal_arn == n.arn)).map(|e| e.kind.clone());
     // Subnets nodes cannot work from are left out, with why (the verdict doctor gives).
-    let (tagged, net) = crate::doctor::checks::subnets_as_judged(s, true);
+    let (tagged, net) = crate::checks::network::subnets_as_judged(s, true);
     let (mut subnets, mut subnets_left) = (Vec::new(), Vec::new());
     for t in &tagged {
         // Without route tables read (an emulator's made-up VPC), nothing can be judged: keep.

@@ -55,7 +55,7 @@ pub struct Preflight {
     pub kms_key: Option<crate::facts::KmsKeyFacts>,
 }
 
-use crate::readiness::{SPOT_ROLE, SPOT_ROLE_PATH};
+use crate::checks::cluster::{SPOT_ROLE, SPOT_ROLE_PATH};
 
 /// Read-only checks before any write.
 pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result<Preflight> {

@@ -3,6 +3,7 @@
 
 use crate::aws::read::Readers;
 use crate::aws::{self, CallStats, Classify, ConnectOptions, ConsistencyPolicy, in_unit};
+use crate::checks::finding::{Code, Finding, Readiness};
 use crate::desired;
 use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
 use crate::model::Level;
@@ -10,7 +11,6 @@ use crate::model::{Node, Observed};
 use crate::observe::{ReadAhead, observe, observe_after};
 use crate::options::Options;
 use crate::plan_file::{self, Spec, UserError};
-use crate::readiness::{self, Readiness};
 use crate::report::{Event, Reporter, reporter_for};
 use crate::resources::{self, Ctx};
 use anyhow::{Context, Result};
@@ -33,7 +33,7 @@ pub struct Prepared {
     /// running until then (dropped with the `Prepared`).
     pub(crate) early: std::sync::Mutex<Option<resources::Background<()>>>,
     /// The readiness checks over what `observe` read (the Pod Identity association's).
-    pub(crate) observed_checks: std::sync::Mutex<Vec<(&'static str, Option<readiness::Check>)>>,
+    pub(crate) observed_checks: std::sync::Mutex<Vec<(Code, Option<Finding>)>>,
 }
 
 impl Prepared {
@@ -58,7 +58,7 @@ impl Prepared {
         (self.cmd != Intent::Down).then(|| {
             let mut r = readiness_of(&self.facts, &self.spec, &self.preflight);
             for (code, found) in self.observed_checks.lock().unwrap().iter() {
-                r.record(code, found.clone());
+                r.record(*code, found.clone());
             }
             r
         })
@@ -99,49 +99,9 @@ impl Prepared {
     }
 }
 
-/// Every readiness check karpctl can answer from these facts.
+/// Every readiness check karpctl can answer from these facts (`checks::catalog::readiness`).
 pub fn readiness_of(facts: &Facts, spec: &Spec, pre: &crate::preflight::Preflight) -> Readiness {
-    let mut r = Readiness::default();
-    if let Some(exists) = pre.spot_role {
-        // `up` creates it first when the plan opted in (and fails if it cannot).
-        r.record(readiness::SPOT_ROLE_MISSING, readiness::spot_role(exists || spec.create_spot_role));
-    }
-    r.record(readiness::AUTO_MODE_OVERLAP, readiness::auto_mode(&facts.cluster.name, facts.cluster.auto_mode));
-    if let Some(k) = &facts.kms_key {
-        // karpctl's own key carries karpctl's key policy (`up` keeps it so).
-        let own = spec.interruption.create_key.then(|| resources::kms_key::key_policy(&facts.partition, &facts.account_id));
-        let arn = k.arn.as_deref().unwrap_or(resources::kms_key::ARN_AFTER_APPLY);
-        match (own.as_ref().or(k.policy.as_ref()), &k.policy_unreadable) {
-            (Some(p), _) => {
-                let controller = crate::arns::controller_role_arn(spec, facts);
-                r.record(readiness::KMS_KEY_POLICY_EVENTS, readiness::kms_key_lets_eventbridge_in(arn, p));
-                r.record(
-                    readiness::KMS_KEY_POLICY_CONTROLLER,
-                    readiness::kms_key_lets_controller_decrypt(arn, p, &facts.partition, &facts.account_id, &controller),
-                );
-            }
-            (None, Some(why)) => {
-                r.record(readiness::KMS_KEY_POLICY_UNREADABLE, Some(readiness::kms_key_policy_unreadable(arn, why)))
-            }
-            (None, None) => {}
-        }
-    }
-    for (code, found) in &facts.discovery.readiness {
-        r.record(code, found.clone());
-    }
-    if let Some(g) = &facts.discovery.security_group {
-        let c = &facts.cluster;
-        let control_plane: Vec<String> = std::iter::once(&c.cluster_security_group_id)
-            .chain(&c.security_group_ids)
-            .filter(|g| !g.is_empty())
-            .cloned()
-            .collect();
-        r.record(
-            readiness::NODE_SG_BLOCKS_CONTROL_PLANE,
-            readiness::node_group_lets_control_plane_in(&g.id, &g.rules, &control_plane),
-        );
-    }
-    r
+    crate::checks::catalog::readiness(facts, spec, pre.spot_role)
 }
 
 async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserError> {

@@ -10,10 +10,11 @@ use super::model::{
 use crate::aws::Classify;
 use crate::aws::read::Readers;
 use crate::aws::read::ec2::{Subnet, filter};
+use crate::checks::facts::{Association, GroupRules};
+use crate::checks::finding::Code;
 use crate::facts::ClusterFacts;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::policy_doc;
-use crate::readiness::{Association, GroupRules};
 use anyhow::Result;
 use futures::future::try_join_all;
 use serde_json::Value;
@@ -77,25 +78,25 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
         subnets(aws, vec![filter("subnet-id", i.cluster.subnet_ids.clone())]),
         subnets(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
         groups(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
-        aws.iam.role_at_path(crate::readiness::SPOT_ROLE_PATH),
+        aws.iam.role_at_path(crate::checks::cluster::SPOT_ROLE_PATH),
         list_clusters(aws),
     );
-    let (controller, searched, mode) = stand_alone(&mut s, "controller-unreadable", controller)?;
+    let (controller, searched, mode) = stand_alone(&mut s, Code::ControllerUnreadable, controller)?;
     s.controller = controller;
     s.controller_searched = searched;
     s.mode = mode;
-    s.access_entries = stand_alone(&mut s, "access-entries-unreadable", entries)?;
-    s.nodegroup_roles = stand_alone(&mut s, "nodegroups-unreadable", nodegroups)?;
+    s.access_entries = stand_alone(&mut s, Code::AccessEntriesUnreadable, entries)?;
+    s.nodegroup_roles = stand_alone(&mut s, Code::NodegroupsUnreadable, nodegroups)?;
     // EKS Auto Mode has the Pod Identity agent built in (no add-on).
-    s.pod_identity_agent = stand_alone(&mut s, "pod-identity-agent-unreadable", agent)? || i.cluster.auto_mode;
-    s.spot_service_linked_role = stand_alone(&mut s, "spot-role-unreadable", spot)?;
-    let clusters = stand_alone(&mut s, "clusters-unreadable", clusters)?;
-    let (mut rules, bus_rules) = stand_alone(&mut s, "interruption-rules-unreadable", rules)?;
+    s.pod_identity_agent = stand_alone(&mut s, Code::PodIdentityAgentUnreadable, agent)? || i.cluster.auto_mode;
+    s.spot_service_linked_role = stand_alone(&mut s, Code::SpotRoleUnreadable, spot)?;
+    let clusters = stand_alone(&mut s, Code::ClustersUnreadable, clusters)?;
+    let (mut rules, bus_rules) = stand_alone(&mut s, Code::InterruptionRulesUnreadable, rules)?;
     s.bus_rules = bus_rules;
     s.bus_quota = i.bus_quota;
-    let cluster_subnets = stand_alone(&mut s, "subnets-unreadable", cluster_subnets)?;
-    let tagged_subnets = stand_alone(&mut s, "subnets-unreadable", tagged_subnets)?;
-    let tagged_groups = stand_alone(&mut s, "security-groups-unreadable", tagged_groups)?;
+    let cluster_subnets = stand_alone(&mut s, Code::SubnetsUnreadable, cluster_subnets)?;
+    let tagged_subnets = stand_alone(&mut s, Code::SubnetsUnreadable, tagged_subnets)?;
+    let tagged_groups = stand_alone(&mut s, Code::SecurityGroupsUnreadable, tagged_groups)?;
 
     // The cluster's VPC and AZs, from its own subnets (an emulator reports a VPC EC2 does not know).
     let cluster_subnets: Vec<Subnet> = cluster_subnets.into_iter().filter(|x| i.cluster.subnet_ids.contains(&x.id)).collect();
@@ -196,28 +197,28 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
         try_join_all(node.into_iter().map(|(arn, how)| node_role(aws, arn, how))),
         tables_read
     );
-    s.queue = stand_alone(&mut s, "queue-unreadable", q)?;
-    let tags = stand_alone(&mut s, "rule-tags-unreadable", tags)?;
+    s.queue = stand_alone(&mut s, Code::QueueUnreadable, q)?;
+    let tags = stand_alone(&mut s, Code::RuleTagsUnreadable, tags)?;
     for r in &mut rules {
         if let Some(t) = tags.get(&r.arn) {
             r.other_cluster = analysis::other_cluster(&r.name, t, c, &clusters);
         }
     }
     s.rules = rules;
-    s.node_roles = stand_alone(&mut s, "node-roles-unreadable", nodes)?;
-    s.route_tables = stand_alone(&mut s, "route-tables-unreadable", tables)?;
+    s.node_roles = stand_alone(&mut s, Code::NodeRolesUnreadable, nodes)?;
+    s.route_tables = stand_alone(&mut s, Code::RouteTablesUnreadable, tables)?;
     let ipv6 = s.ip_family.eq_ignore_ascii_case("ipv6");
     let no_route =
         s.discovery.subnets.iter().any(|t| crate::egress::way_out(&t.id, &s.route_tables, ipv6) == crate::egress::Way::None);
     if no_route && !s.route_tables.is_empty() {
         let endpoints = aws.ec2.vpc_endpoints(&vpc).await;
-        s.endpoints = stand_alone(&mut s, "route-tables-unreadable", endpoints)?;
+        s.endpoints = stand_alone(&mut s, Code::RouteTablesUnreadable, endpoints)?;
     }
     // The queue's customer managed KMS key: its ARN and key policy.
     let key = s.queue.as_ref().and_then(|q| q.kms_master_key_id.clone()).filter(|k| !crate::plan_file::is_aws_managed_sqs_key(k));
     if let Some(key) = key {
         let read = read_key(aws, &key, &s.region, &s.account_id, &s.partition).await;
-        if let Some((arn, policy)) = stand_alone(&mut s, "kms-key-unreadable", read.map(Some))?.flatten()
+        if let Some((arn, policy)) = stand_alone(&mut s, Code::KmsKeyUnreadable, read.map(Some))?.flatten()
             && let Some(q) = s.queue.as_mut()
         {
             q.kms_key_arn = Some(arn);
@@ -234,7 +235,7 @@ fn denied(e: &anyhow::Error) -> Option<&crate::aws::AwsError> {
 
 /// A read's answer, or, when AWS refused it, nothing (the default) and a `code` finding-to-be;
 /// every other error stops doctor.
-fn stand_alone<T: Default>(s: &mut Setup, code: &'static str, r: Result<T>) -> Result<T> {
+fn stand_alone<T: Default>(s: &mut Setup, code: Code, r: Result<T>) -> Result<T> {
     match r {
         Ok(v) => Ok(v),
         Err(e) => match denied(&e) {
@@ -445,7 +446,7 @@ fn irsa_role(roles: &[(String, String, Value)], issuer: &str, ns: &str, sa: &str
         .find(|(_, _, trust)| {
             analysis::statements(trust).iter().any(|st| {
                 super::model::strings(&st["Principal"]["Federated"]).iter().any(|f| f.ends_with(&provider_suffix))
-                    && super::checks::irsa_subject(st, &sub)
+                    && crate::checks::identity::irsa_subject(st, &sub)
             })
         })
         .map(|(_, arn, _)| arn.clone())

@@ -1,10 +1,8 @@
-//! `karpctl doctor`: diagnose the Karpenter setup around a cluster, whoever made it. Reads only:
-//! finds the pieces without knowing their names (`discover`), checks them (`checks`, pure), and
-//! returns each finding with a stable code and the fix (rendered by `report::doctor`). Exit 0 when nothing is wrong,
-//! 2 on findings, 1 when it cannot run.
+//! `karpctl doctor`: diagnose the Karpenter setup around a cluster, whoever made it; reads only.
+//! Finds the pieces without knowing their names (`discover`), judges them (`crate::checks`), and
+//! returns the findings (rendered by `report::doctor`). Exit 0 clean, 2 on findings, 1 cannot run.
 
 pub(crate) mod analysis;
-pub(crate) mod checks;
 pub(crate) mod discover;
 pub(crate) mod model;
 
@@ -70,7 +68,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         (None, Some(a)) => {
             // STS answered: every read that needs only the cluster's name still runs.
             refused.push(model::Unreadable {
-                code: "cluster-unreadable",
+                code: crate::checks::finding::Code::ClusterUnreadable,
                 operation: a.operation.clone(),
                 aws_code: a.code.clone(),
             });
@@ -99,6 +97,6 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         bus_quota: global.settings.rules_per_bus,
     };
     let setup = discover::gather(&connected.readers, &inputs).await.map_err(explain)?;
-    let outcome = checks::check(&setup);
+    let outcome = crate::checks::catalog::doctor(&setup);
     Ok(DoctorReport { setup, outcome, stats: connected.stats.report() })
 }

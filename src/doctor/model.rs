@@ -1,28 +1,11 @@
-//! What `doctor` gathered about a Karpenter setup (`Setup`, plain data read from AWS) and what it
-//! concluded (`Finding`). Nothing here calls AWS, so the checks are testable without it.
+//! What `doctor` gathered about a Karpenter setup (`Setup`, plain data read from AWS), for the
+//! checks (`crate::checks`) to judge. Nothing here calls AWS, so the checks are testable without it.
 
+use crate::checks::finding::Code;
 use crate::karpenter_iam::KarpenterVersion;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
-
-/// How bad a finding is: `Error`, Karpenter fails or misbehaves; `Warning`, a risk.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Error,
-    Warning,
-}
-
-/// One thing wrong: a stable `code`, the object it is about, what is wrong and how to fix it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    pub code: &'static str,
-    pub severity: Severity,
-    pub resource: String,
-    pub message: String,
-    pub hint: String,
-}
 
 /// How Karpenter's controller gets its role.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -58,7 +41,7 @@ pub struct ControllerRole {
     /// EKS assumes this role through that one, so the trust must let that role in.
     pub assumed_through: Option<String>,
     /// The Pod Identity association it was found through (its session tags and session policy).
-    pub association: Option<crate::readiness::Association>,
+    pub association: Option<crate::checks::facts::Association>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -134,7 +117,7 @@ pub struct TaggedGroup {
     pub name: String,
     pub vpc_id: String,
     #[serde(skip)]
-    pub rules: crate::readiness::GroupRules,
+    pub rules: crate::checks::facts::GroupRules,
 }
 
 /// A read AWS refused (AccessDenied, AccessDeniedException, UnauthorizedOperation): the finding
@@ -142,7 +125,7 @@ pub struct TaggedGroup {
 /// are skipped; every other check still runs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Unreadable {
-    pub code: &'static str,
+    pub code: Code,
     pub operation: String,
     pub aws_code: String,
 }

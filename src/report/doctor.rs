@@ -1,8 +1,9 @@
 //! Rendering a doctor run (`DoctorReport`): a checklist for the terminal (worst first), or one JSON document.
 
 use super::style::Style;
-use crate::doctor::checks::{CHECKS, Outcome};
-use crate::doctor::model::{Finding, IdentityMode, Setup, Severity};
+use crate::checks::catalog::title;
+use crate::checks::finding::{Finding, Outcome, Severity};
+use crate::doctor::model::{IdentityMode, Setup};
 use serde_json::{Value, json};
 
 /// The version of the JSON document's shape.
@@ -34,11 +35,16 @@ pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
         "region": s.region,
         "karpenter_version": s.version.to_string(),
         "discovered": discovered(s),
-        "findings": o.findings,
+        "findings": o.findings.iter().map(finding_json).collect::<Vec<_>>(),
         "passed": o.passed,
         "summary": {"errors": count(Severity::Error), "warnings": count(Severity::Warning)},
         "stats": stats,
     })
+}
+
+/// A finding in doctor's document: its fix under `hint`.
+fn finding_json(f: &Finding) -> Value {
+    json!({"code": f.code, "severity": f.severity, "resource": f.resource, "message": f.message, "hint": f.fix})
 }
 
 fn line(style: &Style, f: &Finding) -> String {
@@ -46,7 +52,7 @@ fn line(style: &Style, f: &Finding) -> String {
         Severity::Error => style.red("✗ error  "),
         Severity::Warning => style.yellow("! warning"),
     };
-    format!("  {mark} {}  {}\n      {}\n      fix: {}\n", style.bold(f.code), f.resource, f.message, f.hint)
+    format!("  {mark} {}  {}\n      {}\n      fix: {}\n", style.bold(f.code.as_str()), f.resource, f.message, f.fix)
 }
 
 /// The human report: what was found and how, then the checklist (errors, warnings, then the
@@ -84,8 +90,7 @@ pub fn human(s: &Setup, o: &Outcome, style: Style) -> String {
         out += &line(&style, f);
     }
     for code in &o.passed {
-        let what = CHECKS.iter().find(|(c, _)| c == code).map(|(_, w)| *w).unwrap_or("");
-        out += &format!("  {} {what}\n", style.green("✓"));
+        out += &format!("  {} {}\n", style.green("✓"), title(*code));
     }
     let errors = o.findings.iter().filter(|f| f.severity == Severity::Error).count();
     let warnings = o.findings.len() - errors;

@@ -133,8 +133,8 @@ pub fn render_plan(plan: &Plan, style: Style) -> String {
 }
 
 /// The readiness checks: one line when all passed, else each finding with its fix.
-pub fn readiness(r: &crate::readiness::Readiness, style: Style) -> String {
-    use crate::readiness::Severity;
+pub fn readiness(r: &crate::checks::finding::Readiness, style: Style) -> String {
+    use crate::checks::finding::Severity;
     let n = r.checked.len();
     if r.found.is_empty() {
         return format!("Karpenter can work here: {n} of {n} checks passed.\n");
@@ -145,7 +145,8 @@ pub fn readiness(r: &crate::readiness::Readiness, style: Style) -> String {
             Severity::Error => style.red("error"),
             Severity::Warning => style.yellow("warning"),
         };
-        let _ = writeln!(out, "  {mark} {}  {}\n      {}\n      fix: {}", style.bold(c.code), c.resource, c.message, c.fix);
+        let _ =
+            writeln!(out, "  {mark} {}  {}\n      {}\n      fix: {}", style.bold(c.code.as_str()), c.resource, c.message, c.fix);
     }
     out
 }

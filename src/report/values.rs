@@ -3,10 +3,10 @@
 
 use super::markdown::Section;
 use crate::aws::StatsReport;
+use crate::checks::finding::Readiness;
 use crate::error::UserError;
 use crate::exit::{EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
 use crate::model::{Outcome, Plan};
-use crate::readiness::Readiness;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -127,7 +127,7 @@ pub struct ValuesReport {
 #[derive(Debug)]
 pub struct DoctorReport {
     pub setup: crate::doctor::model::Setup,
-    pub outcome: crate::doctor::checks::Outcome,
+    pub outcome: crate::checks::finding::Outcome,
     pub stats: StatsReport,
 }
 

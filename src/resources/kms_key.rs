@@ -32,10 +32,10 @@
 use super::ctx::{Ctx, Current, changed, wanted_tags};
 use super::iam::{not_managed, tags_satisfied};
 use crate::aws::{self, Classify, Condition, aws_err};
+use crate::checks::kms as key_checks;
 use crate::facts::Facts;
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
-use crate::readiness;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -73,8 +73,8 @@ pub fn key_policy(partition: &str, account_id: &str) -> Value {
         "Version": crate::policy_doc::POLICY_VERSION,
         "Id": "karpctl-interruption-queue",
         "Statement": [
-            readiness::iam_delegation_statement(partition, account_id),
-            readiness::events_key_statement(),
+            key_checks::iam_delegation_statement(partition, account_id),
+            key_checks::events_key_statement(),
         ],
     }))
 }
@@ -353,9 +353,9 @@ mod tests {
     #[test]
     fn the_key_policy_passes_the_readiness_checks_it_is_made_for() {
         let p = key_policy("aws", "111122223333");
-        assert_eq!(readiness::kms_key_lets_eventbridge_in("k", &p), None);
+        assert_eq!(key_checks::kms_key_lets_eventbridge_in("k", &p), None);
         assert_eq!(
-            readiness::kms_key_lets_controller_decrypt("k", &p, "aws", "111122223333", "arn:aws:iam::111122223333:role/c"),
+            key_checks::kms_key_lets_controller_decrypt("k", &p, "aws", "111122223333", "arn:aws:iam::111122223333:role/c"),
             None
         );
     }

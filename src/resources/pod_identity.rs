@@ -128,8 +128,12 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
 /// (pure, over the observed nodes). One karpctl manages gets the plan's fields (session tags on,
 /// no session policy), so only one karpctl never changes (an EKS add-on's) can fail them; the
 /// role's trust is the one `up` writes. No checks without Pod Identity (IRSA, `down`).
-pub fn readiness(entries: &[(Node, Option<Observed>)]) -> Vec<(&'static str, Option<crate::readiness::Check>)> {
-    use crate::readiness::{self, Association};
+pub fn readiness(
+    entries: &[(Node, Option<Observed>)],
+) -> Vec<(crate::checks::finding::Code, Option<crate::checks::finding::Finding>)> {
+    use crate::checks::facts::Association;
+    use crate::checks::finding::Code;
+    use crate::checks::identity::{pod_identity_session_policy, pod_identity_session_tags};
     let Some((node, live)) = entries.iter().find(|(n, _)| n.kind == crate::model::Kind::PodIdentity) else { return vec![] };
     if node.fields.is_none() {
         return vec![];
@@ -140,7 +144,7 @@ pub fn readiness(entries: &[(Node, Option<Observed>)]) -> Vec<(&'static str, Opt
         want.or_else(|| o.as_ref()?.fields.get("AssumeRolePolicyDocument"))
     });
     let Some(o) = live.as_ref().filter(|o| o.owner == Owner::External) else {
-        return vec![(readiness::POD_IDENTITY_SESSION_TAGS_DISABLED, None), (readiness::POD_IDENTITY_SESSION_POLICY, None)];
+        return vec![(Code::PodIdentitySessionTagsDisabled, None), (Code::PodIdentitySessionPolicy, None)];
     };
     let text = |f: &str| o.fields.get(f).and_then(Value::as_str).map(str::to_string);
     let a = Association {
@@ -156,8 +160,8 @@ pub fn readiness(entries: &[(Node, Option<Observed>)]) -> Vec<(&'static str, Opt
         owner_arn: text("owner_arn"),
     };
     vec![
-        (readiness::POD_IDENTITY_SESSION_TAGS_DISABLED, trust.and_then(|t| readiness::pod_identity_session_tags(&a, t))),
-        (readiness::POD_IDENTITY_SESSION_POLICY, readiness::pod_identity_session_policy(&a)),
+        (Code::PodIdentitySessionTagsDisabled, trust.and_then(|t| pod_identity_session_tags(&a, t))),
+        (Code::PodIdentitySessionPolicy, pod_identity_session_policy(&a)),
     ]
 }
 

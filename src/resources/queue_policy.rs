@@ -84,7 +84,7 @@ fn takes_events(st: &Value) -> bool {
     let p = &st["Principal"];
     p.as_str() == Some("*")
         || policy_doc::strings(&p["AWS"]).contains("*")
-        || policy_doc::strings(&p["Service"]).contains(crate::readiness::EVENTS_PRINCIPAL)
+        || policy_doc::strings(&p["Service"]).contains(crate::checks::kms::EVENTS_PRINCIPAL)
 }
 
 /// The values of a statement's `aws:SourceArn` conditions (any operator), or None when it has

@@ -34,7 +34,9 @@ pub struct Simulation {
 pub async fn context_keys(iam: &aws_sdk_iam::Client, role_arn: &str) -> Result<Vec<String>, String> {
     match iam.get_context_keys_for_principal_policy().policy_source_arn(role_arn).send().await {
         Ok(o) => Ok(o.context_key_names().to_vec()),
-        Err(e) => Err(problem("iam:GetContextKeysForPrincipalPolicy", crate::aws::aws_err("iam:GetContextKeysForPrincipalPolicy", e))),
+        Err(e) => {
+            Err(problem("iam:GetContextKeysForPrincipalPolicy", crate::aws::aws_err("iam:GetContextKeysForPrincipalPolicy", e)))
+        }
     }
 }
 
@@ -70,7 +72,8 @@ pub async fn simulate(iam: &aws_sdk_iam::Client, role_arn: &str, actions: &[Stri
             let page = match answer {
                 Ok(p) => p,
                 Err(e) => {
-                    out.problem = Some(problem("iam:SimulatePrincipalPolicy", crate::aws::aws_err("iam:SimulatePrincipalPolicy", e)));
+                    out.problem =
+                        Some(problem("iam:SimulatePrincipalPolicy", crate::aws::aws_err("iam:SimulatePrincipalPolicy", e)));
                     return out;
                 }
             };

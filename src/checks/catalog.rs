@@ -1,0 +1,847 @@
+//! The catalog: every check once, in checklist order, with its code, title, the reads it needs
+//! and the function that runs it. `doctor` runs it over what doctor found, `readiness` over what
+//! `up`/`diff` will make plus the facts read; what a refused read skips derives from it.
+
+use super::finding::Read::{self, *};
+use super::finding::{Checker, Code, Finding, Outcome, Readiness, Severity};
+use crate::doctor::model::Setup;
+use std::collections::BTreeSet;
+
+/// The function of doctor's that runs a check (one function may give several codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run {
+    ControllerRole,
+    Permissions,
+    PassRole,
+    SizeLimit,
+    Agent,
+    Trust,
+    Association,
+    ClusterAccess,
+    NodeRoles,
+    QueueFound,
+    QueueEncryption,
+    QueuePolicy,
+    Rules,
+    BusQuota,
+    Discovery,
+    Spot,
+    Network,
+    KmsKey,
+}
+
+impl Run {
+    fn func(self) -> fn(&Setup, &mut Checker) {
+        match self {
+            Run::ControllerRole => super::identity::controller_role,
+            Run::Permissions => super::identity::permissions,
+            Run::PassRole => super::identity::pass_role,
+            Run::SizeLimit => super::identity::size_limit,
+            Run::Agent => super::identity::agent,
+            Run::Trust => super::identity::trust,
+            Run::Association => super::identity::association,
+            Run::ClusterAccess => super::cluster::cluster_access,
+            Run::NodeRoles => super::cluster::node_roles,
+            Run::QueueFound => super::interruption::queue_found,
+            Run::QueueEncryption => super::interruption::queue_encryption,
+            Run::QueuePolicy => super::interruption::queue_policy,
+            Run::Rules => super::interruption::rules,
+            Run::BusQuota => super::interruption::bus_quota,
+            Run::Discovery => super::network::discovery,
+            Run::Spot => super::cluster::spot,
+            Run::Network => super::network::network,
+            Run::KmsKey => super::kms::kms_key,
+        }
+    }
+}
+
+/// One check: its code, what it looks at, the reads it needs (doctor skips it when one is
+/// refused) and doctor's function for it (None: only `up` and `diff` run it).
+pub struct Check {
+    pub code: Code,
+    pub title: &'static str,
+    pub reads: &'static [Read],
+    pub doctor: Option<Run>,
+}
+
+const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: Option<Run>) -> Check {
+    Check { code, title, reads, doctor }
+}
+
+/// Every check, in checklist order (doctor lists findings and passed checks in it).
+pub const CATALOG: [Check; 34] = [
+    check(
+        Code::ControllerRoleNotFound,
+        "Karpenter's controller role is found",
+        &[Cluster, Controller],
+        Some(Run::ControllerRole),
+    ),
+    check(
+        Code::ControllerMissingPermissions,
+        "the controller role allows every action of Karpenter's permission set",
+        &[Controller, KmsKey],
+        Some(Run::Permissions),
+    ),
+    check(Code::ControllerPassroleUnscoped, "the controller may pass only the node roles", &[Controller], Some(Run::PassRole)),
+    check(
+        Code::PolicyNearSizeLimit,
+        "the controller's customer managed policies have room under IAM's size limit",
+        &[Controller],
+        Some(Run::SizeLimit),
+    ),
+    check(
+        Code::PodIdentityAgentMissing,
+        "the eks-pod-identity-agent add-on is installed (Pod Identity)",
+        &[Cluster, PodIdentityAgent],
+        Some(Run::Agent),
+    ),
+    check(Code::ClusterAuthConfigMap, "the cluster accepts access entries", &[Cluster], Some(Run::ClusterAccess)),
+    check(Code::NodeRoleNotFound, "the node roles exist", &[NodeRoles], Some(Run::NodeRoles)),
+    check(
+        Code::NodeRoleMissingManagedPolicy,
+        "the node roles have the managed policies nodes need",
+        &[NodeRoles],
+        Some(Run::NodeRoles),
+    ),
+    check(Code::NodeRoleNoAccessEntry, "each node role has an EC2 access entry", &[AccessEntries], Some(Run::NodeRoles)),
+    check(Code::NodeAccessEntryStale, "no access entry predates its role", &[AccessEntries, NodeRoles], Some(Run::NodeRoles)),
+    check(Code::QueueNotFound, "an interruption queue is found", &[InterruptionRules, Queue], Some(Run::QueueFound)),
+    check(Code::QueueKmsAwsManaged, "EventBridge can write to the queue's encryption key", &[Queue], Some(Run::QueueEncryption)),
+    check(Code::QueuePolicyBlocksEventbridge, "the queue policy lets EventBridge send", &[Queue], Some(Run::QueuePolicy)),
+    check(
+        Code::QueuePolicyUnconditioned,
+        "the queue policy limits EventBridge to the account's rules",
+        &[Queue],
+        Some(Run::QueuePolicy),
+    ),
+    check(Code::QueueShared, "the queue serves this cluster only", &[Clusters, InterruptionRules, RuleTags], Some(Run::Rules)),
+    check(
+        Code::InterruptionRuleMissing,
+        "a rule sends each interruption event to the queue",
+        &[InterruptionRules],
+        Some(Run::Rules),
+    ),
+    check(Code::InterruptionRuleDisabled, "those rules are enabled", &[InterruptionRules], Some(Run::Rules)),
+    check(
+        Code::EventBusRuleQuota,
+        "the default event bus has room for more rules (EventBridge's quota per bus)",
+        &[InterruptionRules],
+        Some(Run::BusQuota),
+    ),
+    check(Code::DiscoveryNoSubnets, "subnets carry the discovery tag", &[Subnets], Some(Run::Discovery)),
+    check(
+        Code::DiscoveryAzWithoutSubnet,
+        "every AZ of the cluster has a discovery-tagged subnet",
+        &[Cluster, Subnets],
+        Some(Run::Discovery),
+    ),
+    check(Code::DiscoveryNoSecurityGroups, "a security group carries the discovery tag", &[SecurityGroups], Some(Run::Discovery)),
+    check(
+        Code::DiscoveryMultipleSecurityGroups,
+        "exactly one security group carries it",
+        &[SecurityGroups],
+        Some(Run::Discovery),
+    ),
+    check(
+        Code::DiscoveryOutsideClusterVpc,
+        "tagged subnets and groups are in the cluster's VPC",
+        &[Cluster, Subnets, SecurityGroups],
+        Some(Run::Discovery),
+    ),
+    check(
+        Code::SubnetNoWayOut,
+        "every discovery-tagged subnet has a way out",
+        &[Cluster, Subnets, RouteTables],
+        Some(Run::Network),
+    ),
+    check(
+        Code::SubnetWayOutUnconfirmed,
+        "karpctl can see each tagged subnet's way out",
+        &[Cluster, Subnets, RouteTables],
+        Some(Run::Network),
+    ),
+    check(
+        Code::NodeSgBlocksControlPlane,
+        "the node security group lets the control plane in",
+        &[Cluster, SecurityGroups],
+        Some(Run::Network),
+    ),
+    check(Code::KmsKeyPolicyEvents, "EventBridge may use the queue's KMS key", &[Queue, KmsKey], Some(Run::KmsKey)),
+    check(
+        Code::KmsKeyPolicyController,
+        "the controller may decrypt with the queue's KMS key",
+        &[Controller, Queue, KmsKey],
+        Some(Run::KmsKey),
+    ),
+    check(Code::SpotServiceLinkedRoleMissing, "the Spot service-linked role exists", &[ListRoles], Some(Run::Spot)),
+    check(
+        Code::ControllerTrustMismatch,
+        "the controller role trusts Karpenter's service account",
+        &[Cluster, Controller],
+        Some(Run::Trust),
+    ),
+    check(
+        Code::PodIdentitySessionTagsDisabled,
+        "the Pod Identity association passes the session tags the role's trust requires",
+        &[Controller],
+        Some(Run::Association),
+    ),
+    check(
+        Code::PodIdentitySessionPolicy,
+        "the Pod Identity association has no session policy cutting the role's permissions",
+        &[Controller],
+        Some(Run::Association),
+    ),
+    check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], None),
+    check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], None),
+];
+
+/// The checks doctor runs, in checklist order.
+pub fn doctor_checks() -> impl Iterator<Item = &'static Check> {
+    CATALOG.iter().filter(|c| c.doctor.is_some())
+}
+
+/// What a check looks at (the passed line of doctor's checklist).
+pub fn title(code: Code) -> &'static str {
+    CATALOG.iter().find(|c| c.code == code).map(|c| c.title).unwrap_or("")
+}
+
+/// The checks of doctor's that need `read`: skipped when AWS refuses it.
+pub fn skipped_by(read: Read) -> impl Iterator<Item = Code> {
+    doctor_checks().filter(move |c| c.reads.contains(&read)).map(|c| c.code)
+}
+
+fn order(code: Code) -> usize {
+    CATALOG.iter().position(|c| c.code == code).unwrap_or(usize::MAX)
+}
+
+/// Doctor: every check over what it found, findings worst first, then the checks that passed.
+pub fn doctor(s: &Setup) -> Outcome {
+    let mut c = Checker::default();
+    for u in &s.unreadable {
+        if let Some(read) = Read::of_unreadable(u.code) {
+            c.skip.extend(skipped_by(read));
+        }
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    for run in doctor_checks().filter_map(|k| k.doctor) {
+        if !runs.contains(&run) {
+            runs.push(run);
+        }
+    }
+    for run in runs {
+        (run.func())(s, &mut c);
+    }
+    unreadable(s, &mut c);
+    let mut findings = c.findings;
+    findings.sort_by(|a, b| (a.severity, order(a.code), &a.resource).cmp(&(b.severity, order(b.code), &b.resource)));
+    let failed: BTreeSet<Code> = findings.iter().map(|f| f.code).collect();
+    let passed = doctor_checks().map(|k| k.code).filter(|code| c.ran.contains(code) && !failed.contains(code)).collect();
+    Outcome { findings, passed }
+}
+
+/// Each refused read, as an error naming the permission and the checks it skipped.
+fn unreadable(s: &Setup, c: &mut Checker) {
+    for u in &s.unreadable {
+        let Some(read) = Read::of_unreadable(u.code) else { continue };
+        let skipped: Vec<&str> = skipped_by(read).map(Code::as_str).collect();
+        c.findings.push(Finding {
+            code: u.code,
+            severity: Severity::Error,
+            resource: u.operation.clone(),
+            message: format!(
+                "doctor could not read {}: AWS refused {} ({}); skipped: {}",
+                read.what(),
+                u.operation,
+                u.aws_code,
+                skipped.join(", ")
+            ),
+            fix: format!(
+                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy)",
+                u.operation
+            ),
+        });
+    }
+}
+
+/// `up` and `diff`: every check karpctl can answer from the facts read and the plan (what they
+/// will make); `spot_role` is preflight's answer (None: not read). The Pod Identity association's
+/// two checks run on what `observe` read (`resources::pod_identity::readiness`, against the trust
+/// `up` will write) and are recorded after these.
+pub fn readiness(facts: &crate::facts::Facts, spec: &crate::plan_file::Spec, spot_role: Option<bool>) -> Readiness {
+    use crate::resources::kms_key::{ARN_AFTER_APPLY, key_policy};
+    let mut r = Readiness::default();
+    if let Some(exists) = spot_role {
+        // `up` creates it first when the plan opted in (and fails if it cannot).
+        r.record(Code::SpotServiceLinkedRoleMissing, super::cluster::spot_role(exists || spec.create_spot_role));
+    }
+    r.record(Code::AutoModeNodepoolsOverlap, super::cluster::auto_mode(&facts.cluster.name, facts.cluster.auto_mode));
+    if let Some(k) = &facts.kms_key {
+        // Judges the documents `up` will write: karpctl's own key carries karpctl's key policy.
+        let own = spec.interruption.create_key.then(|| key_policy(&facts.partition, &facts.account_id));
+        let arn = k.arn.as_deref().unwrap_or(ARN_AFTER_APPLY);
+        match (own.as_ref().or(k.policy.as_ref()), &k.policy_unreadable) {
+            (Some(p), _) => {
+                let controller = crate::arns::controller_role_arn(spec, facts);
+                r.record(Code::KmsKeyPolicyEvents, super::kms::kms_key_lets_eventbridge_in(arn, p));
+                r.record(
+                    Code::KmsKeyPolicyController,
+                    super::kms::kms_key_lets_controller_decrypt(arn, p, &facts.partition, &facts.account_id, &controller),
+                );
+            }
+            (None, Some(why)) => r.record(Code::KmsKeyPolicyUnreadable, Some(super::kms::kms_key_policy_unreadable(arn, why))),
+            (None, None) => {}
+        }
+    }
+    // Judged on the subnets Karpenter will see once the plan is applied (discovery's choice).
+    for (code, found) in &facts.discovery.readiness {
+        r.record(*code, found.clone());
+    }
+    if let Some(g) = &facts.discovery.security_group {
+        // Judges the group `up` will tag, with its rules as read (`up` never writes its rules).
+        let c = &facts.cluster;
+        let control_plane: Vec<String> = std::iter::once(&c.cluster_security_group_id)
+            .chain(&c.security_group_ids)
+            .filter(|g| !g.is_empty())
+            .cloned()
+            .collect();
+        r.record(
+            Code::NodeSgBlocksControlPlane,
+            super::network::node_group_lets_control_plane_in(&g.id, &g.rules, &control_plane),
+        );
+    }
+    r
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::identity::trusts;
+    use crate::doctor::model::*;
+    use crate::doctor::model::{Queue, Unreadable};
+    use crate::karpenter_iam::{self, ControllerPolicyInputs};
+    use crate::resources::event_rule::RULES;
+
+    /// The queue policy of karpctl's earlier releases and upstream: EventBridge may send, no condition.
+    fn unconditioned_queue_policy() -> serde_json::Value {
+        let mut p = karpenter_iam::queue_policy(Q, &[]);
+        for st in p["Statement"].as_array_mut().unwrap() {
+            if st["Effect"] == "Allow" {
+                st.as_object_mut().unwrap().remove("Condition");
+            }
+        }
+        p
+    }
+    use serde_json::json;
+
+    const C: &str = "demo";
+    const Q: &str = "arn:aws:sqs:us-east-1:111122223333:Karpenter-demo";
+    const NODE: &str = "arn:aws:iam::111122223333:role/KarpenterNodeRole-demo";
+
+    /// A setup as karpctl makes it, with a queue policy conditioned on the account.
+    fn clean() -> Setup {
+        let mut s = Setup::empty(C);
+        s.cluster_vpc = "vpc-1".into();
+        s.cluster_azs = ["us-east-1a", "us-east-1b"].iter().map(|a| a.to_string()).collect();
+        let policies = karpenter_iam::controller_policies(&ControllerPolicyInputs {
+            partition: "aws",
+            region: "us-east-1",
+            account_id: "111122223333",
+            cluster: C,
+            node_role_arn: NODE,
+            queue_arn: Some(Q),
+            kms_key_arn: Some(KEY),
+            zonal_shift: false,
+            version: s.version,
+        });
+        s.controller = Some(ControllerRole {
+            name: "KarpenterController-demo".into(),
+            arn: "arn:aws:iam::111122223333:role/KarpenterController-demo".into(),
+            how: "Pod Identity association".into(),
+            exists: true,
+            trust: Some(karpenter_iam::controller_trust_pod_identity(&karpenter_iam::PodIdentityScope {
+                cluster_arn: "arn:aws:eks:us-east-1:111122223333:cluster/demo",
+                namespace: "kube-system",
+                service_account: "karpenter",
+            })),
+            policies: policies
+                .into_iter()
+                .map(|(p, d)| RolePolicy {
+                    name: p.name().into(),
+                    arn: Some(p.name().into()),
+                    customer_managed: true,
+                    document: Some(d),
+                })
+                .collect(),
+            assumed_through: None,
+            association: Some(crate::checks::facts::Association {
+                cluster: "demo".into(),
+                id: "a-0123456789abcdef0".into(),
+                name: "kube-system/karpenter".into(),
+                role_arn: "arn:aws:iam::111122223333:role/KarpenterController-demo".into(),
+                ..Default::default()
+            }),
+        });
+        s.mode = Some(IdentityMode::PodIdentity);
+        s.pod_identity_agent = true;
+        s.node_roles = vec![NodeRole {
+            name: "KarpenterNodeRole-demo".into(),
+            arn: NODE.into(),
+            how: vec!["PassRole".into()],
+            exists: true,
+            created: Some(100),
+            attached: karpenter_iam::node_managed_policy_arns("aws", "111122223333", false, s.version),
+        }];
+        s.access_entries = vec![AccessEntry { principal_arn: NODE.into(), kind: "EC2_LINUX".into(), created: Some(101) }];
+        let mut policy = karpenter_iam::queue_policy(Q, &[]);
+        policy["Statement"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .filter(|st| st["Effect"] == "Allow")
+            .for_each(|st| st["Condition"] = json!({"StringEquals": {"aws:SourceAccount": ["111122223333"]}}));
+        s.queue = Some(Queue {
+            name: "Karpenter-demo".into(),
+            arn: Q.into(),
+            url: Some("https://q".into()),
+            how: "rules".into(),
+            exists: true,
+            kms_master_key_id: Some("alias/karpenter-demo".into()),
+            kms_key_arn: Some(KEY.into()),
+            kms_key_policy: Some(crate::resources::kms_key::key_policy("aws", "111122223333")),
+            policy: Some(policy),
+        });
+        s.rules = RULES
+            .iter()
+            .map(|crate::catalog::Rule { part: p, .. }| Rule {
+                name: format!("Karpenter-demo-{p}"),
+                arn: format!("arn:aws:events:us-east-1:111122223333:rule/Karpenter-demo-{p}"),
+                enabled: true,
+                kinds: vec![*p],
+                queue_arns: vec![Q.into()],
+                other_cluster: None,
+            })
+            .collect();
+        s.discovery.subnets = ["us-east-1a", "us-east-1b"]
+            .iter()
+            .enumerate()
+            .map(|(n, az)| TaggedSubnet {
+                id: format!("subnet-{n}"),
+                az: az.to_string(),
+                vpc_id: "vpc-1".into(),
+                ..Default::default()
+            })
+            .collect();
+        let all = |groups: &[&str], cidrs: &[&str]| crate::checks::facts::SgRule {
+            protocol: "-1".into(),
+            groups: groups.iter().map(|g| g.to_string()).collect(),
+            cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
+            ..Default::default()
+        };
+        s.discovery.groups = vec![TaggedGroup {
+            id: "sg-1".into(),
+            name: "nodes".into(),
+            vpc_id: "vpc-1".into(),
+            rules: crate::checks::facts::GroupRules {
+                ingress: vec![all(&["sg-cluster"], &[])],
+                egress: vec![all(&[], &["0.0.0.0/0"])],
+            },
+        }];
+        s.control_plane_groups = vec!["sg-cluster".into()];
+        s.route_tables = vec![crate::egress::RouteTable {
+            id: "rtb-main".into(),
+            main: true,
+            subnets: vec![],
+            default_routes: vec![crate::egress::DefaultRoute {
+                gateway_id: None,
+                other_target: Some("nat-1".into()),
+                ..Default::default()
+            }],
+        }];
+        s.spot_service_linked_role = true;
+        s
+    }
+
+    const KEY: &str = "arn:aws:kms:us-east-1:111122223333:key/k1";
+
+    fn check(s: &Setup) -> Outcome {
+        doctor(s)
+    }
+
+    fn codes(s: &Setup) -> Vec<&'static str> {
+        let mut c: Vec<&'static str> = check(s).findings.iter().map(|f| f.code.as_str()).collect();
+        c.dedup();
+        c
+    }
+
+    fn controller_mut(s: &mut Setup) -> &mut ControllerRole {
+        s.controller.as_mut().unwrap()
+    }
+
+    #[test]
+    fn a_karpctl_setup_is_clean_and_every_check_ran() {
+        let o = check(&clean());
+        assert!(o.findings.is_empty(), "{:#?}", o.findings);
+        assert_eq!(o.passed.len(), doctor_checks().count(), "{:?}", o.passed);
+    }
+
+    #[test]
+    fn each_defect_gives_its_code_and_only_it() {
+        type Defect = (&'static str, fn(&mut Setup));
+        let defects: Vec<Defect> = vec![
+            ("controller-role-not-found", |s| s.controller = None),
+            ("controller-missing-permissions", |s| {
+                let r = controller_mut(s);
+                r.policies.retain(|p| p.name != "EKSIntegration");
+            }),
+            ("controller-passrole-unscoped", |s| {
+                controller_mut(s).policies.push(RolePolicy {
+                    name: "extra".into(),
+                    document: Some(json!({"Statement": [{"Effect": "Allow", "Action": "iam:PassRole", "Resource": "*"}]})),
+                    ..Default::default()
+                })
+            }),
+            ("policy-near-size-limit", |s| {
+                let big: Vec<String> = (0..400).map(|n| format!("arn:aws:s3:::bucket-{n}")).collect();
+                controller_mut(s).policies.push(RolePolicy {
+                    name: "big".into(),
+                    customer_managed: true,
+                    document: Some(json!({"Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": big}]})),
+                    ..Default::default()
+                })
+            }),
+            ("pod-identity-agent-missing", |s| s.pod_identity_agent = false),
+            ("controller-trust-mismatch", |s| controller_mut(s).trust = Some(karpenter_iam::node_role_trust("aws", None))),
+            ("pod-identity-session-tags-disabled", |s| {
+                controller_mut(s).association.as_mut().unwrap().disable_session_tags = true
+            }),
+            ("pod-identity-session-policy", |s| {
+                controller_mut(s).association.as_mut().unwrap().session_policy =
+                    Some(r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:*","Resource":"*"}]}"#.into())
+            }),
+            ("cluster-auth-config-map", |s| s.authentication_mode = "CONFIG_MAP".into()),
+            ("node-role-not-found", |s| s.node_roles[0].exists = false),
+            ("node-role-missing-managed-policy", |s| {
+                s.node_roles[0].attached.remove(0);
+            }),
+            ("node-role-no-access-entry", |s| s.access_entries.clear()),
+            ("node-access-entry-stale", |s| s.node_roles[0].created = Some(500)),
+            ("queue-not-found", |s| s.queue.as_mut().unwrap().exists = false),
+            ("queue-kms-aws-managed", |s| s.queue.as_mut().unwrap().kms_master_key_id = Some("alias/aws/sqs".into())),
+            ("queue-policy-blocks-eventbridge", |s| {
+                let p = s.queue.as_mut().unwrap().policy.as_mut().unwrap();
+                p["Statement"].as_array_mut().unwrap().push(
+                    json!({"Effect": "Deny", "Principal": {"Service": ["events.amazonaws.com"]}, "Action": ["sqs:SendMessage"], "Resource": [Q]}),
+                );
+            }),
+            ("queue-policy-unconditioned", |s| s.queue.as_mut().unwrap().policy = Some(unconditioned_queue_policy())),
+            ("queue-shared", |s| s.rules[1].other_cluster = Some("prod".into())),
+            ("interruption-rule-missing", |s| {
+                s.rules.remove(1);
+            }),
+            ("interruption-rule-disabled", |s| s.rules[2].enabled = false),
+            ("discovery-no-subnets", |s| s.discovery.subnets.clear()),
+            ("discovery-az-without-subnet", |s| s.discovery.subnets.truncate(1)),
+            ("discovery-no-security-groups", |s| s.discovery.groups.clear()),
+            ("discovery-multiple-security-groups", |s| {
+                let rules = s.discovery.groups[0].rules.clone();
+                s.discovery.groups.push(TaggedGroup { id: "sg-2".into(), name: "more".into(), vpc_id: "vpc-1".into(), rules })
+            }),
+            ("discovery-outside-cluster-vpc", |s| {
+                s.discovery.subnets.push(TaggedSubnet {
+                    id: "subnet-x".into(),
+                    az: "us-east-1a".into(),
+                    vpc_id: "vpc-2".into(),
+                    ..Default::default()
+                })
+            }),
+            ("spot-service-linked-role-missing", |s| s.spot_service_linked_role = false),
+            ("event-bus-rule-quota", |s| s.bus_rules = 290),
+            ("subnet-no-way-out", |s| s.route_tables[0].default_routes.clear()),
+            ("subnet-way-out-unconfirmed", |s| {
+                s.route_tables[0].default_routes[0] =
+                    crate::egress::DefaultRoute { gateway_id: Some("vpce-firewall".into()), ..Default::default() }
+            }),
+            ("node-sg-blocks-control-plane", |s| s.discovery.groups[0].rules.ingress.clear()),
+            ("kms-key-policy-events", |s| {
+                let p = s.queue.as_mut().unwrap().kms_key_policy.as_mut().unwrap();
+                p["Statement"].as_array_mut().unwrap().retain(|st| st["Sid"] != "AllowEventBridgeToSendInterruptionEvents");
+            }),
+            ("kms-key-policy-controller", |s| {
+                let p = s.queue.as_mut().unwrap().kms_key_policy.as_mut().unwrap();
+                p["Statement"].as_array_mut().unwrap().retain(|st| st["Sid"] != "EnableIAMPolicies");
+            }),
+        ];
+        let mut covered: BTreeSet<&str> = BTreeSet::new();
+        for (code, inject) in defects {
+            let mut s = clean();
+            inject(&mut s);
+            let got = codes(&s);
+            let expected: &[&str] = match code {
+                // The queue's part of the permission set is not required without a queue.
+                "cluster-auth-config-map" => &["cluster-auth-config-map"],
+                _ => &[code],
+            };
+            assert_eq!(got, expected, "{code}");
+            let f = &check(&s).findings[0];
+            assert!(!f.message.is_empty() && !f.fix.is_empty() && !f.resource.is_empty(), "{f:?}");
+            covered.insert(code);
+        }
+        assert_eq!(covered.len(), doctor_checks().count(), "every check has a defect test");
+    }
+
+    #[test]
+    fn tagged_subnets_are_judged_with_the_plan_and_the_mode() {
+        // A public subnet without public IPs: an error, unless the plan gives nodes public IPs.
+        let mut s = clean();
+        s.route_tables[0].default_routes[0] =
+            crate::egress::DefaultRoute { gateway_id: Some("igw-1".into()), ..Default::default() };
+        assert_eq!(codes(&s), ["subnet-no-way-out"]);
+        s.associate_public_ip = true;
+        assert!(codes(&s).is_empty(), "{:?}", check(&s).findings);
+        // Isolated with every endpoint but eks-auth: fine with IRSA, an error with Pod Identity.
+        let mut s = clean();
+        s.route_tables[0].default_routes.clear();
+        s.endpoints = ["ec2", "ecr.api", "ecr.dkr", "sts", "ssm", "eks", "sqs", "s3"]
+            .iter()
+            .map(|svc| crate::egress::Endpoint {
+                service_name: format!("com.amazonaws.us-east-1.{svc}"),
+                kind: "Interface".into(),
+                ..Default::default()
+            })
+            .collect();
+        s.mode = Some(IdentityMode::Irsa);
+        assert!(!codes(&s).contains(&"subnet-no-way-out"), "{:?}", check(&s).findings);
+        s.mode = Some(IdentityMode::PodIdentity);
+        let f = check(&s).findings.into_iter().find(|f| f.code == "subnet-no-way-out").expect("eks-auth missing");
+        assert!(f.message.contains("eks-auth"), "{}", f.message);
+        // A VPC another account shares: its endpoints are invisible, so a warning, not an error.
+        s.endpoints.clear();
+        for t in &mut s.discovery.subnets {
+            t.owner_id = "999988887777".into();
+        }
+        let c = codes(&s);
+        assert!(c.contains(&"subnet-way-out-unconfirmed") && !c.contains(&"subnet-no-way-out"), "{c:?}");
+    }
+
+    #[test]
+    fn a_refused_read_skips_the_checks_it_feeds_and_says_which() {
+        let mut s = clean();
+        s.controller = None;
+        s.unreadable.push(Unreadable {
+            code: Code::ControllerUnreadable,
+            operation: "iam:GetRole".into(),
+            aws_code: "AccessDenied".into(),
+        });
+        let o = check(&s);
+        let codes: Vec<&str> = o.findings.iter().map(|f| f.code.as_str()).collect();
+        assert_eq!(codes, ["controller-unreadable"], "no false controller-role-not-found");
+        assert_eq!(o.findings[0].severity, Severity::Error);
+        assert!(
+            o.findings[0].message.contains("iam:GetRole") && o.findings[0].message.contains("controller-missing-permissions")
+        );
+        assert!(!o.passed.contains(&Code::ControllerRoleNotFound) && o.passed.contains(&Code::QueueNotFound), "{:?}", o.passed);
+        for read in Read::ALL {
+            let code = read.unreadable();
+            assert!(code.as_str().ends_with("-unreadable"));
+            for k in skipped_by(read) {
+                assert!(doctor_checks().any(|c| c.code == k), "{code} skips an unknown check {k}");
+            }
+        }
+    }
+
+    /// The table doctor used to keep by hand (`<piece>-unreadable` and the checks it skips):
+    /// the registry's reads give the same sets.
+    #[test]
+    fn what_a_refused_read_skips_comes_from_the_catalog() {
+        let table: [(&str, &[&str]); 15] = [
+            ("nodegroups-unreadable", &[]),
+            (
+                "cluster-unreadable",
+                &[
+                    "cluster-auth-config-map",
+                    "controller-role-not-found",
+                    "controller-trust-mismatch",
+                    "pod-identity-agent-missing",
+                    "discovery-az-without-subnet",
+                    "discovery-outside-cluster-vpc",
+                    "subnet-no-way-out",
+                    "subnet-way-out-unconfirmed",
+                    "node-sg-blocks-control-plane",
+                ],
+            ),
+            (
+                "controller-unreadable",
+                &[
+                    "controller-role-not-found",
+                    "controller-missing-permissions",
+                    "controller-passrole-unscoped",
+                    "policy-near-size-limit",
+                    "controller-trust-mismatch",
+                    "kms-key-policy-controller",
+                    "pod-identity-session-tags-disabled",
+                    "pod-identity-session-policy",
+                ],
+            ),
+            ("access-entries-unreadable", &["node-role-no-access-entry", "node-access-entry-stale"]),
+            ("pod-identity-agent-unreadable", &["pod-identity-agent-missing"]),
+            ("spot-role-unreadable", &["spot-service-linked-role-missing"]),
+            ("clusters-unreadable", &["queue-shared"]),
+            (
+                "interruption-rules-unreadable",
+                &[
+                    "interruption-rule-missing",
+                    "interruption-rule-disabled",
+                    "queue-not-found",
+                    "queue-shared",
+                    "event-bus-rule-quota",
+                ],
+            ),
+            (
+                "subnets-unreadable",
+                &[
+                    "discovery-no-subnets",
+                    "discovery-az-without-subnet",
+                    "discovery-outside-cluster-vpc",
+                    "subnet-no-way-out",
+                    "subnet-way-out-unconfirmed",
+                ],
+            ),
+            (
+                "security-groups-unreadable",
+                &[
+                    "discovery-no-security-groups",
+                    "discovery-multiple-security-groups",
+                    "discovery-outside-cluster-vpc",
+                    "node-sg-blocks-control-plane",
+                ],
+            ),
+            ("route-tables-unreadable", &["subnet-no-way-out", "subnet-way-out-unconfirmed"]),
+            (
+                "queue-unreadable",
+                &[
+                    "queue-not-found",
+                    "queue-kms-aws-managed",
+                    "queue-policy-blocks-eventbridge",
+                    "queue-policy-unconditioned",
+                    "kms-key-policy-events",
+                    "kms-key-policy-controller",
+                ],
+            ),
+            ("rule-tags-unreadable", &["queue-shared"]),
+            ("node-roles-unreadable", &["node-role-not-found", "node-role-missing-managed-policy", "node-access-entry-stale"]),
+            ("kms-key-unreadable", &["kms-key-policy-events", "kms-key-policy-controller", "controller-missing-permissions"]),
+        ];
+        for (read, (code, skipped)) in Read::ALL.into_iter().zip(table) {
+            assert_eq!(read.unreadable().as_str(), code);
+            let want: BTreeSet<&str> = skipped.iter().copied().collect();
+            let got: BTreeSet<&str> = skipped_by(read).map(Code::as_str).collect();
+            assert_eq!(got, want, "{code}");
+        }
+    }
+
+    /// docs/doctor.md lists every code doctor gives; docs/readiness.md those only `up` and `diff` give.
+    #[test]
+    fn the_docs_list_every_code() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let doctor_md = std::fs::read_to_string(root.join("docs/doctor.md")).unwrap();
+        let readiness_md = std::fs::read_to_string(root.join("docs/readiness.md")).unwrap();
+        for k in &CATALOG {
+            let page = if k.doctor.is_some() { &doctor_md } else { &readiness_md };
+            assert!(page.contains(&format!("`{}`", k.code)), "{} is not in its docs page", k.code);
+        }
+        for read in Read::ALL {
+            assert!(doctor_md.contains(&format!("`{}`", read.unreadable())), "{} is not in docs/doctor.md", read.unreadable());
+        }
+    }
+
+    #[test]
+    fn every_code_has_one_home_and_its_string() {
+        let strings: BTreeSet<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(strings.len(), Code::ALL.len());
+        for c in Code::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), serde_json::Value::String(c.as_str().into()));
+            let in_catalog = CATALOG.iter().filter(|k| k.code == *c).count();
+            let unreadable = Read::ALL.iter().filter(|r| r.unreadable() == *c).count();
+            assert_eq!(in_catalog + unreadable, 1, "{c}");
+        }
+    }
+
+    #[test]
+    fn wildcards_cover_the_permission_set_and_missing_actions_are_listed() {
+        let mut s = clean();
+        controller_mut(&mut s).policies = vec![RolePolicy {
+            name: "admin".into(),
+            document: Some(
+                json!({"Statement": [{"Effect": "Allow", "Action": ["ec2:*", "iam:*", "eks:*", "sqs:*", "ssm:*", "pricing:*", "kms:Decrypt"], "Resource": "*"}]}),
+            ),
+            ..Default::default()
+        }];
+        // iam:* on * passes any role: the one finding.
+        assert_eq!(codes(&s), ["controller-passrole-unscoped"]);
+        controller_mut(&mut s).policies[0].document =
+            Some(json!({"Statement": [{"Effect": "Allow", "Action": ["ec2:*"], "Resource": "*"}]}));
+        let o = check(&s);
+        let f = o.findings.iter().find(|f| f.code == "controller-missing-permissions").unwrap();
+        assert!(f.message.contains("iam:PassRole") && f.message.contains("sqs:ReceiveMessage"), "{}", f.message);
+        assert!(!f.message.contains("ec2:RunInstances"), "{}", f.message);
+    }
+
+    #[test]
+    fn versions_change_what_is_required() {
+        let mut s = clean();
+        s.rules.retain(|r| !r.kinds.contains(&"CapacityReservation"));
+        assert_eq!(codes(&s), ["interruption-rule-missing"]);
+        assert_eq!(check(&s).findings[0].severity, Severity::Warning);
+        s.version = KarpenterVersionExt::v(9);
+        assert!(codes(&s).is_empty(), "capacity reservations only from 1.10");
+    }
+
+    #[test]
+    fn missing_ssm_only_is_a_warning_and_read_only_registry_satisfies_pull_only() {
+        let mut s = clean();
+        s.node_roles[0].attached = vec![
+            "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy".into(),
+            "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy".into(),
+            "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly".into(),
+        ];
+        let o = check(&s);
+        assert_eq!(o.findings.len(), 1);
+        assert_eq!(
+            (o.findings[0].code.as_str(), o.findings[0].severity),
+            ("node-role-missing-managed-policy", Severity::Warning)
+        );
+        assert!(o.findings[0].message.contains("AmazonSSMManagedInstanceCore"));
+    }
+
+    #[test]
+    fn no_queue_is_a_warning_and_errors_come_first() {
+        let mut s = clean();
+        s.queue = None;
+        s.discovery.groups.clear();
+        let o = check(&s);
+        let got: Vec<(&str, Severity)> = o.findings.iter().map(|f| (f.code.as_str(), f.severity)).collect();
+        assert_eq!(got, [("discovery-no-security-groups", Severity::Error), ("queue-not-found", Severity::Warning)]);
+    }
+
+    #[test]
+    fn irsa_trust_needs_the_service_account_subject() {
+        let t = karpenter_iam::controller_trust_irsa(
+            "arn:aws:iam::1:oidc-provider/oidc.example/id/X",
+            "oidc.example/id/X",
+            "kube-system",
+            "karpenter",
+        );
+        assert!(trusts(&t, IdentityMode::Irsa, "kube-system", "karpenter"));
+        assert!(!trusts(&t, IdentityMode::Irsa, "karpenter", "karpenter"));
+        assert!(!trusts(&t, IdentityMode::PodIdentity, "kube-system", "karpenter"));
+    }
+
+    trait KarpenterVersionExt {
+        fn v(minor: u32) -> Self;
+    }
+    impl KarpenterVersionExt for crate::karpenter_iam::KarpenterVersion {
+        fn v(minor: u32) -> Self {
+            crate::karpenter_iam::KarpenterVersion::parse(&format!("1.{minor}")).unwrap()
+        }
+    }
+}

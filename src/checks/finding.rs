@@ -1,0 +1,266 @@
+//! What a check says: a typed `Code` (its stable kebab-case string is the wire name), a
+//! `Severity`, and the `Finding`; the `Read`s a check needs, and the sets `up`/`diff`
+//! (`Readiness`) and `doctor` (`Outcome`, `Checker`) collect. Plain data, no AWS.
+
+use serde::{Serialize, Serializer};
+use std::collections::BTreeSet;
+
+macro_rules! codes {
+    ($($variant:ident = $text:literal,)*) => {
+        /// Every finding's code. `as_str` is the stable string output and JSON carry.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Code { $($variant,)* }
+        impl Code {
+            #[cfg(test)]
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+            pub const fn as_str(self) -> &'static str {
+                match self { $(Code::$variant => $text,)* }
+            }
+        }
+    };
+}
+
+codes! {
+    ControllerRoleNotFound = "controller-role-not-found",
+    ControllerMissingPermissions = "controller-missing-permissions",
+    ControllerPassroleUnscoped = "controller-passrole-unscoped",
+    PolicyNearSizeLimit = "policy-near-size-limit",
+    PodIdentityAgentMissing = "pod-identity-agent-missing",
+    ClusterAuthConfigMap = "cluster-auth-config-map",
+    NodeRoleNotFound = "node-role-not-found",
+    NodeRoleMissingManagedPolicy = "node-role-missing-managed-policy",
+    NodeRoleNoAccessEntry = "node-role-no-access-entry",
+    NodeAccessEntryStale = "node-access-entry-stale",
+    QueueNotFound = "queue-not-found",
+    QueueKmsAwsManaged = "queue-kms-aws-managed",
+    QueuePolicyBlocksEventbridge = "queue-policy-blocks-eventbridge",
+    QueuePolicyUnconditioned = "queue-policy-unconditioned",
+    QueueShared = "queue-shared",
+    InterruptionRuleMissing = "interruption-rule-missing",
+    InterruptionRuleDisabled = "interruption-rule-disabled",
+    EventBusRuleQuota = "event-bus-rule-quota",
+    DiscoveryNoSubnets = "discovery-no-subnets",
+    DiscoveryAzWithoutSubnet = "discovery-az-without-subnet",
+    DiscoveryNoSecurityGroups = "discovery-no-security-groups",
+    DiscoveryMultipleSecurityGroups = "discovery-multiple-security-groups",
+    DiscoveryOutsideClusterVpc = "discovery-outside-cluster-vpc",
+    SubnetNoWayOut = "subnet-no-way-out",
+    SubnetWayOutUnconfirmed = "subnet-way-out-unconfirmed",
+    NodeSgBlocksControlPlane = "node-sg-blocks-control-plane",
+    KmsKeyPolicyEvents = "kms-key-policy-events",
+    KmsKeyPolicyController = "kms-key-policy-controller",
+    SpotServiceLinkedRoleMissing = "spot-service-linked-role-missing",
+    ControllerTrustMismatch = "controller-trust-mismatch",
+    PodIdentitySessionTagsDisabled = "pod-identity-session-tags-disabled",
+    PodIdentitySessionPolicy = "pod-identity-session-policy",
+    AutoModeNodepoolsOverlap = "auto-mode-nodepools-overlap",
+    KmsKeyPolicyUnreadable = "kms-key-policy-unreadable",
+    NodegroupsUnreadable = "nodegroups-unreadable",
+    ClusterUnreadable = "cluster-unreadable",
+    ControllerUnreadable = "controller-unreadable",
+    AccessEntriesUnreadable = "access-entries-unreadable",
+    PodIdentityAgentUnreadable = "pod-identity-agent-unreadable",
+    SpotRoleUnreadable = "spot-role-unreadable",
+    ClustersUnreadable = "clusters-unreadable",
+    InterruptionRulesUnreadable = "interruption-rules-unreadable",
+    SubnetsUnreadable = "subnets-unreadable",
+    SecurityGroupsUnreadable = "security-groups-unreadable",
+    RouteTablesUnreadable = "route-tables-unreadable",
+    QueueUnreadable = "queue-unreadable",
+    RuleTagsUnreadable = "rule-tags-unreadable",
+    NodeRolesUnreadable = "node-roles-unreadable",
+    KmsKeyUnreadable = "kms-key-unreadable",
+}
+
+impl Serialize for Code {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl std::fmt::Display for Code {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How bad a finding is (errors sort first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Karpenter cannot work or misbehaves: `up` exits 1, doctor lists it first.
+    Error,
+    /// Karpenter works, but something will go wrong later or for some nodes.
+    Warning,
+}
+
+/// One thing wrong: its code, the object it is about, what is wrong and how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub code: Code,
+    pub severity: Severity,
+    pub resource: String,
+    pub message: String,
+    pub fix: String,
+}
+
+/// One piece doctor reads that AWS may refuse: a refused one becomes its `<piece>-unreadable`
+/// finding, and every check that needs it (its `reads` in the catalog) is skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Read {
+    Nodegroups,
+    Cluster,
+    Controller,
+    AccessEntries,
+    PodIdentityAgent,
+    ListRoles,
+    Clusters,
+    InterruptionRules,
+    Subnets,
+    SecurityGroups,
+    RouteTables,
+    Queue,
+    RuleTags,
+    NodeRoles,
+    KmsKey,
+}
+
+impl Read {
+    pub const ALL: [Read; 15] = [
+        Read::Nodegroups,
+        Read::Cluster,
+        Read::Controller,
+        Read::AccessEntries,
+        Read::PodIdentityAgent,
+        Read::ListRoles,
+        Read::Clusters,
+        Read::InterruptionRules,
+        Read::Subnets,
+        Read::SecurityGroups,
+        Read::RouteTables,
+        Read::Queue,
+        Read::RuleTags,
+        Read::NodeRoles,
+        Read::KmsKey,
+    ];
+
+    /// The finding a refused read becomes.
+    pub const fn unreadable(self) -> Code {
+        match self {
+            Read::Nodegroups => Code::NodegroupsUnreadable,
+            Read::Cluster => Code::ClusterUnreadable,
+            Read::Controller => Code::ControllerUnreadable,
+            Read::AccessEntries => Code::AccessEntriesUnreadable,
+            Read::PodIdentityAgent => Code::PodIdentityAgentUnreadable,
+            Read::ListRoles => Code::SpotRoleUnreadable,
+            Read::Clusters => Code::ClustersUnreadable,
+            Read::InterruptionRules => Code::InterruptionRulesUnreadable,
+            Read::Subnets => Code::SubnetsUnreadable,
+            Read::SecurityGroups => Code::SecurityGroupsUnreadable,
+            Read::RouteTables => Code::RouteTablesUnreadable,
+            Read::Queue => Code::QueueUnreadable,
+            Read::RuleTags => Code::RuleTagsUnreadable,
+            Read::NodeRoles => Code::NodeRolesUnreadable,
+            Read::KmsKey => Code::KmsKeyUnreadable,
+        }
+    }
+
+    /// What it reads, as the finding names it.
+    pub const fn what(self) -> &'static str {
+        match self {
+            Read::Nodegroups => "the cluster's managed node groups (eks:ListNodegroups, eks:DescribeNodegroup)",
+            Read::Cluster => "the EKS cluster (eks:DescribeCluster)",
+            Read::Controller => "Karpenter's controller role and its policies",
+            Read::AccessEntries => "the cluster's access entries",
+            Read::PodIdentityAgent => "the eks-pod-identity-agent add-on",
+            Read::ListRoles => "the account's Spot service-linked role (iam:ListRoles)",
+            Read::Clusters => "the region's EKS clusters",
+            Read::InterruptionRules => "the EventBridge rules",
+            Read::Subnets => "the cluster's and the discovery-tagged subnets",
+            Read::SecurityGroups => "the discovery-tagged security groups",
+            Read::RouteTables => "the VPC's route tables and endpoints",
+            Read::Queue => "the interruption queue",
+            Read::RuleTags => "the interruption rules' tags",
+            Read::NodeRoles => "the node roles",
+            Read::KmsKey => "the queue's KMS key and its key policy",
+        }
+    }
+
+    /// The read whose refusal is this `<piece>-unreadable` code.
+    pub fn of_unreadable(code: Code) -> Option<Read> {
+        Read::ALL.into_iter().find(|r| r.unreadable() == code)
+    }
+}
+
+/// The checks `up` or `diff` ran and what they found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Readiness {
+    /// The codes of every check that ran.
+    pub checked: Vec<Code>,
+    /// What they found, errors first.
+    pub found: Vec<Finding>,
+}
+
+impl Readiness {
+    /// Record a check that ran, and its finding if it found something.
+    pub fn record(&mut self, code: Code, found: Option<Finding>) {
+        self.checked.push(code);
+        if let Some(c) = found {
+            self.found.push(c);
+        }
+        self.found.sort_by_key(|c| c.severity != Severity::Error);
+    }
+    pub fn errors(&self) -> usize {
+        self.found.iter().filter(|c| c.severity == Severity::Error).count()
+    }
+    /// Checks that found nothing.
+    pub fn passed(&self) -> usize {
+        self.checked.iter().filter(|code| !self.found.iter().any(|c| c.code == **code)).count()
+    }
+}
+
+/// Doctor's findings, worst first, and the codes that were checked and found nothing.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub findings: Vec<Finding>,
+    pub passed: Vec<Code>,
+}
+
+/// What doctor's checks write into: the findings, the checks that ran, and the checks whose
+/// input AWS refused to show (neither run nor reported).
+#[derive(Default)]
+pub struct Checker {
+    pub findings: Vec<Finding>,
+    pub ran: BTreeSet<Code>,
+    pub skip: BTreeSet<Code>,
+}
+
+impl Checker {
+    /// The check ran (unless skipped).
+    pub fn ran(&mut self, code: Code) {
+        if !self.skip.contains(&code) {
+            self.ran.insert(code);
+        }
+    }
+    /// The check ran and found this.
+    pub fn add(&mut self, code: Code, severity: Severity, resource: impl Into<String>, message: String, fix: String) {
+        if self.skip.contains(&code) {
+            return;
+        }
+        self.ran.insert(code);
+        self.findings.push(Finding { code, severity, resource: resource.into(), message, fix });
+    }
+    /// A check that returns its finding (the ones `up` and `diff` run too).
+    pub fn record(&mut self, code: Code, found: Option<Finding>) {
+        self.ran(code);
+        if let Some(f) = found {
+            self.add(f.code, f.severity, f.resource, f.message, f.fix);
+        }
+    }
+}
+
+impl PartialEq<&str> for Code {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
