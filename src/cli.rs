@@ -1,7 +1,6 @@
-//! Command-line interface (clap derive). Each command lists its own flags first, then the many-
-//! cluster flags where it takes them, then the global ones (`help_heading`); a flag a command
-//! would refuse is not offered to it (hidden where kept for a better error). Examples are each
-//! command's `after_help`.
+//! The command line (clap derive). Each command lists its own flags, then the many-cluster ones it
+//! takes, then the global ones (`help_heading`); a flag a command would refuse is not offered to it
+//! (hidden where kept for a better error). Each command's examples are its `after_help`.
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;

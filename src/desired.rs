@@ -1,7 +1,6 @@
-//! Pure: a validated plan plus facts about the account and the cluster -> the desired nodes and
-//! their edges. Each kind builds its own nodes (`resources::<kind>::nodes`); this module only
-//! puts them together. Nodes for switched-off features are still listed, with no desired fields,
-//! so that objects karpctl made before are found and removed.
+//! Pure: a validated plan plus the facts read -> the desired nodes and their edges, each kind's
+//! from its own `resources::<kind>::nodes`. Switched-off features keep their nodes, without
+//! desired fields, so that what karpctl made before is found and removed.
 
 use crate::facts::Facts;
 use crate::model::Node;

@@ -1,24 +1,6 @@
-//! Discovery tags: which subnets and which one security group carry
-//! `karpenter.sh/discovery=<cluster>`, and the nodes that put (and take back) those tags.
-//!
-//! `select` only reads (and is memoised for the run):
-//! - The cluster's VPC: the one DescribeCluster reports when EC2 knows it, else the VPC of the
-//!   cluster's subnets (an emulator reports `vpc-00000000`).
-//! - Subnets: the cluster's own (default), `discovery.subnet_ids` (each must exist and lie in the
-//!   cluster's VPC), or `discovery.subnet_tags` (a tag filter within the cluster's VPC, which must
-//!   match something).
-//! - Exactly one security group: `discovery.security_group_id` / `security_group_name`, else the
-//!   groups of the cluster's VPC tagged `kubernetes.io/cluster/<c>=owned` minus the EKS cluster
-//!   security group and the control-plane groups: one is the node group; none means the cluster
-//!   security group; several is an error listing them.
-//! - Region-wide, every subnet and group carrying `karpenter.sh/discovery=<c>` or karpctl's marker
-//!   `karpctl.io/discovery=<c>`: marked objects the plan no longer selects get a node without
-//!   desired fields (their tags are removed), unmarked ones are reported (Karpenter uses them too).
-//! - Findings: per Availability Zone, the subnet Karpenter will pick (most free addresses among
-//!   the tagged ones), with a warning under `LOW_FREE_ADDRESSES` free or when a cluster AZ has none.
-//!
-//! `down` skips selection and only looks for marked objects: it must never fail on a plan whose
-//! subnets or groups changed.
+//! Which subnets and which one security group get `karpenter.sh/discovery=<cluster>` (reads only,
+//! once a run; docs/reference.md, "Discovery tags"), what else carries it, and the subnet Karpenter
+//! picks per zone. For `down` only the objects karpctl marked, whatever the plan now selects.
 
 use crate::egress;
 use crate::facts::{DiscoveryFacts, Facts, Intent, SecurityGroupFact, SubnetFact};

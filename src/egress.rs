@@ -1,25 +1,6 @@
-//! Subnets with a way out: which subnets nodes can work from. Pure, over the VPC's route tables
-//! and endpoints as EC2 describes them (docs/readiness.md, "Subnets"). `up`, `diff`, `doctor`
-//! and `import` judge every subnet with [`judge`], so they never disagree about the same facts.
-//!
-//! A node must reach the EKS API, ECR, STS, SSM and (with interruption) SQS. A subnet gives it a
-//! way there when its route table (the explicit association, else the VPC's main table) has a
-//! default route (`0.0.0.0/0`; for an IPv6 cluster `::/0` too):
-//! - to a NAT gateway, transit gateway, virtual private gateway, network interface, instance,
-//!   local gateway or core network: a private subnet with a way out, where nodes belong;
-//! - to a firewall endpoint (`vpce-`): a way out when the firewall's own subnet routes on to a
-//!   NAT gateway, which karpctl does not follow; with an internet gateway behind it nodes need
-//!   public IPs, so a subnet that gives none is said to be unconfirmed (a warning);
-//! - to an internet gateway: a public subnet, which works only when instances launched there get
-//!   a public address (`MapPublicIpOnLaunch`, or the EC2NodeClass's `associatePublicIPAddress`,
-//!   which the plan's `discovery.associate_public_ip` asks for), and is chosen only when no
-//!   private subnet has a way out;
-//! - none at all: an isolated subnet, which works only when the VPC has the endpoints a private
-//!   cluster needs, as AWS serves them: interface endpoints with private DNS on, S3 as an
-//!   interface endpoint or a gateway endpoint on the subnet's route table.
-//!
-//! No way out: a VPC peering connection (`pcx-`; no transit to the peer's internet or NAT
-//! gateway) and, for an IPv4 cluster, an egress-only internet gateway (`eigw-`; IPv6 only).
+//! Pure: which subnets nodes can work from, over the VPC's route tables and endpoints as EC2
+//! describes them (docs/readiness.md, "Subnets"). `up`, `diff`, `doctor` and `import` all judge a
+//! subnet with [`judge`], so they never disagree about the same facts.
 
 use crate::error::UserError;
 

@@ -1,7 +1,6 @@
 //! The commands `diff`, `up` (also from a saved plan) and `down`: prepare -> observe -> plan ->
-//! execute, each a few calls over `prepare`, `observe`, `planner` and `executor`. Each returns a
-//! `PlanReport` for the printer (`report`) to render; `up`/`down` show the plan through it before
-//! they apply.
+//! execute. Each returns a `PlanReport` for the printer to render; `up` and `down` show the plan
+//! through the reporter before they apply it.
 
 use crate::executor;
 use crate::facts::Intent;

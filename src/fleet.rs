@@ -1,9 +1,6 @@
-//! Many clusters in one run (`--all`, `--clusters a,b,c`): each cluster's command runs as it would
-//! alone (its `Scope` takes its output, its requests stay within its own `--concurrency`), at most
-//! `--parallel-clusters` at once; the clusters of one account also share one request limiter of
-//! `--account-concurrency` (AWS throttles per account); one cluster failing never
-//! stops the others. Then one summary (`FleetReport`) for the printer: a table, one JSON
-//! document, or one Markdown comment.
+//! Many clusters in one run (`--all`, `--clusters`): each cluster runs as it would alone, at most
+//! `--parallel-clusters` at once, an account's clusters sharing one limiter; one failing never
+//! stops the others. Returns one summary (`FleetReport`) for the printer.
 
 use crate::aws::{CallStats, Limiter};
 use crate::cli::Command;

@@ -1,9 +1,6 @@
-//! `karpctl import`: take over a Karpenter setup another tool made (the terraform-aws-eks
-//! `karpenter` module, Karpenter's getting-started CloudFormation stack, or anything doctor can
-//! find). Reads only: finds the pieces as doctor does, writes a plan file naming them so that
-//! `up --adopt` manages those objects instead of making new ones, shows what `up --adopt` will
-//! then change (the same planner, read-only), and says how to let go of the objects in the tool
-//! that made them. What the names mean and where they come from: docs/import.md.
+//! `karpctl import` (reads only): what doctor's discovery found -> a plan file naming those objects
+//! for `up --adopt`, what `up --adopt` would then change (the planner, read-only), and the steps to
+//! let go of them in the tool that made them (docs/import.md).
 
 use crate::catalog::RULES;
 use crate::doctor::analysis::role_name;

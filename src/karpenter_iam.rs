@@ -1,22 +1,6 @@
-//! Every IAM document karpctl creates for Karpenter, by Karpenter version (docs/aws-behaviour.md section 3).
-//!
-//! The controller's permissions are always split into the v1.14 parts (NodeLifecycle,
-//! IAMIntegration, EKSIntegration, Interruption, ResourceDiscovery, ZonalShift), even for older
-//! pinned versions whose single upstream policy can overflow IAM's 6,144-character limit; the
-//! statements themselves follow the pinned version's permission set:
-//!
-//! | since | change |
-//! |---|---|
-//! | v1.0 | `ec2:DescribeAvailabilityZones`; `iam:PassedToService` = `ec2.amazonaws.com` and `ec2.amazonaws.com.cn` (the v1.0 release named only the first; upstream corrected its v1.0 docs, aws/karpenter-provider-aws #6839) |
-//! | v1.1 | `DescribeAvailabilityZones` dropped |
-//! | v1.3 | capacity reservations: `capacity-reservation/*` (also among the tagged creations until v1.8), `ec2:DescribeCapacityReservations` |
-//! | v1.4 | node role: `AmazonEC2ContainerRegistryPullOnly` instead of `...ReadOnly` |
-//! | v1.7 | `iam:ListInstanceProfiles` (`AllowUnscopedInstanceProfileListAction`) |
-//! | v1.11 | placement groups: `placement-group/*`, `ec2:DescribePlacementGroups` |
-//! | v1.12 | zonal shift (opt-in, in v1.13's working form); `ec2:DescribeInstanceStatus` in its own unscoped statement |
-//! | v1.13 | upstream's zonal-shift statement fixed; `DescribeInstanceStatus` moved into the regional reads |
-//!
-//! Every document is returned canonical ([`policy_doc::canonical`]) with `"Version"`.
+//! Every IAM document karpctl writes for Karpenter, by pinned Karpenter version
+//! (docs/aws-behaviour.md section 3: the v1.14 split for every version, each release's changes).
+//! Each document is returned canonical ([`policy_doc::canonical`]) with `"Version"`.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,8 +1,6 @@
-//! The shared vocabulary of the engine: resource kinds, desired and observed state, steps.
-//!
-//! Every resource is compared as a flat map of named fields holding canonical JSON values
-//! (policy documents already normalised), so the planner, the renderers and saved plans are
-//! generic over kinds; only reading and applying are kind-specific (see `resources`).
+//! The engine's vocabulary: resource kinds, nodes, desired and observed state, steps. Every object
+//! is a flat map of named fields holding canonical JSON, so the planner, the renderers and saved
+//! plans are generic over kinds; only reading and applying are kind-specific (`resources`).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

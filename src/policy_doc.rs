@@ -1,12 +1,6 @@
-//! IAM and SQS policy documents: parse what AWS returns, bring documents into a canonical
-//! form so that semantically equal documents are equal `Value`s, render them for the wire,
-//! measure them against IAM's size limit, and diff them for a plan.
-//!
-//! Comparison rules (docs/aws-behaviour.md section 6): IAM returns documents percent-encoded (RFC 3986) and
-//! the Rust SDK does not decode them; one statement equals a one-element array; statements are
-//! an unordered set; a string equals a one-element array for Action / NotAction / Resource /
-//! NotResource and principal values, order ignored; condition values compare as strings
-//! (`false` equals `"false"`); Effect is case-insensitive.
+//! IAM and SQS policy documents: parse what AWS returns (percent-decoded), make equal meanings
+//! equal `Value`s (docs/aws-behaviour.md section 6), render them for the wire, measure them
+//! against IAM's size limit, and diff them for a plan.
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;

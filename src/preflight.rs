@@ -1,24 +1,6 @@
-//! Preflight checks that need AWS, run before any write. Each failure is a `UserError` that says
-//! what is wrong and what to do. Independent checks run concurrently and every failure is
-//! reported at once, so one run shows everything to fix.
-//!
-//! - The cluster's authentication mode must allow access entries (never changed by karpctl).
-//! - Pod Identity mode: the `eks-pod-identity-agent` add-on must be installed (DescribeAddon);
-//!   with `identity.create_pod_identity_agent = true`, `up` installs it (CreateAddon) once every
-//!   other check has passed, and `diff` only says that it would.
-//! - IRSA mode: the cluster's OIDC provider must exist in IAM (GetOpenIDConnectProvider).
-//! - `identity.existing_node_role` must exist (GetRole).
-//! - `interruption.kms_key_id`: the key must exist, be enabled and customer managed (DescribeKey,
-//!   which also turns an alias into the key's ARN); its key policy is read (GetKeyPolicy) for the
-//!   readiness checks. For `"create"`, karpctl's own key's ARN if it exists already.
-//!
-//! - Managed-policy headroom (`policy_headroom`, once the plan is known): every role the plan
-//!   attaches policies to must have room for them under the account's quota of managed policies
-//!   per role, counting what is attached today (the old policies `identity.retire_policies` names
-//!   are taken off only after karpctl's are attached, so they count). `up` stops before any write;
-//!   `diff` says so in a warning.
-//!
-//! `down` skips them all: removing what karpctl made must work on a half-configured cluster.
+//! The checks that need AWS before any write (docs/reference.md lists them; the managed-policy
+//! headroom once the plan is known): independent ones run at once and every failure is reported
+//! together, each a `UserError` saying what to do. `down` runs none of them.
 
 use crate::aws;
 use crate::error::combine_errors;

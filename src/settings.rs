@@ -1,8 +1,6 @@
 //! Everything karpctl takes from its environment, decided once: `main.rs` builds one `Settings`
-//! (`Settings::from_env`) before anything runs and hands it down (in `Options`, then `Ctx`), so
-//! no other module reads an environment variable or asks whether a stream is a terminal. The
-//! AWS SDK reads its own variables (credentials, AWS_REGION, AWS_PROFILE, AWS_ENDPOINT_URL...)
-//! as it always does. docs/reference.md lists every variable.
+//! and hands it down, so no other module reads a variable or asks for a terminal (the AWS SDK
+//! still reads its own). docs/reference.md lists every variable.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

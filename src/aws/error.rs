@@ -1,10 +1,6 @@
-//! One AWS error type and one classifier, like Karpenter's `pkg/errors`: code decides what an
-//! error means (not found, already exists, throttled, a consistency delay, access denied, bad
-//! input), so no caller matches formatted text. The codes come from the API references of each
-//! service (see docs/aws-behaviour.md sections 5 and 9). Every AWS code and message fragment
-//! karpctl decides on is in this file: the classes ([`ErrorKind`]) and the specific answers that
-//! callers act on ([`Condition`]), both asked through [`Classify`]; the lists of conditions an
-//! operation retries (`aws::with_consistency`) sit with the operation in its resource file.
+//! The one AWS error type and its classifier: every AWS error code and message fragment karpctl
+//! decides on, as classes ([`ErrorKind`]) and named conditions ([`Condition`]), asked through
+//! [`Classify`]. The conditions an operation retries sit with it in its resource file.
 
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 

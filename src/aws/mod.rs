@@ -1,8 +1,6 @@
-//! AWS clients: one shared config (retries, timeouts, the request limiter, the call counter) and
-//! the errors as karpctl keeps them. Each other job has its room: `stats` (call accounting),
-//! `limit` (requests on the wire), `https` (the HTTPS client), `consistency` (waiting for AWS to
-//! agree), `partition`, `error` (the one classifier), `prio` (EKS first when a limiter is full), `read`
-//! (every read, one reader per service).
+//! The AWS clients, built from one shared config (retries, timeouts, the request limiter, the call
+//! counter). Each other job has its own module: `read` (every read), `error`, `consistency`,
+//! `throttle`, `limit`, `prio`, `stats`, `https`, `partition`.
 
 pub mod consistency;
 pub mod error;

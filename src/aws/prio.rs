@@ -1,8 +1,6 @@
-//! A counting semaphore that hands each freed permit to the waiting request of the highest
-//! priority (first come, first served among equals): the request limiters' permits (see
-//! `Limiter`). When a limiter is full (many clusters of one account), the requests that lead the
-//! longest chains get the wire first: EKS answers in hundreds of milliseconds where every other
-//! service answers in tens, and each cluster's slowest chain is a chain of EKS calls.
+//! The counting semaphore behind the request limiters (`Limiter`): a freed permit goes to the
+//! waiting request of the highest priority, first come first served among equals. EKS comes
+//! first: its calls take hundreds of milliseconds and lead each cluster's longest chain.
 
 use std::collections::BinaryHeap;
 use std::sync::{Arc, Mutex};

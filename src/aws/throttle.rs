@@ -1,31 +1,6 @@
-//! Throttling that slows down instead of failing (docs/aws-behaviour.md section 10.9).
-//!
-//! AWS throttles per account: IAM has one request rate for every caller in the account, EC2 and
-//! EKS token buckets, SQS and EventBridge their own. The SDK's standard retry gives up after its
-//! attempts, and its retry budget is one per service for the whole process, so a throttled
-//! account fails a many-cluster run within a second. karpctl instead:
-//! - paces its requests with a rate per account and service (`Pacer`, AIMD), shared by every
-//!   cluster of the account in the run (`AccountRates`, kept in the account's `Limiter`): none
-//!   until AWS first throttles, then 0.7 of what was sent in the last second, cut by 0.7 again
-//!   on a throttling answer (at most once a second: the answers of one burst are one signal) and
-//!   raised by one request a second per second while calls succeed. Paced requests go single
-//!   file, first come first served, each spaced at the pace of the moment (four other designs
-//!   were measured, docs/benchmark.md). The SDK's own adaptive mode was measured first: its
-//!   CUBIC limiter per client and its exponential back-off left the account idle most of the
-//!   time (ten clusters at 15 IAM calls a second: 5.3x the time the calls need) and timed fifty
-//!   clusters' calls out;
-//! - gives throttling errors more attempts (`THROTTLE_ATTEMPTS`) than other retryable errors
-//!   (`OTHER_ATTEMPTS`): `AttemptBudget` forbids a retry of a non-throttling error past its budget
-//!   (the attempt number reaches it through `ThrottleWatch`, see `attempt_of`);
-//! - keeps a retry budget (the SDK's token bucket) per cluster, not per process: one cluster's
-//!   retries cannot spend another's;
-//! - counts every throttling answer by service (`CallStats::throttled`), which the output reports,
-//!   once per attempt (`ThrottleWatch`, an interceptor: the SDK runs the retry classifiers more
-//!   than once per attempt, so they must not count);
-//! - takes a full quota for what it is (`QuotaIsNotThrottling`): EventBridge and KMS answer
-//!   `LimitExceededException` when rules per bus, targets per rule or keys are at their quota,
-//!   and the SDK lists that code among throttling codes; retrying it (16 attempts, the pace cut
-//!   each second) only delayed the quota's message by a minute and reported throttling.
+//! Throttling slows karpctl down instead of failing it (docs/ci.md, "A throttled account"): a pace
+//! per account and service (`Pacer`, AIMD), more attempts for throttling than for other errors, a
+//! retry budget per cluster, each throttle counted once, and a full quota never retried.
 
 use super::stats::CallStats;
 use aws_smithy_runtime::client::retries::classifiers::run_classifiers_on_ctx;
@@ -296,9 +271,9 @@ impl ClassifyRetry for QuotaIsNotThrottling {
     }
 }
 
-/// Once per attempt, after it: attaches the attempt number to the response for the classifiers
-/// (see `attempt_of`); asks the client's classifiers for their verdict, and tells the service's
-/// pacer of a throttling answer (and counts it) or of a success.
+/// Once per attempt, after it (the SDK runs the classifiers more than once per attempt, so they
+/// never count): attaches the attempt number for the classifiers (`attempt_of`), asks them for
+/// their verdict, and tells the service's pacer of a throttling answer (counted) or a success.
 #[derive(Debug)]
 pub struct ThrottleWatch {
     pub service: &'static str,

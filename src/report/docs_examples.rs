@@ -1,7 +1,6 @@
-//! The examples in docs/ that a renderer produces, checked against the renderer: each block
-//! between `<!-- generated: NAME -->` and `<!-- end generated -->` must be exactly what the
-//! renderer prints for the fixture below. `KARPCTL_BLESS_DOCS=1 cargo test docs_examples`
-//! rewrites the blocks after a deliberate change of the output.
+//! The examples in docs/ that a renderer prints: each block between `<!-- generated: NAME -->` and
+//! `<!-- end generated -->` must equal the renderer's output for its fixture below
+//! (`KARPCTL_BLESS_DOCS=1` rewrites them after a deliberate change).
 
 use super::human::tests::{mixed_plan, step};
 use super::markdown::{self, Section};

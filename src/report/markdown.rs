@@ -1,7 +1,6 @@
-//! `--output markdown`: GitHub-flavoured Markdown for a pull-request comment. A summary table
-//! (one row per cluster), then a collapsible `<details>` section per cluster with its changes
-//! (policy changes as ```diff blocks). Rendered from the JSON documents (`report::json::plan_json`, or an
-//! error), and cut to fit GitHub's comment limit, saying what was cut. Pure and deterministic.
+//! `--output markdown`, pure: a pull-request comment rendered from the JSON documents (a summary
+//! table, then a collapsible section per cluster with ```diff blocks for policies), cut to fit
+//! GitHub's comment limit, saying what was cut.
 
 use serde_json::Value;
 use std::fmt::Write as _;

@@ -1,9 +1,6 @@
-//! The one output room. Commands return a value (a plan report, doctor's findings, the values of
-//! `karpctl output`, the many-cluster summary); the `Printer` renders it as human text
-//! (`human`), JSON (`json`) or Markdown (`markdown`) and is, with `main.rs`, the only code that
-//! writes to stdout or stderr. Progress during a run goes through a `Reporter` (`progress` on a
-//! terminal or in CI logs, `Silent` for `--quiet`); levels are fields (`Event::Note`), never text
-//! inside a message.
+//! The one output room. Commands return values; the `Printer` renders them as human text, JSON or
+//! Markdown and is, with `main.rs`, the only code that writes to stdout or stderr. Progress goes
+//! through a `Reporter`; levels are fields (`Event::Note`), never text inside a message.
 
 #[cfg(test)]
 mod docs_examples;
