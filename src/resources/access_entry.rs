@@ -1,19 +1,6 @@
-//! The EKS access entry that lets Karpenter's nodes join the cluster (principal = node role).
-//!
-//! Read: DescribeAccessEntry(cluster, principal) -> fields `type` and `tags`. An entry for the
-//! same principal without karpctl's ownership tag (EKS makes one for a managed node group using
-//! the same role) is `Owner::External`: it satisfies the plan and is never changed or deleted,
-//! but for one case: `up --adopt` takes over the node role itself in this run (a takeover from
-//! Terraform, whose module made the entry), and then the entry with it, so `down` removes both.
-//! Username and groups are not compared: AWS fills them for EC2_LINUX
-//! (`system:node:{{EC2PrivateDNSName}}`, `system:nodes`), an emulator may leave them empty, and
-//! karpctl never sets them.
-//!
-//! Create: CreateAccessEntry with the type and tags in the call, retried while IAM has not yet
-//! propagated a new role ("invalid principal"); on 409 ResourceInUseException the entry is read
-//! again: ours or someone else's, it satisfies the plan. Replace (type change): delete, then
-//! create. Tags: TagResource on the entry ARN. Delete: ownership checked again, DeleteAccessEntry;
-//! not found is success.
+//! The EKS access entry that lets Karpenter's nodes join (principal: the node role). An entry
+//! karpctl did not make satisfies the plan and is never changed or deleted, unless `up --adopt`
+//! takes over the node role in the same run. Username and groups are AWS's and never compared.
 
 use super::ctx::eks_cluster_of as cluster_of;
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};

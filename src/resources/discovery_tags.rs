@@ -1,18 +1,6 @@
-//! Discovery tags on shared subnets and security groups. The objects are never karpctl's: it only
-//! adds and removes its own two tags, `karpenter.sh/discovery=<c>` and the marker
-//! `karpctl.io/discovery=<c>` that records karpctl added the first.
-//!
-//! Read: one DescribeTags for every discovery node of the run (filtered by resource id and the
-//! two keys, memoised) -> fields {"tags": the two keys as live}. Neither tag: `None` (the tag
-//! pair does not exist). Marker for this cluster: `Ours`. The discovery tag for this cluster
-//! without the marker: pre-existing (Terraform, eksctl, a person), `External` - it satisfies the
-//! plan, never gets the marker and is never removed. The discovery tag for another cluster, or
-//! the marker of another cluster: `OtherCluster` - never overwritten.
-//!
-//! Apply re-reads the object's tags first (one DescribeTags). Create/update: one CreateTags with
-//! the missing tags (both together, so no crash leaves an unmarked tag of ours). Delete: only when
-//! the marker names this cluster, one DeleteTags naming key and value of exactly those of the two
-//! tags that carry this cluster's value - never a key alone, never all tags.
+//! Discovery tags on shared subnets and security groups, which are never karpctl's: it adds and
+//! removes only `karpenter.sh/discovery=<c>` and its marker `karpctl.io/discovery=<c>`, and only
+//! where the marker names this cluster (docs/reference.md, "Discovery tags").
 
 use super::ctx::{Ctx, Current};
 use crate::aws::{Classify, aws_err};
@@ -193,7 +181,8 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
 }
 
 /// Ownership (the marker) was checked just now by the dispatcher, for every action but Create;
-/// a create reads the object's tags itself.
+/// a create reads the object's tags itself. The missing tags go in one CreateTags, so that no
+/// crash leaves a discovery tag of ours without its marker.
 pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<()> {
     let id = &step.node.name;
     let what = match &step.node.spec {

@@ -1,12 +1,6 @@
-//! What the EKS kinds (access entry, Pod Identity association) and the Pod Identity agent add-on
-//! share: whether the cluster can take EKS writes now.
-//!
-//! IAM, SQS, EventBridge and EC2 never need the cluster, so only EKS writes are gated. Prepare
-//! records the status DescribeCluster gave (`remember_status`); the first EKS step that finds the
-//! cluster CREATING, UPDATING or PENDING waits for ACTIVE (bounded: `KARPCTL_EKS_ACTIVE_TIMEOUT_SECS`,
-//! default 30 minutes, with progress), and every other EKS step shares that one wait (memoised),
-//! while the other steps go on. A cluster that is gone, DELETING or FAILED takes its access entries
-//! and associations with it: deletes are skipped with a line saying so, anything else fails.
+//! Whether the cluster can take EKS writes now, shared by the access entry, the Pod Identity
+//! association and the agent add-on: one bounded wait for ACTIVE that every EKS step shares; on a
+//! cluster that is gone, DELETING or FAILED their deletes are skipped (docs/aws-behaviour.md 9.8).
 
 use super::ctx::{Ctx, eks_cluster_of};
 use crate::aws::{self, Classify, ConsistencyPolicy, aws_err};

@@ -1,13 +1,6 @@
-//! EventBridge rules on the default bus that feed the interruption queue, one target each.
-//!
-//! Read: the rule (from one ListRules with the cluster's name prefix, memoised for all of the
-//! cluster's rules; DescribeRule for a name without that prefix and before a create), then
-//! ListTargetsByRule and ListTagsForResource together. Create: PutRule
-//! with tags in the call (after checking no rule of that name exists, since PutRule is an upsert),
-//! then PutTargets (FailedEntryCount checked). Update: PutRule with the whole rule (omitted fields
-//! would become null), TagResource for tags (AWS ignores tags on PutRule for an existing rule),
-//! PutTargets / RemoveTargets for targets. Delete: RemoveTargets, then DeleteRule, retried while
-//! AWS still sees targets.
+//! The EventBridge rules on the default bus that feed the interruption queue, one target each,
+//! from the rule catalog (`crate::catalog::RULES`). PutRule replaces a whole rule and ignores tags
+//! on an existing one, so a create reads first and tags go through TagResource (docs/aws-behaviour.md 5).
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;

@@ -1,27 +1,6 @@
-//! Customer managed IAM policies (the controller's policies).
-//!
-//! Read: GetPolicy by ARN (tags are in its output), then GetPolicyVersion for the default version
-//! -> `path`, `PolicyDocument` (percent-decoded, canonical), `tags`. Converged cost: 2 calls.
-//!
-//! Create: CreatePolicy with Path, PolicyDocument and Tags in the one call. On
-//! EntityAlreadyExists: GetPolicy; adopted and converged if ours (as Update), otherwise the step
-//! stops. Policy names are unique in an account whatever the path, so after a change of the IAM
-//! path CreatePolicy fails on AWS while the planned ARN does not exist: ListPolicies(Local) finds
-//! the policy by name, and if it is this node's own (ownership and `karpctl.io/resource` tags) it
-//! is deleted as below and created again under the new path; anything else stops the step.
-//! (ministack and moto both accept the same name under two paths, so they never take this way.)
-//!
-//! Update / Adopt: for a new document, ListPolicyVersions; at IAM's limit of 5 versions,
-//! DeletePolicyVersion for the oldest non-default one; then CreatePolicyVersion with
-//! SetAsDefault (a LimitExceeded from a concurrent run prunes again and retries, on the
-//! consistency schedule). TagPolicy when tags differ (Adopt always tags). Replace (path changed):
-//! delete, then create.
-//!
-//! Delete (only when ours): GetPolicy again (ownership re-checked right before deleting; missing
-//! is success), ListEntitiesForPolicy + DetachRolePolicy / DetachUserPolicy / DetachGroupPolicy,
-//! ListPolicyVersions + DeletePolicyVersion for every non-default version, then DeletePolicy, in
-//! that order: AWS refuses DeletePolicy while the policy is attached or has other versions
-//! (DeleteConflict; a concurrent change is cleaned up again, on the consistency schedule).
+//! The controller's customer managed policies: a changed document is a new default version (the
+//! oldest other version pruned at IAM's 5), a changed path a delete and create under the same
+//! name. Delete detaches it everywhere and removes its versions first (docs/aws-behaviour.md 5).
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_satisfied};

@@ -1,33 +1,6 @@
-//! IAM roles (the node role and the controller role), the IAM discovery of objects the plan no
-//! longer names, and small helpers the other IAM kinds share.
-//!
-//! Read: GetRole (tags are in its output; ListRoles never is used for tags, AWS does not return
-//! them there), memoised per observation under `iam:GetRole:<name>` because the role's policy
-//! attachments take their ownership from it. Converged cost: 1 call per role.
-//!
-//! Create: CreateRole with Path, AssumeRolePolicyDocument and Tags in the one call
-//! (MaxSessionDuration left at its default). On EntityAlreadyExists: GetRole; if it carries this
-//! cluster's ownership tag it is adopted and converged (UpdateAssumeRolePolicy, TagRole),
-//! otherwise the step stops with "exists but is not managed by karpctl for cluster X".
-//!
-//! Update / Adopt: UpdateAssumeRolePolicy when the trust policy differs; TagRole when tags differ
-//! (Adopt always tags: that is what makes the role karpctl's). The path cannot change in place:
-//! the planner makes that a replace.
-//!
-//! Replace (path changed): the delete below, CreateRole, then AttachRolePolicy again for every
-//! managed policy the old role had that is not karpctl's own under the old path (those are
-//! re-attached by their attachment steps under their new ARNs).
-//!
-//! Delete (only when ours): GetRole again (ownership re-checked right before deleting; missing is
-//! success), ListRolePolicies + DeleteRolePolicy for inline policies, ListAttachedRolePolicies +
-//! DetachRolePolicy (ConcurrentModification retried), ListInstanceProfilesForRole and, per
-//! profile, GetInstanceProfile (for its tags) + RemoveRoleFromInstanceProfile, then
-//! DeleteInstanceProfile when Karpenter made the profile for this cluster or karpctl did (never
-//! another profile), and finally DeleteRole (DeleteConflict retried; NoSuchEntity is success).
-//!
-//! Discover: ListRoles, ListPolicies(Scope=Local) and ListInstanceProfiles with the plan's IAM
-//! path as PathPrefix, paginated (3 calls when each fits one page). Objects there that the plan
-//! does not name become nodes with no desired fields; their normal read decides ownership.
+//! The IAM roles (the node role and the controller role). A replace (path changed) attaches again
+//! the managed policies that are not karpctl's own; a delete empties the role first (inline
+//! policies, attachments, instance profiles: [`super::instance_profile::release_role`]).
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{CONCURRENT, not_managed, sdk_tags, tags_satisfied};

@@ -1,22 +1,5 @@
-//! The node instance profile (opt-in), holding the node role.
-//!
-//! Read: GetInstanceProfile (tags are in its output) -> `path`, `Role` (the role it holds, or
-//! null), `tags`. Converged cost: 1 call.
-//!
-//! Create: CreateInstanceProfile with Path and Tags in the one call, then AddRoleToInstanceProfile,
-//! retried while IAM does not yet see the new profile ("Invalid IAM Instance Profile name") or the
-//! new role ("The role with name"). On EntityAlreadyExists: GetInstanceProfile; adopted and
-//! converged if ours, otherwise the step stops.
-//!
-//! Update / Adopt: when `Role` differs, RemoveRoleFromInstanceProfile for the role it holds and
-//! AddRoleToInstanceProfile for the planned one; TagInstanceProfile when tags differ (Adopt
-//! always tags). Replace (path changed): delete, then create.
-//!
-//! Delete (only when ours): GetInstanceProfile again (ownership re-checked right before deleting;
-//! missing is success), RemoveRoleFromInstanceProfile for its role, DeleteInstanceProfile.
-//!
-//! The role's own delete also uses [`release_role`] here to empty (and, for Karpenter's profiles
-//! for this cluster and karpctl's, delete) every profile that still holds the role.
+//! The node instance profile (opt-in, or made for isolated subnets), holding the node role; and
+//! [`release_role`], which empties every profile holding a role before the role's delete.
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_satisfied};

@@ -1,33 +1,6 @@
-//! The interruption queue's KMS key, when the plan asks karpctl to make it
-//! (`interruption.kms_key_id = "create"`). A key the plan names (`kms_key_id = "<id|arn|alias>"`)
-//! is the user's: preflight reads it, the readiness checks judge its key policy, and this kind
-//! never writes to it.
-//!
-//! The key is found by its alias `alias/karpenter-<cluster>` (AWS names keys by a random id).
-//! Fields: `Description`, `KeyPolicy` (canonical), `KeyState` (`Enabled`), `tags`.
-//!
-//! Read: DescribeKey by alias (NotFound: none), then GetKeyPolicy and ListResourceTags at once.
-//! Converged cost: 3 calls.
-//!
-//! Create: CreateKey (symmetric, ENCRYPT_DECRYPT; policy, description and tags in the one call),
-//! then CreateAlias. If CreateAlias fails, the new key is scheduled for deletion at once (it has
-//! no alias, so no later run could find it). The key policy lets the account's IAM policies grant
-//! use of the key (KMS's default statement: the controller's kms:Decrypt comes from its
-//! Interruption policy) and EventBridge use kms:GenerateDataKey and kms:Decrypt. The key's ARN
-//! is the one CreateKey answered (kept for the Interruption policy, `arn_now`), and the step ends
-//! once DescribeKey finds the key by its alias, so that `diff` right after `up` finds it too.
-//!
-//! KMS is eventually consistent (docs/aws-behaviour.md section 9.19): right after CreateKey or
-//! CancelKeyDeletion, CreateAlias, DescribeKey and EnableKey can answer `NotFoundException` or
-//! `KMSInvalidStateException` for seconds. Those answers are retried on the consistency schedule,
-//! only for a key this step just made or brought back.
-//!
-//! Update / Adopt: PutKeyPolicy when the policy differs; CancelKeyDeletion and EnableKey when the
-//! key is pending deletion or disabled; UpdateKeyDescription; TagResource (Adopt always tags).
-//!
-//! Delete (only when ours): ScheduleKeyDeletion with KMS's shortest waiting period (7 days; KMS
-//! cannot delete a key at once), then DeleteAlias, so that a run stopped between the two still
-//! finds the key by its alias. Until the date, `aws kms cancel-key-deletion` brings it back.
+//! The interruption queue's KMS key when the plan says `kms_key_id = "create"`, found by its alias
+//! `alias/karpenter-<cluster>` (docs/readiness.md, "Encrypted queues"). A key the plan names is the
+//! user's and never written; late KMS answers are retried only for a key this step just made.
 
 use super::ctx::{Ctx, Current, changed, wanted_tags};
 use super::iam::{not_managed, tags_satisfied};
@@ -289,6 +262,8 @@ async fn update(ctx: &Ctx, step: &Step, current: &Current, adopt: bool) -> Resul
     Ok(())
 }
 
+/// Schedules the deletion (KMS's shortest wait, 7 days), then deletes the alias: a run stopped
+/// between the two still finds the key by its alias.
 async fn delete(ctx: &Ctx, step: &Step, current: &Current) -> Result<()> {
     let alias = &step.node.name;
     let key_id = current.get("key_id").unwrap_or_default();

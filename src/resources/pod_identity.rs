@@ -1,13 +1,6 @@
 //! The EKS Pod Identity association that gives Karpenter's service account the controller role.
-//!
-//! Read: ListPodIdentityAssociations(cluster, namespace, serviceAccount) (it has no role and no
-//! tags), then DescribePodIdentityAssociation for the one found -> fields `namespace`,
-//! `service_account`, `role_arn`, `tags`; ids `association_id`, `arn`. Create:
-//! CreatePodIdentityAssociation with the tags in the call, retried while EKS does not yet see a
-//! role IAM just made; 409 ResourceInUseException -> read again, converge only if ours. Update:
-//! TagResource by association ARN for tags (first, so that an adopted association is ours before
-//! it is changed), UpdatePodIdentityAssociation for the role (same retry). Delete: ownership
-//! checked again, DeletePodIdentityAssociation; not found is success.
+//! The list call shows neither role nor tags, so a read describes the association it finds; a 409
+//! on create reads again and converges only an association of ours.
 
 use super::ctx::eks_cluster_of as cluster_of;
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
@@ -358,6 +351,7 @@ struct Fix {
     policy: bool,
 }
 
+/// Tags first, so that an adopted association is ours before any of its fields changes.
 async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, fix: Fix) -> Result<()> {
     let node = &step.node;
     let cluster = cluster_of(ctx, node);

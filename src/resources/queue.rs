@@ -1,13 +1,6 @@
-//! The SQS interruption queue.
-//!
-//! Read: GetQueueUrl, then GetQueueAttributes(All) and ListQueueTags together (shared with the
-//! queue policy through the context's memo). Create: CreateQueue with attributes and tags in the
-//! one call; a name deleted in the last 60 s is retried (QueueDeletedRecently); the new queue
-//! answers NonExistentQueue for a moment, so the calls that follow are retried; then `up` waits
-//! for GetQueueAttributes to show the attributes. Update: SetQueueAttributes for the fields that
-//! differ (then the same wait), TagQueue for tags. Delete: ownership checked again, then
-//! DeleteQueue, then a wait until GetQueueUrl no longer finds the queue; a missing queue is
-//! success. (docs/aws-behaviour.md section 9, items 1 to 3.)
+//! The SQS interruption queue. A new queue answers late and its name is blocked for a minute after
+//! a delete, so those answers are retried, and `up` and `down` return only once reads agree with
+//! what they wrote (docs/aws-behaviour.md section 9, items 1 to 3 and 18).
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;

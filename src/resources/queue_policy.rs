@@ -1,17 +1,6 @@
-//! The interruption queue's access policy (the queue's `Policy` attribute).
-//!
-//! Read: shares GetQueueUrl / GetQueueAttributes / ListQueueTags with the queue (no extra call);
-//! ownership is the queue's. Write: SetQueueAttributes(Policy), retried while SQS does not yet
-//! accept a principal or the queue ARN (InvalidAttributeValue), or, for a queue this run
-//! created, does not know the queue yet (NonExistentQueue); then a bounded wait until
-//! GetQueueAttributes shows it. Delete: clear the attribute (same wait), unless the queue itself
-//! is being deleted.
-//!
-//! A change of rule layout (separate rules <-> one merged rule, or a renamed rule) is handed over
-//! without a moment when a rule that targets the queue may not send to it (`handover`): a first
-//! write names the old and the new rules, and the old rules go only once that policy is in
-//! force everywhere; the policy's own step then drops the old names, after the old rules' deletes
-//! (docs/aws-behaviour.md section 9.21).
+//! The interruption queue's access policy (its `Policy` attribute; ownership is the queue's), and
+//! the `handover` that changes the rule layout without a moment when a rule that targets the queue
+//! may not send to it (docs/aws-behaviour.md section 9.21).
 
 use super::ctx::{Ctx, Current};
 use super::queue;

@@ -1,24 +1,6 @@
-//! Policies another tool gave the controller role that karpctl's own split policies replace
-//! (`identity.retire_policies`, which `karpctl import` fills in): the Terraform module's combined
-//! `KarpenterController-<suffix>` policy, a hand-added inline policy, the CloudFormation stack's
-//! single v1.0 policy.
-//!
-//! The desired state is "not on the controller role" (field `attached`). One still on the role
-//! is planned as a delete (`-`, counted in "to destroy": the planner's `retirements_are_deletes`),
-//! and the node's `delete_after` names the controller role and every attachment of karpctl's own
-//! controller policies, so it is taken off only once those are attached: the controller's
-//! permissions never shrink mid-way.
-//!
-//! Read: ListAttachedRolePolicies (the memo the attachments share) for a managed policy, or
-//! ListRolePolicies for an inline one; ownership is the role's. Delete in `up`: when this run
-//! attached any of karpctl's policies to the role, first the settle wait (IAM applies changes in
-//! no fixed order, so a detach sent right after an attach could take effect first): the role's
-//! attached policies read until they agree, `SETTLE_READS` reads in a row spread over the
-//! consistency schedule's fast phase, once per role and run, said in progress. Then
-//! DetachRolePolicy (or DeleteRolePolicy for an inline policy); then a customer managed policy
-//! that nothing else uses any more (ListEntitiesForPolicy) is deleted, since the plan took it over
-//! by naming it here; one still attached elsewhere, or an AWS managed one, is left and said so.
-//! Delete in `down`: goes with the controller role.
+//! Policies another tool gave the controller role that karpctl's own replace
+//! (`identity.retire_policies`): planned as deletes that wait for every attachment of karpctl's
+//! policies and for IAM to settle, so the controller's permissions never shrink mid-way.
 
 use super::ctx::{Ctx, Current};
 use super::iam_role::{detach, get_role, get_role_fresh};

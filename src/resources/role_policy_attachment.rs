@@ -1,19 +1,6 @@
-//! Managed policies attached to karpctl's roles (the node role's AWS managed policies, the
-//! controller role's own policies).
-//!
-//! Read: ListAttachedRolePolicies for the role (spec `role`), paginated and memoised per role
-//! under `iam:ListAttachedRolePolicies:<role>`, so all of a role's attachments cost one call;
-//! ownership is the role's, from GetRole's tags through the role's own memo (no extra call when
-//! the role is in the plan). None when the role does not exist or the policy is not attached.
-//! Converged cost: 1 call per role, shared by its attachments.
-//!
-//! Create / Update / Adopt: AttachRolePolicy (idempotent), retried on ConcurrentModification, on
-//! a role IAM does not see yet, and, when the policy is created by this plan, on a policy IAM
-//! does not see yet. A managed policy ARN that does not exist fails with NoSuchEntity on AWS and
-//! is reported naming the ARN (ministack accepts any ARN).
-//!
-//! Delete: GetRole (the role's ownership re-checked right before detaching; a missing role is
-//! success), then DetachRolePolicy, retried on ConcurrentModification; NoSuchEntity is success.
+//! Managed policies attached to karpctl's roles. All of a role's attachments share one memoised
+//! ListAttachedRolePolicies and take their ownership from the role; attach and detach are retried
+//! while IAM has not yet propagated the role or the policy.
 
 use super::ctx::{Ctx, Current};
 use super::iam_role::{ATTACH_FRESH_ROLE, detach, get_role, get_role_fresh};
