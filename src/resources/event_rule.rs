@@ -1,6 +1,6 @@
 //! The EventBridge rules on the default bus that feed the interruption queue, one target each,
-//! from the rule catalog (`crate::catalog::RULES`). PutRule replaces a whole rule and ignores tags
-//! on an existing one, so a create reads first and tags go through TagResource (docs/aws-behaviour.md 5).
+//! from `crate::catalog::RULES`. PutRule replaces a whole rule and ignores tags on an existing one,
+//! so a create reads first and tags go through TagResource (docs/aws-behaviour.md section 5).
 
 use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
