@@ -182,13 +182,9 @@ pub struct PodIdentityScope<'a> {
     pub service_account: &'a str,
 }
 
-/// Trust policy of the controller role for EKS Pod Identity. EKS Pod Identity assumes the role
-/// with session tags (`sts:TagSession`; the association keeps `disableSessionTags` false), so
-/// the statement requires the tags naming this cluster, namespace and service account, as in
-/// the EKS user guide's example ("Create IAM role with trust policy required by EKS Pod
-/// Identity"). One statement for both actions: the session tags are in the request context of
-/// `sts:AssumeRole` as well as of `sts:TagSession`. Upstream has no condition, so any
-/// association in the account could hand the role to any pod (docs/aws-behaviour.md 9.7).
+/// Trust policy of the controller role for EKS Pod Identity: `sts:AssumeRole` and `sts:TagSession`
+/// in one statement, only with the session tags naming this cluster, namespace and service account
+/// (EKS user guide's example; upstream has no condition: docs/aws-behaviour.md 9.7).
 pub fn controller_trust_pod_identity(scope: &PodIdentityScope) -> Value {
     document(vec![json!({
         "Effect": "Allow",
@@ -242,14 +238,10 @@ pub fn event_rule_arn(partition: &str, region: &str, account_id: &str, name: &st
     format!("arn:{partition}:events:{region}:{account_id}:rule/{name}")
 }
 
-/// The interruption queue's policy: EventBridge may send messages only on behalf of the given
-/// rules (`aws:SourceArn`, the ARNs of this plan's interruption rules, as in EventBridge's
-/// "Amazon SQS permissions" example); nothing may use the queue without TLS. Upstream lets
-/// `events.amazonaws.com` and `sqs.amazonaws.com` send with no condition, so any account's rule
-/// could feed the queue fake interruptions (docs/aws-behaviour.md 9.12); the `sqs.amazonaws.com`
-/// principal is dropped, no use of it was found. `Id` and the Deny statement's Sid are upstream's
-/// CloudFormation ones; upstream's Allow statement has no Sid, so it takes the terraform-aws-eks
-/// module's `SqsWrite`.
+/// The interruption queue's policy: EventBridge may send only on behalf of the given rules
+/// (`aws:SourceArn`; no `sqs.amazonaws.com` principal, unlike upstream: docs/aws-behaviour.md
+/// 9.12), and nothing may use the queue without TLS. `Id` and the Deny's Sid are upstream's
+/// CloudFormation ones, the Allow's Sid the terraform-aws-eks module's `SqsWrite`.
 pub fn queue_policy(queue_arn: &str, rule_arns: &[String]) -> Value {
     let mut doc = document(vec![
         json!({

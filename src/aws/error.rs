@@ -53,12 +53,10 @@ const RULE_HAS_TARGETS: &str = "has targets";
 /// SQS SetQueueAttributes(Policy) naming what SQS cannot resolve yet (InvalidAttributeValue).
 const QUEUE_POLICY_INVALID: &str = "Invalid value for the parameter Policy";
 
-/// A specific answer of an AWS API that karpctl acts on: retries it (the lists given to
-/// `aws::with_consistency`), takes it as done, or explains it. Each is a code and, where one code
-/// means several things, a fragment of the message; SQS codes match in both spellings. Callers
-/// ask the named predicate on [`Classify`] (`e.is_resource_in_use()`) or `e.is(Condition::X)`;
-/// no caller compares codes or message text itself. Sources: the API reference of each
-/// operation, docs/aws-behaviour.md sections 5 and 9.
+/// A specific answer of an AWS API that karpctl acts on (retries it, takes it as done, or explains
+/// it): a code and, where one code means several things, a message fragment; SQS codes match in
+/// both spellings. Callers ask [`Classify`] (`e.is_resource_in_use()`, `e.is(Condition::X)`) and
+/// never compare codes or message text themselves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Condition {
     /// IAM AttachRolePolicy, DetachRolePolicy, DeleteRole: `ConcurrentModification`, another

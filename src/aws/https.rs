@@ -1,5 +1,5 @@
 //! The HTTPS client: the SDK's default (rustls on aws-lc) built once per process and CA bundle,
-//! with AWS_CA_BUNDLE read as the AWS CLI reads it.
+//! with the PEM file AWS_CA_BUNDLE names (`Settings::ca_bundle`) read as the AWS CLI reads it.
 
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use std::collections::HashMap;

@@ -76,17 +76,10 @@ pub struct Clients {
 }
 
 /// Build every client from one shared config: pinned behaviour version, the region always set,
-/// standard retries with more attempts than the default, timeouts, the request limiter, and the
-/// call counter on each client.
-///
-/// Timeouts: a request waiting for its turn in the `LimitedClient` is inside the SDK's transmit
-/// phase, so nothing that times the whole attempt may run while it waits. A request on the wire
-/// gets 3 s to connect (an AWS endpoint connects in well under a second from anywhere) and 30 s
-/// to its response head (both inside the inner connector, after the wait); an operation, waits
-/// and retries included, gets 120 s. An endpoint that has never answered in this run gets two
-/// connection attempts in all (`https::Reach`), so a wrong endpoint fails within seconds. The SDK's stalled-upload
-/// check is off (it would count the wait as a stalled body; karpctl's request bodies are a few
-/// KiB, sent in one write), its stalled-download check stays on.
+/// standard retries with more attempts, the request limiter and call counter on each client, and
+/// the timeouts of docs/how-it-works.md (3 s to connect, 30 s to the response head, 120 s an
+/// operation). A request's wait for the limiter is inside the SDK's transmit phase, so no attempt
+/// timeout and no stalled-upload check runs over it (the stalled-download check stays on).
 pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     https::remember_endpoint(opts.endpoint_url.as_deref(), &opts.settings);
     // `max_attempts` is what throttling gets, other errors stop sooner; the pace per account and

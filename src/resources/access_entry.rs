@@ -259,12 +259,10 @@ async fn delete(ctx: &Ctx, step: &Step) -> Result<()> {
     Ok(())
 }
 
-/// Access entries the plan no longer names that may be karpctl's: for roles under the plan's IAM
-/// path (the node role was renamed), and for a role with the planned node role's name under any
-/// path (identity.path changed: the role was re-made under the new path, its old entry names the
-/// old ARN). Nodes without desired fields; their read decides ownership by tags. One
-/// ListAccessEntries call; path matching is skipped when the IAM path is "/" (it would match
-/// every role). A cluster that is gone, or in CONFIG_MAP mode, has no entries.
+/// Access entries the plan no longer names that may be karpctl's, from one ListAccessEntries: for
+/// roles under the plan's IAM path (other than "/", which would match every role), and for the node
+/// role's name under any path (after an `identity.path` change). Nodes without desired fields;
+/// their reads decide ownership. A cluster that is gone, or in CONFIG_MAP mode, has none.
 pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let Some(planned) = nodes.iter().find(|n| n.kind == crate::model::Kind::AccessEntry) else { return Ok(vec![]) };
     let path = super::iam::plan_iam_path(nodes).filter(|p| p != "/");

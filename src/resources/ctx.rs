@@ -1,6 +1,6 @@
-//! What every kind's read and apply share: the clients and run facts (`Ctx`), memoised reads,
-//! cancel-on-drop background tasks, and the small helpers on desired and observed fields,
-//! including the ownership re-check made right before a write.
+//! What every kind's read and apply share (`Ctx`): the clients, the readers, the settings, what
+//! the run decided once (`Once`), cancel-on-drop background tasks, and the small helpers on desired
+//! and observed fields, including the ownership re-check made right before a write.
 
 pub use crate::aws::read::Memo;
 use crate::aws::read::Readers;

@@ -133,13 +133,10 @@ pub fn wanted(spec: &Spec) -> Vec<(String, String)> {
     parts_of(spec).iter().map(|r| (r.node_id(), arns::rule_name(spec, r.part).0)).collect()
 }
 
-/// Pure: one node per interruption rule, and the merged rule's. The layout not chosen is listed
-/// without desired fields (so its rules are found and deleted), each of its rules deleted only
-/// once the rule or rules replacing it exist: no event kind is ever without a rule (and, through
-/// `queue_policy::handover`, only once the queue policy naming the old and the new rules is in
-/// force, the new rules being made after that policy: no rule is ever refused). A rule newer
-/// than the pinned Karpenter version, or any rule with interruption handling off, is listed
-/// without desired fields.
+/// Pure: one node per interruption rule, and the merged rule's. The layout not chosen, a rule newer
+/// than the pinned Karpenter version, and every rule with interruption handling off are listed
+/// without desired fields; an old-layout rule is deleted only once its replacement exists, so no
+/// event kind is ever without a rule.
 pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let on = spec.interruption.enabled;
     let merged = spec.interruption.merged;

@@ -330,12 +330,10 @@ pub fn newer_than_read(versions: &[Version], read_default: &str) -> Option<Strin
     (version_number(&newest.id) > version_number(read_default)).then(|| newest.id.clone())
 }
 
-/// Make `document` the policy's default version. If a version newer than the one the plan read
-/// already holds this document (a write of this or a concurrent run that the read did not show
-/// yet), make that one the default instead of adding a duplicate; otherwise create a new
-/// version, pruning the oldest non-default one at IAM's limit of five. Another run may add a
-/// version between the prune and the create (LimitExceeded): then all of it again, on the
-/// consistency schedule.
+/// Make `document` the policy's default version: a newer version already holding it (a write the
+/// read did not show yet) becomes the default; otherwise a new version, pruning the oldest
+/// non-default one at IAM's limit of five (LimitExceeded from a concurrent run: again, on the
+/// consistency schedule).
 async fn new_version(ctx: &Ctx, step_id: &str, arn: &str, document: &str, read_default: Option<&str>) -> Result<()> {
     let wanted = policy_doc::parse(document)?;
     let r = aws::with_consistency(

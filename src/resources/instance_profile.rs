@@ -75,11 +75,9 @@ pub async fn get(ctx: &Ctx, name: &str) -> Result<Option<LiveProfile>> {
     ctx.readers.iam.instance_profile(name).await
 }
 
-/// Whether Karpenter made this instance profile for `cluster` (its instance-profile provider
-/// tags what it creates with `kubernetes.io/cluster/<c>=owned`, `eks:eks-cluster-name=<c>`,
-/// `karpenter.k8s.aws/ec2nodeclass=<nodeclass>` and the region).
-/// All of: an EC2NodeClass tag, `eks:eks-cluster-name=<c>` and `kubernetes.io/cluster/<c>=owned`
-/// (one `owned` tag alone could be a Terraform or eksctl profile, which is never deleted).
+/// Whether Karpenter made this instance profile for `cluster`: an EC2NodeClass tag,
+/// `eks:eks-cluster-name=<c>` and `kubernetes.io/cluster/<c>=owned` all together (an `owned` tag
+/// alone could be a Terraform or eksctl profile, which is never deleted).
 pub fn karpenter_made_for(tags: &Tags, cluster: &str) -> bool {
     let owned = tags.get(&format!("kubernetes.io/cluster/{cluster}")).is_some_and(|v| v == "owned");
     let nodeclass =

@@ -119,13 +119,10 @@ pub async fn attributes_now(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<Opti
     crate::aws::read::sqs::attributes_of(sqs, url).await
 }
 
-/// After an attribute write SQS accepted: until GetQueueAttributes, read fresh, shows it in
-/// `Agreement::SQS_ATTRIBUTES` reads in a row (SQS answers from replicas that disagree for a
-/// while: docs/aws-behaviour.md sections 9.2 and 9.18), so that `diff` right after `up` finds
-/// nothing. The wait runs alongside the rest of the run (`Ctx::settle_later`): what depends on
-/// the queue needs only the write SQS accepted. A queue this run created may still answer
-/// NonExistentQueue (not yet); any other queue that does is gone. At the deadline the run goes
-/// on, saying so: the write was accepted.
+/// After an attribute write SQS accepted, alongside the rest of the run (`Ctx::settle_later`):
+/// until fresh reads show it `Agreement::SQS_ATTRIBUTES` times in a row (docs/aws-behaviour.md
+/// 9.2, 9.18), so that `diff` right after `up` finds nothing. A queue this run created may still
+/// answer NonExistentQueue; any other that does is gone. At the deadline the run goes on, saying so.
 pub fn wait_shown<F>(ctx: &Ctx, step_id: &str, url: &str, what: &str, created_now: bool, shows: F)
 where
     F: Fn(&HashMap<String, String>) -> bool + Send + Sync + 'static,

@@ -103,16 +103,10 @@ pub fn lets_rule_send(policy: &Value, rule_arn: &str) -> bool {
     sending(policy).any(|st| source_arns(st).is_none_or(|arns| arns.iter().any(|a| policy_doc::glob(a, rule_arn))))
 }
 
-/// Pure, once everything is observed (`KindDef::refine`): the hand-over of a rule-layout switch.
-/// EventBridge drops a delivery SQS refuses for permissions (no retry), and a queue-policy change
-/// takes up to 60 s to be in force everywhere (docs/aws-behaviour.md section 9.21). So while
-/// rules of ours that target the queue are deleted by this plan and the live policy lets them
-/// send, a node `queue-policy-handover` writes the policy naming them and the plan's rules; the
-/// plan's rules are made after it (they may send as soon as they target the queue), the old
-/// rules' deletes wait until it is in force everywhere (its step holds until then), and the
-/// `queue-policy` step, which drops the old names, waits for those deletes. The next run
-/// finds nothing to do. Nothing changes when no such rule exists (the usual case), when the
-/// queue has no policy (nothing is delivered yet) or when the queue is not ours.
+/// Pure, once everything is observed (`KindDef::refine`): while the plan deletes rules of ours that
+/// target the queue and the live policy lets them send, a `queue-policy-handover` node names the
+/// old and the plan's rules; the new rules come after it, the old rules' deletes once it is in
+/// force, and the `queue-policy` step after those deletes (docs/aws-behaviour.md section 9.21).
 pub fn handover(entries: &mut Vec<(Node, Option<Observed>)>) {
     let Some(at) = entries.iter().position(|(n, _)| n.kind == Kind::QueuePolicy && n.id == ID) else { return };
     if entries[at].1.is_none() {

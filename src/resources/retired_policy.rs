@@ -187,12 +187,10 @@ fn attached_this_run(ctx: &Ctx, step: &Step) -> bool {
         .any(|id| written.get(id).is_some_and(|w| w.action != Action::Delete))
 }
 
-/// Between the last attach of this run and the first detach: IAM applies its changes in no fixed
-/// order, so a detach sent at once could take effect before the attaches that replace it, and the
-/// controller would lack permissions for that moment. Wait until the role's attached policies read
-/// the same `SETTLE_READS` times in a row over the schedule's fast phase (a read that differs
-/// starts the count again; bounded by the consistency deadline, after which the step fails and
-/// nothing is detached). Once per role and run: every retirement on the role shares the wait.
+/// Between the last attach of this run and the first detach (IAM applies changes in no fixed
+/// order): wait until the role's attached policies read alike `SETTLE_READS` times over the
+/// schedule's fast phase, bounded by the consistency deadline (then the step fails and nothing is
+/// detached). Once per role and run: every retirement on the role shares the wait.
 async fn settle_after_attach(ctx: &Ctx, step: &Step, role: &str, policy: &str) -> Result<()> {
     if !attached_this_run(ctx, step) {
         return Ok(());
