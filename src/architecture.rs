@@ -1,6 +1,6 @@
-//! The module graph has no cycles: no module uses, directly or through others, a module that
-//! uses it back. Read from the source text (`crate::` and `super::` paths, and a parent's
-//! references to its own child modules), test modules left out. CI runs it with the unit tests.
+//! Rules about the source tree, read from its text and run with the unit tests: no import cycle
+//! between modules (`crate::`/`super::` paths and a parent's use of its children, tests left out),
+//! AWS calls and the environment each in their own modules, and the README naming every module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -171,6 +171,57 @@ mod tests {
             .collect();
         assert!(readers.is_empty(), "read the environment through `Settings` instead: {readers:?}");
         assert!(files.iter().any(|(m, t)| m == "settings" && t.contains("env::vars_os")), "the check reads the files");
+    }
+
+    /// The backticked `src/` paths in the README's "Source map" table: a file, a directory
+    /// (ending in `/`, covering the files directly in it) or a pattern (`src/resources/<kind>.rs`).
+    fn source_map(readme: &str) -> Vec<String> {
+        let section = readme.split("\n## Source map").nth(1).expect("README has a Source map section");
+        let table = section.lines().skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|'));
+        let mut paths = Vec::new();
+        for line in table {
+            let cell = line.split('|').nth(1).unwrap_or("");
+            paths.extend(cell.split('`').skip(1).step_by(2).filter(|p| p.starts_with("src/")).map(String::from));
+        }
+        paths
+    }
+
+    fn named(file: &str, paths: &[String]) -> bool {
+        let dir = file.rsplit_once('/').map_or("", |(d, _)| d);
+        paths.iter().any(|p| {
+            p == file || p.strip_suffix('/') == Some(dir) || (p.contains('<') && p.rsplit_once('/').map(|(d, _)| d) == Some(dir))
+        })
+    }
+
+    #[test]
+    fn the_readme_source_map_names_every_module() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let paths = source_map(&std::fs::read_to_string(root.join("README.md")).unwrap());
+        let mut files = Vec::new();
+        fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, root, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
+                }
+            }
+        }
+        walk(&root.join("src"), root, &mut files);
+        let missing: Vec<&String> = files.iter().filter(|f| !named(f, &paths)).collect();
+        assert!(missing.is_empty(), "name these in README.md's Source map (a row may cover a directory): {missing:?}");
+        let stale: Vec<&String> = paths.iter().filter(|p| !p.contains('<') && !root.join(p).exists()).collect();
+        assert!(stale.is_empty(), "the Source map names paths that do not exist: {stale:?}");
+    }
+
+    #[test]
+    fn the_source_map_check_reads_rows_directories_and_patterns() {
+        let readme = "x\n## Source map\n\ntext\n\n| file | what |\n|---|---|\n| `src/a.rs`, `src/b/` | `c.rs` |\n| `src/k/<kind>.rs` | x |\n\n## Next\n| `src/z.rs` | no |\n";
+        let paths = source_map(readme);
+        assert_eq!(paths, ["src/a.rs", "src/b/", "src/k/<kind>.rs"]);
+        assert!(named("src/a.rs", &paths) && named("src/b/c.rs", &paths) && named("src/k/queue.rs", &paths));
+        assert!(!named("src/c.rs", &paths) && !named("src/b/d/e.rs", &paths) && !named("src/z.rs", &paths));
     }
 
     #[test]
