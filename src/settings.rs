@@ -39,7 +39,7 @@ pub const COLUMNS: &str = "COLUMNS";
 pub const RUST_LOG: &str = "RUST_LOG";
 
 /// AWS's default quota of rules per event bus (Service Quotas: "Maximum number of rules per event
-/// bus", adjustable; docs/aws-behaviour.md section 10.10).
+/// bus", adjustable; docs/aws-behaviour.md 9.20).
 pub const DEFAULT_RULES_PER_BUS: usize = 300;
 const DEFAULT_CONSISTENCY_DEADLINE_SECS: u64 = 150;
 const DEFAULT_SQS_POLICY_PROPAGATION_SECS: u64 = 60;

@@ -51,7 +51,7 @@ pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster:
 }
 
 /// EventBridge's default quota of rules per event bus (Service Quotas: "Maximum number of
-/// rules per event bus", adjustable; docs/aws-behaviour.md section 10.10). The account's quota
+/// rules per event bus", adjustable; docs/aws-behaviour.md 9.20). The account's quota
 /// is `Settings::rules_per_bus` (`KARPCTL_RULES_PER_BUS` when it was raised).
 pub const RULES_PER_BUS: usize = crate::settings::DEFAULT_RULES_PER_BUS;
 
