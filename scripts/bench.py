@@ -177,7 +177,11 @@ def die(msg: str, code: int = 1) -> NoReturn:  # noqa: F821
 
 # AWS SDK service names (what karpctl's --stats prints before the colon) -> SigV4 signing names
 # (what microburst matches on and what the presets are named after).
-SDK_SERVICE = {"IAM": "iam", "SQS": "sqs", "EventBridge": "events", "EKS": "eks", "EC2": "ec2", "STS": "sts", "KMS": "kms"}
+SDK_SERVICE = {"IAM": "iam", "SQS": "sqs", "EventBridge": "events", "EKS": "eks", "EC2": "ec2", "STS": "sts", "KMS": "kms",
+               "CloudTrail": "cloudtrail", "CloudWatch": "monitoring"}
+# No microburst preset for CloudTrail: LookupEvents searches 90 days of records and answers in
+# hundreds of ms; modelled like EKS (gaussian, this mean, stddev by the presets' rule).
+CLOUDTRAIL_MS = 300.0
 
 
 def latency_profile(eks_ms: float, fixed: bool) -> dict[str, dict]:
@@ -197,6 +201,10 @@ def latency_profile(eks_ms: float, fixed: bool) -> dict[str, dict]:
     prof["eks"] = {"mean_ms": float(eks_ms), "stddev_ms": sd,
                    "rule": {"dist": "gaussian", "mean": eks_ms, "stddev": sd, "min": 0},
                    "source": "issue 7 ('EKS about 300 ms'); stddev by microburst's preset rule"}
+    sd = 0.0 if fixed else max(5.0, 0.35 * CLOUDTRAIL_MS)
+    prof["cloudtrail"] = {"mean_ms": CLOUDTRAIL_MS, "stddev_ms": sd,
+                          "rule": {"dist": "gaussian", "mean": CLOUDTRAIL_MS, "stddev": sd, "min": 0},
+                          "source": "modelled (LookupEvents: hundreds of ms); stddev by microburst's preset rule"}
     return prof
 
 
