@@ -170,6 +170,10 @@ pub struct UpArgs {
     /// AWS changed since
     #[arg(long, value_name = "FILE", conflicts_with = "adopt")]
     pub plan_file: Option<PathBuf>,
+    /// How far back to read CloudTrail for the running Karpenter (90s, 30m, 2h, 1d; default 1h
+    /// or KARPCTL_TRAIL_WINDOW)
+    #[arg(long, value_name = "DURATION", value_parser = crate::settings::parse_trail_window)]
+    pub trail_window: Option<std::time::Duration>,
     /// Output format on stdout
     #[arg(long, value_enum, default_value_t = Output::Human)]
     pub output: Output,
@@ -185,6 +189,10 @@ pub struct DiffArgs {
     /// Save the plan to FILE for `up --plan-file`
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// How far back to read CloudTrail for the running Karpenter (90s, 30m, 2h, 1d; default 1h
+    /// or KARPCTL_TRAIL_WINDOW)
+    #[arg(long, value_name = "DURATION", value_parser = crate::settings::parse_trail_window)]
+    pub trail_window: Option<std::time::Duration>,
     /// Output format on stdout
     #[arg(long, value_enum, default_value_t = DiffOutput::Human)]
     pub output: DiffOutput,
@@ -237,6 +245,10 @@ pub struct DoctorArgs {
     /// The tag Karpenter's subnet and security group selectors use (default karpenter.sh/discovery=<cluster>)
     #[arg(long, value_name = "KEY=VALUE")]
     pub discovery_tag: Option<String>,
+    /// How far back to read CloudTrail for the running Karpenter (90s, 30m, 2h, 1d; default 1h
+    /// or KARPCTL_TRAIL_WINDOW)
+    #[arg(long, value_name = "DURATION", value_parser = crate::settings::parse_trail_window)]
+    pub trail_window: Option<std::time::Duration>,
     /// Output format on stdout
     #[arg(long, value_enum, default_value_t = Output::Human)]
     pub output: Output,
@@ -250,9 +262,14 @@ pub struct ImportArgs {
     /// The Terraform address of the karpenter module, for `terraform state rm` (the whole module)
     #[arg(long, default_value = "module.karpenter", value_name = "ADDRESS")]
     pub terraform_module: String,
-    /// The Karpenter release the cluster runs (1.0 to 1.14; needed: `helm list -n <namespace>` shows it)
+    /// The Karpenter release the cluster runs (1.0 to 1.14; default: the one CloudTrail shows running;
+    /// `helm list -n <namespace>` shows it)
     #[arg(long, value_name = "VERSION")]
     pub karpenter_version: Option<String>,
+    /// How far back to read CloudTrail for the running Karpenter (90s, 30m, 2h, 1d; default 1h
+    /// or KARPCTL_TRAIL_WINDOW)
+    #[arg(long, value_name = "DURATION", value_parser = crate::settings::parse_trail_window)]
+    pub trail_window: Option<std::time::Duration>,
     /// Karpenter's namespace
     #[arg(long, default_value = "kube-system", value_name = "NS")]
     pub namespace: String,

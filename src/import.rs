@@ -595,21 +595,16 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
             UserError::new("karpctl import needs a cluster").hint("pass --cluster NAME (or set KARPCTL_CLUSTER)")
         })?;
     crate::plan_file::validate_cluster_name(&cluster).map_err(|e| UserError::new(format!("--cluster {cluster:?}: {e}")))?;
-    // The permissions follow the release that runs: AWS does not say which one does (it is the
-    // cluster's Helm release), and the newest may grant what an older controller never asks for
-    // or lack nothing an older one needs only by luck. Never guessed.
-    let version = match args.karpenter_version.as_deref() {
-        Some(v) => KarpenterVersion::parse(v)
-            .map_err(|e| UserError::new(format!("--karpenter-version: {e}")).hint("pass the release that runs, such as 1.14"))?,
-        None => {
-            return Err(UserError::new("import needs the Karpenter release that runs: pass --karpenter-version")
-                .hint(format!(
-                    "read it with `helm list -n {}` (the karpenter chart's APP VERSION, e.g. 1.6.3 -> --karpenter-version 1.6); nothing was read or written",
-                    args.namespace
-                ))
-                .into());
-        }
-    };
+    // The permissions follow the release that runs: the flag, else the version CloudTrail
+    // shows in the controller's calls (`karpenter.sh-<version>` in their user agent). Never
+    // guessed: with neither, import stops before it writes.
+    let flagged =
+        match args.karpenter_version.as_deref() {
+            Some(v) => Some(KarpenterVersion::parse(v).map_err(|e| {
+                UserError::new(format!("--karpenter-version: {e}")).hint("pass the release that runs, such as 1.14")
+            })?),
+            None => None,
+        };
     let path = target(global, &cluster);
     if path.exists() && !args.force {
         return Err(UserError::new(format!("{} exists; import never overwrites a plan file", path.display()))
@@ -633,7 +628,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         account_id: connected.account_id.clone(),
         partition: connected.partition.clone(),
         region: connected.region.clone(),
-        version,
+        version: flagged.unwrap_or(KarpenterVersion::LATEST),
         namespace: args.namespace.clone(),
         service_account: args.service_account.clone(),
         controller_role: None,
@@ -643,9 +638,16 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         refused: vec![],
         associate_public_ip: false,
         bus_quota: global.settings.rules_per_bus,
+        trail_window: global.settings.trail_window,
     };
-    let setup = crate::doctor::discover::gather(&connected.readers, &inputs).await?;
-    if let Some(u) = setup.unreadable.first() {
+    let mut setup = crate::doctor::discover::gather(&connected.readers, &inputs).await?;
+    let (version, from_trail) = match flagged {
+        Some(v) => (v, None),
+        None => running_version(&setup, &args.namespace)?,
+    };
+    setup.version = version;
+    // CloudTrail is the only read import does without: it only names the version.
+    if let Some(u) = setup.unreadable.iter().find(|u| u.code != crate::checks::finding::Code::CloudtrailUnreadable) {
         return Err(UserError::new(format!("import cannot read the setup: {} was refused ({})", u.operation, u.aws_code))
             .hint("import needs the read permissions doctor needs (docs/doctor.md); nothing was written")
             .into());
@@ -684,7 +686,10 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
     found.extra_node_policies = found.node_attached.iter().filter(|a| !node_wanted.contains(a)).cloned().collect();
     let policies = sort_policies(&found, &own);
     let let_go = let_go(&found, &args.terraform_module);
-    let found_lines = summary(&found, &policies);
+    let mut found_lines = summary(&found, &policies);
+    if let Some(line) = from_trail {
+        found_lines.push(("karpenter version".into(), line));
+    }
     let (text, mut notes) = plan_toml(&found, &policies);
     // What was found and how to let go are said even when the plan cannot be used as it is.
     let parsed = crate::plan_file::parse_with(&text, &path.display().to_string(), Some(&cluster), &global.settings);
@@ -722,6 +727,49 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         Err(e) => Err(e.message.clone()),
     };
     Ok(ImportReport { cluster, path, text, notes, found_lines, diff, let_go, stats: connected.stats.report() })
+}
+
+/// The version CloudTrail shows the controller role running (the newest during a rollout), and
+/// the line saying where it came from; without one, the error asking for the flag.
+fn running_version(setup: &crate::doctor::model::Setup, namespace: &str) -> Result<(KarpenterVersion, Option<String>)> {
+    let running = setup.running.as_ref();
+    let why = match running {
+        Some(r) if r.problem.is_some() => {
+            format!("CloudTrail could not be read ({})", r.problem.as_ref().map(|p| p.warning()).unwrap_or_default())
+        }
+        Some(r) if r.controller_roles.is_empty() => "no controller role was found to look for in CloudTrail".to_string(),
+        Some(r) => format!("CloudTrail shows no call of the controller role in {}", r.window_text()),
+        None => "CloudTrail was not read".to_string(),
+    };
+    let Some(r) = running.filter(|r| r.newest().is_some()) else {
+        return Err(UserError::new(format!("import needs the Karpenter release that runs: pass --karpenter-version ({why})"))
+            .hint(format!(
+                "read it with `helm list -n {namespace}` (the karpenter chart's APP VERSION, e.g. 1.6.3 -> --karpenter-version 1.6), or --trail-window 1d to look further back in CloudTrail; nothing was written"
+            ))
+            .into());
+    };
+    let newest = r.newest().cloned().unwrap_or_else(|| unreachable!());
+    let Some(v) = newest.known() else {
+        return Err(UserError::new(format!(
+            "CloudTrail shows Karpenter {newest} running, newer than karpctl knows (up to {})",
+            KarpenterVersion::LATEST
+        ))
+        .hint("upgrade karpctl, or pass --karpenter-version to pin an older permission set; nothing was written")
+        .into());
+    };
+    let rollout = if r.versions.len() > 1 {
+        let all: Vec<String> = r.versions.iter().map(|s| s.version.to_string()).collect();
+        format!("; a rollout: {} run, the newest is used", all.join(" and "))
+    } else {
+        String::new()
+    };
+    Ok((
+        v,
+        Some(format!(
+            "{v} (from CloudTrail: the controller role's calls name karpenter.sh-{newest} in {}{rollout}; --karpenter-version overrides)",
+            r.window_text()
+        )),
+    ))
 }
 
 /// One line per piece found, for the report.

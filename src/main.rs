@@ -94,6 +94,18 @@ fn options(g: &cli::Global, command: &Command, settings: std::sync::Arc<settings
         Command::Output(_) | Command::Completions { .. } => Format::Human,
     };
     let many = command.many();
+    // `--trail-window` replaces KARPCTL_TRAIL_WINDOW for this run.
+    let window = match command {
+        Command::Up(a) => a.trail_window,
+        Command::Diff(a) => a.trail_window,
+        Command::Doctor(a) => a.trail_window,
+        Command::Import(a) => a.trail_window,
+        _ => None,
+    };
+    let settings = match window {
+        Some(w) => std::sync::Arc::new(settings::Settings { trail_window: w, ..(*settings).clone() }),
+        None => settings,
+    };
     options::Options {
         cluster: g.cluster.clone(),
         config: g.config.clone().or_else(|| g.plan.clone()),

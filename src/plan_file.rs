@@ -558,9 +558,14 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
             return Err(ctx.err("identity", "mode", &format!("is {other:?}; use \"pod_identity\" or \"irsa\"")));
         }
     };
-    let karpenter_version = match &i.karpenter_version {
-        Some(v) => crate::karpenter_iam::KarpenterVersion::parse(v)
-            .map_err(|e| ctx.err("identity", "karpenter_version", &e).hint("use a version from 1.0 to 1.14, such as \"1.14\""))?,
+    // "running": the version CloudTrail shows the controller running, resolved by `prepare`
+    // before the desired state is built (the newest until then).
+    let follow_running = i.karpenter_version.as_deref().is_some_and(|v| v.trim().eq_ignore_ascii_case("running"));
+    let karpenter_version = match i.karpenter_version.as_ref().filter(|_| !follow_running) {
+        Some(v) => crate::karpenter_iam::KarpenterVersion::parse(v).map_err(|e| {
+            ctx.err("identity", "karpenter_version", &e)
+                .hint("use a version from 1.0 to 1.14, such as \"1.14\", or \"running\" (the version CloudTrail shows)")
+        })?,
         None => crate::karpenter_iam::KarpenterVersion::LATEST,
     };
     let path = match &i.path {
@@ -659,6 +664,7 @@ fn resolve_identity(i: &RawIdentity, ctx: &Ctx, cluster: &str) -> Result<Identit
     Ok(Identity {
         mode,
         karpenter_version,
+        follow_running,
         path,
         node_role: i
             .existing_node_role

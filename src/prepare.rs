@@ -2,8 +2,10 @@
 //! describe the cluster and run preflight. Returns the facts (`Prepared`); starts the read-ahead.
 
 use crate::aws::read::Readers;
+use crate::aws::read::cloudtrail::{READINESS_MAX_PAGES, READINESS_SOURCES, Trail};
 use crate::aws::{self, CallStats, Classify, ConnectOptions, ConsistencyPolicy, in_unit};
 use crate::checks::finding::{Code, Finding, Readiness};
+use crate::checks::running::Running;
 use crate::desired;
 use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
 use crate::model::Level;
@@ -34,6 +36,11 @@ pub struct Prepared {
     pub(crate) early: std::sync::Mutex<Option<resources::Background<()>>>,
     /// The readiness checks over what `observe` read (the Pod Identity association's).
     pub(crate) observed_checks: std::sync::Mutex<Vec<(Code, Option<Finding>)>>,
+    /// CloudTrail's records of the running Karpenter, read in the background from the moment
+    /// STS named the account (`up`, `diff`); joined by `observe` into `running`.
+    pub(crate) trail: std::sync::Mutex<Option<resources::Background<Arc<Trail>>>>,
+    /// What they show of the plan's controller and node roles (None: not read).
+    pub(crate) running: std::sync::Mutex<Option<Running>>,
 }
 
 impl Prepared {
@@ -56,7 +63,8 @@ impl Prepared {
     /// Karpenter work here? Pure, over the facts read in preparation.
     pub fn readiness(&self) -> Option<Readiness> {
         (self.cmd != Intent::Down).then(|| {
-            let mut r = readiness_of(&self.facts, &self.spec, &self.preflight);
+            let running = self.running.lock().unwrap().clone();
+            let mut r = readiness_of(&self.facts, &self.spec, &self.preflight, running.as_ref());
             for (code, found) in self.observed_checks.lock().unwrap().iter() {
                 r.record(*code, found.clone());
             }
@@ -95,13 +103,65 @@ impl Prepared {
             None => observe(&self.ctx, nodes, concurrency).await,
         }?;
         *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(&observed);
+        let trail = self.trail.lock().unwrap().take();
+        if let Some(t) = trail
+            && let Some(t) = t.join().await
+        {
+            let (controller, nodes) = trail_roles(&self.spec, &self.facts);
+            *self.running.lock().unwrap() = Some(Running::of(&t, &controller, &nodes));
+        }
         Ok(observed)
     }
 }
 
 /// Every readiness check karpctl can answer from these facts (`checks::catalog::readiness`).
-pub fn readiness_of(facts: &Facts, spec: &Spec, pre: &crate::preflight::Preflight) -> Readiness {
-    crate::checks::catalog::readiness(facts, spec, pre.spot_role)
+pub fn readiness_of(facts: &Facts, spec: &Spec, pre: &crate::preflight::Preflight, running: Option<&Running>) -> Readiness {
+    crate::checks::catalog::readiness(facts, spec, pre.spot_role, running)
+}
+
+/// The roles whose CloudTrail records are the running Karpenter's: the plan's controller role,
+/// and its node role (nodes call EC2 and ECR with it).
+fn trail_roles(spec: &Spec, facts: &Facts) -> (Vec<String>, Vec<String>) {
+    let node = crate::arns::node_role_arn(spec, facts);
+    (vec![crate::arns::controller_role_arn(spec, facts)], [node].into_iter().filter(|n| !n.is_empty()).collect())
+}
+
+/// `karpenter_version = "running"`: the newest version CloudTrail shows the controller role
+/// running, and the line saying so; none recorded (or the lookup refused): the error to stop
+/// with, before any write.
+fn follow_running(
+    spec: &Spec,
+    facts: &Facts,
+    trail: &Trail,
+) -> Result<(crate::karpenter_iam::KarpenterVersion, String), UserError> {
+    let (controller, nodes) = trail_roles(spec, facts);
+    let r = Running::of(trail, &controller, &nodes);
+    let what = "set identity.karpenter_version to the release that runs (`helm list -n <namespace>` shows it), such as \"1.14\"; nothing was changed";
+    let Some(newest) = r.newest() else {
+        let why = match &r.problem {
+            Some(p) => p.warning(),
+            None => format!("CloudTrail shows no call by the controller role {} in {}", controller[0], r.window_text()),
+        };
+        return Err(UserError::new(format!("identity.karpenter_version = \"running\", but {why}"))
+            .hint(format!("{what}; or read further back with --trail-window (e.g. 1d)")));
+    };
+    let Some(v) = newest.known() else {
+        return Err(UserError::new(format!(
+            "identity.karpenter_version = \"running\": CloudTrail shows Karpenter {newest}, newer than karpctl knows (up to {})",
+            crate::karpenter_iam::KarpenterVersion::LATEST
+        ))
+        .hint("upgrade karpctl, or pin identity.karpenter_version to a release it knows; nothing was changed"));
+    };
+    let all: Vec<String> = r.versions.iter().map(|s| s.version.to_string()).collect();
+    let rollout =
+        if all.len() > 1 { format!("; a rollout: {} run, the newest is followed", all.join(" and ")) } else { String::new() };
+    Ok((
+        v,
+        format!(
+            "Permissions follow Karpenter {v} (identity.karpenter_version = \"running\"): CloudTrail shows the controller role calling as karpenter.sh-{newest} in {}{rollout}",
+            r.window_text()
+        ),
+    ))
 }
 
 async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserError> {
@@ -201,22 +261,47 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
             written: Default::default(),
             settling: Default::default(),
         });
-        stats.set_phase("preflight");
-        let early_checks = crate::preflight::start_early_checks(&ctx, &spec, cmd);
-        let ahead = read_ahead.then(|| {
-            let facts = Facts {
-                account_id,
-                region: region.clone(),
-                partition: partition.clone(),
-                cluster: ClusterFacts { name: spec.cluster.clone(), ..Default::default() },
-                ..Default::default()
-            };
-            ReadAhead::start(ctx.clone(), nodes_for(&spec, &facts, cmd), concurrency)
+        let account_facts = Facts {
+            account_id,
+            region: region.clone(),
+            partition: partition.clone(),
+            cluster: ClusterFacts { name: spec.cluster.clone(), ..Default::default() },
+            ..Default::default()
+        };
+        // CloudTrail's records of the running Karpenter: in the background, alongside every
+        // other read (paced at CloudTrail's two lookups a second), joined where readiness is
+        // judged; waited for here only when the plan follows the running version.
+        let trail = (cmd != Intent::Down).then(|| {
+            let readers = readers.clone();
+            let window = global.settings.trail_window;
+            resources::Background::spawn(in_unit("prepare:trail", async move {
+                readers.trail.recent(window, &READINESS_SOURCES, READINESS_MAX_PAGES).await
+            }))
         });
-        Ok::<_, anyhow::Error>((ctx, ahead, early_checks))
+        let mut spec_now = spec.clone();
+        let mut followed = None;
+        if spec.identity.follow_running && trail.is_some() {
+            let read = in_unit(
+                "prepare:trail",
+                readers.trail.recent(global.settings.trail_window, &READINESS_SOURCES, READINESS_MAX_PAGES),
+            )
+            .await;
+            let (v, line) = follow_running(&spec, &account_facts, &read)?;
+            reporter.event(Event::Info(&line));
+            spec_now.identity.karpenter_version = v;
+            followed = Some(v);
+        }
+        stats.set_phase("preflight");
+        let early_checks = crate::preflight::start_early_checks(&ctx, &spec_now, cmd);
+        let ahead = read_ahead.then(|| ReadAhead::start(ctx.clone(), nodes_for(&spec_now, &account_facts, cmd), concurrency));
+        Ok::<_, anyhow::Error>((ctx, ahead, early_checks, trail, followed))
     };
     let (early, cluster) = tokio::join!(early, in_unit("prepare:cluster", describe_cluster(&readers, &spec.cluster)));
-    let (ctx, ahead, early_checks) = early?;
+    let (ctx, ahead, early_checks, trail, followed) = early?;
+    let mut spec = spec;
+    if let Some(v) = followed {
+        spec.identity.karpenter_version = v;
+    }
     let cluster = cluster?;
     // A cluster EKS does not know is most often a typo: name the closest of the region's.
     let others = match cluster {
@@ -264,6 +349,8 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         ahead: std::sync::Mutex::new(ahead),
         early: Default::default(),
         observed_checks: Default::default(),
+        trail: std::sync::Mutex::new(trail),
+        running: Default::default(),
     })
 }
 

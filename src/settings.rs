@@ -31,6 +31,9 @@ pub const CA_BUNDLE: &str = "AWS_CA_BUNDLE";
 pub const ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
 /// `AWS_ENDPOINT_URL_<SERVICE>`: where one service's calls go.
 pub const ENDPOINT_URL_PREFIX: &str = "AWS_ENDPOINT_URL_";
+/// How far back the CloudTrail records of the running Karpenter are read (`30m`, `2h`, `90s`,
+/// `1d`; default one hour; `--trail-window` on up, diff, doctor and import wins).
+pub const TRAIL_WINDOW: &str = "KARPCTL_TRAIL_WINDOW";
 /// Not empty: no colour.
 pub const NO_COLOR: &str = "NO_COLOR";
 /// The terminal's width for the live status line (default 80).
@@ -46,6 +49,31 @@ const DEFAULT_SQS_POLICY_PROPAGATION_SECS: u64 = 60;
 /// A version upgrade keeps a cluster UPDATING for minutes, sometimes most of an hour.
 const DEFAULT_EKS_ACTIVE_TIMEOUT_SECS: u64 = 30 * 60;
 const DEFAULT_COLUMNS: usize = 80;
+/// One hour of CloudTrail records: Karpenter calls EC2 every few seconds, so an hour nearly
+/// always holds its calls (docs/running-karpenter.md).
+pub const DEFAULT_TRAIL_WINDOW: Duration = Duration::from_secs(3600);
+/// CloudTrail keeps 90 days of management events: a longer window reads nothing more.
+pub const MAX_TRAIL_WINDOW: Duration = Duration::from_secs(90 * 86_400);
+
+/// A CloudTrail window: a number and a unit (`90s`, `30m`, `2h`, `1d`; a bare number is
+/// seconds), more than zero and at most 90 days.
+pub fn parse_trail_window(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a duration such as 30m, 2h or 1d"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n.saturating_mul(60),
+        "h" => n.saturating_mul(3600),
+        "d" => n.saturating_mul(86_400),
+        _ => return Err(format!("{text:?} is not a duration such as 30m, 2h or 1d (units: s, m, h, d)")),
+    };
+    let d = Duration::from_secs(secs);
+    if d.is_zero() || d > MAX_TRAIL_WINDOW {
+        return Err(format!("{text:?} is outside 1s to 90d (CloudTrail keeps 90 days of records)"));
+    }
+    Ok(d)
+}
 
 /// The streams karpctl writes and reads, and how to show things on them.
 #[derive(Clone, Copy, Debug)]
@@ -83,6 +111,8 @@ pub struct Settings {
     pub consistency_deadline: Duration,
     pub sqs_policy_propagation: Duration,
     pub eks_active_timeout: Duration,
+    /// KARPCTL_TRAIL_WINDOW (a valid window), else one hour; `--trail-window` replaces it.
+    pub trail_window: Duration,
     /// KARPCTL_BLESS_DOCS=1 (read by a unit test only).
     #[cfg_attr(not(test), allow(dead_code))]
     pub bless_docs: bool,
@@ -149,6 +179,7 @@ impl Settings {
             consistency_deadline: secs(CONSISTENCY_DEADLINE_SECS, DEFAULT_CONSISTENCY_DEADLINE_SECS),
             sqs_policy_propagation: secs(SQS_POLICY_PROPAGATION_SECS, DEFAULT_SQS_POLICY_PROPAGATION_SECS),
             eks_active_timeout: secs(EKS_ACTIVE_TIMEOUT_SECS, DEFAULT_EKS_ACTIVE_TIMEOUT_SECS),
+            trail_window: text(TRAIL_WINDOW).and_then(|v| parse_trail_window(&v).ok()).unwrap_or(DEFAULT_TRAIL_WINDOW),
             bless_docs: one(BLESS_DOCS),
             ca_bundle: vars.get(std::ffi::OsStr::new(CA_BUNDLE)).filter(|v| !v.is_empty()).cloned(),
             endpoint_url: set(ENDPOINT_URL),
@@ -186,6 +217,21 @@ mod tests {
         assert_eq!(s.ca_bundle, None);
         assert_eq!(s.endpoint_of("sqs"), None);
         assert_eq!(s.terminal.columns, 80);
+        assert_eq!(s.trail_window, Duration::from_secs(3600));
+    }
+
+    #[test]
+    fn trail_windows_take_a_unit_and_stay_within_cloudtrails_90_days() {
+        assert_eq!(parse_trail_window("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_trail_window("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_trail_window("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_trail_window("1d"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_trail_window("0m").is_err());
+        assert!(parse_trail_window("91d").is_err());
+        assert!(parse_trail_window("an hour").is_err());
+        assert!(parse_trail_window("5w").is_err());
+        assert_eq!(of(&[(TRAIL_WINDOW, "2h")]).trail_window, Duration::from_secs(7200));
+        assert_eq!(of(&[(TRAIL_WINDOW, "soon")]).trail_window, Duration::from_secs(3600));
     }
 
     #[test]

@@ -82,6 +82,9 @@ pub struct Named {
 pub struct Identity {
     pub mode: IdentityMode,
     pub karpenter_version: crate::karpenter_iam::KarpenterVersion,
+    /// `karpenter_version = "running"`: follow the version CloudTrail shows the controller
+    /// running (`prepare` sets `karpenter_version` to it before anything is built).
+    pub follow_running: bool,
     /// IAM path for every IAM object karpctl creates; names the cluster so one scoped list finds them.
     pub path: String,
     /// The node role karpctl creates (None when `existing_node_role` is used).

@@ -27,6 +27,7 @@ mod plans_and_outputs;
 mod quotas;
 mod readiness;
 mod replicas;
+mod running;
 mod snapshots;
 mod sqs_lag;
 mod strict;

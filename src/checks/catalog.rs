@@ -28,6 +28,8 @@ pub enum Run {
     Spot,
     Network,
     KmsKey,
+    /// The running Karpenter, from CloudTrail (#36).
+    Running,
 }
 
 impl Run {
@@ -51,6 +53,7 @@ impl Run {
             Run::Spot => super::cluster::spot,
             Run::Network => super::network::network,
             Run::KmsKey => super::kms::kms_key,
+            Run::Running => super::running::doctor,
         }
     }
 }
@@ -69,7 +72,7 @@ const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: 
 }
 
 /// Every check, in checklist order (doctor lists findings and passed checks in it).
-pub const CATALOG: [Check; 34] = [
+pub const CATALOG: [Check; 39] = [
     check(
         Code::ControllerRoleNotFound,
         "Karpenter's controller role is found",
@@ -192,6 +195,22 @@ pub const CATALOG: [Check; 34] = [
         &[Controller],
         Some(Run::Association),
     ),
+    // The running Karpenter, as CloudTrail recorded it (checks/running.rs).
+    check(
+        Code::RunningVersionLacksPermissions,
+        "the running Karpenter needs no action the pinned permission set lacks",
+        &[CloudTrail],
+        Some(Run::Running),
+    ),
+    check(Code::RunningVersionUnknown, "karpctl knows the running Karpenter's version", &[CloudTrail], Some(Run::Running)),
+    check(
+        Code::PinNewerThanRunning,
+        "the pinned permission set grants nothing the running Karpenter does not call",
+        &[CloudTrail],
+        Some(Run::Running),
+    ),
+    check(Code::CallsRefused, "AWS refused none of the controller's and the nodes' calls", &[CloudTrail], Some(Run::Running)),
+    check(Code::KarpenterNotSeen, "CloudTrail shows the controller's calls", &[CloudTrail], Some(Run::Running)),
     check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], None),
     check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], None),
 ];
@@ -245,6 +264,23 @@ fn unreadable(s: &Setup, c: &mut Checker) {
     for u in &s.unreadable {
         let Some(read) = Read::of_unreadable(u.code) else { continue };
         let skipped: Vec<&str> = skipped_by(read).map(Code::as_str).collect();
+        if read == Read::CloudTrail {
+            // Only the running Karpenter's checks need it: a warning, never an error exit.
+            c.findings.push(Finding {
+                code: u.code,
+                severity: Severity::Warning,
+                resource: u.operation.clone(),
+                message: format!(
+                    "doctor could not read {}: {} answered {}; skipped: {}",
+                    read.what(),
+                    u.operation,
+                    u.aws_code,
+                    skipped.join(", ")
+                ),
+                fix: "allow cloudtrail:LookupEvents to the credentials doctor runs with (read-only; CloudTrail answers two lookups a second per account and Region: run again later if it was throttled)".into(),
+            });
+            continue;
+        }
         c.findings.push(Finding {
             code: u.code,
             severity: Severity::Error,
@@ -257,7 +293,7 @@ fn unreadable(s: &Setup, c: &mut Checker) {
                 skipped.join(", ")
             ),
             fix: format!(
-                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy)",
+                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents)",
                 u.operation
             ),
         });
@@ -268,9 +304,31 @@ fn unreadable(s: &Setup, c: &mut Checker) {
 /// will make); `spot_role` is preflight's answer (None: not read). The Pod Identity association's
 /// two checks run on what `observe` read (`resources::pod_identity::readiness`, against the trust
 /// `up` will write) and are recorded after these.
-pub fn readiness(facts: &crate::facts::Facts, spec: &crate::plan_file::Spec, spot_role: Option<bool>) -> Readiness {
+///
+/// `running`: what CloudTrail shows of the Karpenter that runs with the plan's roles (None: not
+/// read); judged against the plan's `karpenter_version` (`checks::running::readiness`).
+pub fn readiness(
+    facts: &crate::facts::Facts,
+    spec: &crate::plan_file::Spec,
+    spot_role: Option<bool>,
+    running: Option<&super::running::Running>,
+) -> Readiness {
     use crate::resources::kms_key::{ARN_AFTER_APPLY, key_policy};
     let mut r = Readiness::default();
+    if let Some(seen) = running {
+        let shape = crate::running::PermissionShape { queue: spec.interruption.enabled, zonal_shift: spec.identity.zonal_shift };
+        let role = crate::arns::controller_role_arn(spec, facts);
+        let mut recorded: BTreeSet<Code> = BTreeSet::new();
+        for (code, found) in super::running::readiness(seen, spec.identity.karpenter_version, shape, &role) {
+            // Several refusals are one check with several findings.
+            if recorded.insert(code) {
+                r.record(code, found);
+            } else if let Some(f) = found {
+                r.found.push(f);
+            }
+        }
+        r.found.sort_by_key(|c| c.severity);
+    }
     if let Some(exists) = spot_role {
         // `up` creates it first when the plan opted in (and fails if it cannot).
         r.record(Code::SpotServiceLinkedRoleMissing, super::cluster::spot_role(exists || spec.create_spot_role));
@@ -338,6 +396,30 @@ mod tests {
     const NODE: &str = "arn:aws:iam::111122223333:role/KarpenterNodeRole-demo";
 
     /// A setup as karpctl makes it, with a queue policy conditioned on the account.
+    /// What CloudTrail shows of the clean setup's controller role: calls naming these user
+    /// agents, and a refused CreateFleet.
+    fn trail_of(agents: &[&str], refused: bool) -> crate::checks::running::Running {
+        use crate::aws::read::cloudtrail::{RawEvent, Trail};
+        let role = "arn:aws:iam::111122223333:role/KarpenterController-demo";
+        let mut events: Vec<RawEvent> = agents
+            .iter()
+            .map(|a| {
+                let r = json!({"userIdentity": {"type": "AssumedRole", "sessionContext": {"sessionIssuer": {"arn": role}}},
+                    "eventTime": "2026-08-01T10:00:00Z", "eventSource": "ec2.amazonaws.com", "eventName": "DescribeInstances", "userAgent": a});
+                RawEvent { cloudtrail_event: r.to_string(), resources: vec![] }
+            })
+            .collect();
+        if refused {
+            let r = json!({"userIdentity": {"type": "AssumedRole", "sessionContext": {"sessionIssuer": {"arn": role}}},
+                "eventTime": "2026-08-01T10:00:00Z", "eventSource": "ec2.amazonaws.com", "eventName": "CreateFleet",
+                "userAgent": "karpenter.sh-1.14.2", "errorCode": "Client.UnauthorizedOperation",
+                "errorMessage": "User: x is not authorized to perform: ec2:CreateFleet with an explicit deny in a service control policy"});
+            events.push(RawEvent { cloudtrail_event: r.to_string(), resources: vec![] });
+        }
+        let t = Trail { events, window: std::time::Duration::from_secs(3600), ..Default::default() };
+        crate::checks::running::Running::of(&t, &[role.into()], &[NODE.into()])
+    }
+
     fn clean() -> Setup {
         let mut s = Setup::empty(C);
         s.cluster_vpc = "vpc-1".into();
@@ -458,6 +540,7 @@ mod tests {
             }],
         }];
         s.spot_service_linked_role = true;
+        s.running = Some(trail_of(&["karpenter.sh-1.14.2"], false));
         s
     }
 
@@ -556,6 +639,11 @@ mod tests {
             }),
             ("spot-service-linked-role-missing", |s| s.spot_service_linked_role = false),
             ("event-bus-rule-quota", |s| s.bus_rules = 290),
+            ("running-version-lacks-permissions", |s| s.version = KarpenterVersionExt::v(10)),
+            ("running-version-unknown", |s| s.running = Some(trail_of(&["karpenter.sh-1.15.0"], false))),
+            ("pin-newer-than-running", |s| s.running = Some(trail_of(&["karpenter.sh-1.10.1"], false))),
+            ("calls-refused", |s| s.running = Some(trail_of(&["karpenter.sh-1.14.2"], true))),
+            ("karpenter-not-seen", |s| s.running = Some(trail_of(&[], false))),
             ("subnet-no-way-out", |s| s.route_tables[0].default_routes.clear()),
             ("subnet-way-out-unconfirmed", |s| {
                 s.route_tables[0].default_routes[0] =
@@ -653,7 +741,7 @@ mod tests {
     /// the registry's reads give the same sets.
     #[test]
     fn what_a_refused_read_skips_comes_from_the_catalog() {
-        let table: [(&str, &[&str]); 15] = [
+        let table: [(&str, &[&str]); 16] = [
             ("nodegroups-unreadable", &[]),
             (
                 "cluster-unreadable",
@@ -730,6 +818,16 @@ mod tests {
             ("rule-tags-unreadable", &["queue-shared"]),
             ("node-roles-unreadable", &["node-role-not-found", "node-role-missing-managed-policy", "node-access-entry-stale"]),
             ("kms-key-unreadable", &["kms-key-policy-events", "kms-key-policy-controller", "controller-missing-permissions"]),
+            (
+                "cloudtrail-unreadable",
+                &[
+                    "running-version-lacks-permissions",
+                    "running-version-unknown",
+                    "pin-newer-than-running",
+                    "calls-refused",
+                    "karpenter-not-seen",
+                ],
+            ),
         ];
         for (read, (code, skipped)) in Read::ALL.into_iter().zip(table) {
             assert_eq!(read.unreadable().as_str(), code);
@@ -792,6 +890,7 @@ mod tests {
         s.rules.retain(|r| !r.kinds.contains(&"CapacityReservation"));
         assert_eq!(codes(&s), ["interruption-rule-missing"]);
         assert_eq!(check(&s).findings[0].severity, Severity::Warning);
+        s.running = None;
         s.version = KarpenterVersionExt::v(9);
         assert!(codes(&s).is_empty(), "capacity reservations only from 1.10");
     }

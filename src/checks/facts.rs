@@ -79,3 +79,81 @@ impl Association {
         }
     }
 }
+
+// --- The running Karpenter, from CloudTrail (checks/running.rs) -----------------------------
+
+use crate::aws::read::cloudtrail::{LookupProblem, Trail};
+use crate::running::refusal::RefusalGroup;
+use crate::running::{self, RunningVersion, Seen};
+use std::time::Duration;
+
+/// What one CloudTrail read says of a cluster's Karpenter: the versions its controller role's
+/// calls name (newest first) and the calls AWS refused the controller and node roles.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Running {
+    pub window: Duration,
+    pub controller_roles: Vec<String>,
+    pub node_roles: Vec<String>,
+    /// Newest first: one normally, two during a rollout.
+    pub versions: Vec<Seen>,
+    pub refusals: Vec<RefusalGroup>,
+    /// Records read (all roles), and whether a source had more pages than the bound.
+    pub records: usize,
+    pub truncated: bool,
+    /// The lookup stopped short (refused, throttled, failed): a warning naming the permission.
+    pub problem: Option<LookupProblem>,
+}
+
+impl Running {
+    /// Judge `trail` for these roles (role ARNs; a path or case difference still matches).
+    pub fn of(trail: &Trail, controller_roles: &[String], node_roles: &[String]) -> Running {
+        let calls: Vec<running::Call> =
+            trail.events.iter().filter_map(|e| running::record::parse_record(&e.cloudtrail_event, &e.resources).ok()).collect();
+        let controller: Vec<&str> = controller_roles.iter().map(String::as_str).filter(|r| !r.is_empty()).collect();
+        let all: Vec<&str> =
+            controller.iter().copied().chain(node_roles.iter().map(String::as_str)).filter(|r| !r.is_empty()).collect();
+        let versions =
+            if controller.is_empty() { vec![] } else { running::running_versions(running::calls_by(&calls, &controller)) };
+        let refused = if all.is_empty() { vec![] } else { running::refusal::refusals(running::calls_by(&calls, &all)) };
+        Running {
+            window: trail.window,
+            controller_roles: controller_roles.to_vec(),
+            node_roles: node_roles.to_vec(),
+            versions,
+            refusals: refused,
+            records: calls.len(),
+            truncated: trail.truncated,
+            problem: trail.problem.clone(),
+        }
+    }
+
+    /// The newest version running (the one `karpenter_version = "running"` follows).
+    pub fn newest(&self) -> Option<&RunningVersion> {
+        self.versions.first().map(|s| &s.version)
+    }
+
+    /// "the last 1h", "the last 30m".
+    pub fn window_text(&self) -> String {
+        format!("the last {}", window_text(self.window))
+    }
+
+    /// "1.12.3 (40 calls, the last at ...)" for each version, "and" between.
+    pub fn seen_text(&self) -> String {
+        self.versions.iter().map(seen_text).collect::<Vec<_>>().join(" and ")
+    }
+}
+
+/// A window as a person writes it: `1h`, `30m`, `90s`, `2d`.
+pub fn window_text(w: Duration) -> String {
+    let s = w.as_secs();
+    match s {
+        _ if s >= 86_400 && s.is_multiple_of(86_400) => format!("{}d", s / 86_400),
+        _ if s >= 3600 && s.is_multiple_of(3600) => format!("{}h", s / 3600),
+        _ if s >= 60 && s.is_multiple_of(60) => format!("{}m", s / 60),
+        _ => format!("{s}s"),
+    }
+}
+
+pub fn seen_text(s: &Seen) -> String {
+    format!("{} ({} call(s), the last at {})", s.version, s.calls, s.last)
+}

@@ -70,6 +70,13 @@ codes! {
     RuleTagsUnreadable = "rule-tags-unreadable",
     NodeRolesUnreadable = "node-roles-unreadable",
     KmsKeyUnreadable = "kms-key-unreadable",
+    // The running Karpenter, as CloudTrail recorded it (checks/running.rs, #36).
+    RunningVersionLacksPermissions = "running-version-lacks-permissions",
+    RunningVersionUnknown = "running-version-unknown",
+    PinNewerThanRunning = "pin-newer-than-running",
+    CallsRefused = "calls-refused",
+    KarpenterNotSeen = "karpenter-not-seen",
+    CloudtrailUnreadable = "cloudtrail-unreadable",
 }
 
 impl Serialize for Code {
@@ -92,6 +99,9 @@ pub enum Severity {
     Error,
     /// Karpenter works, but something will go wrong later or for some nodes.
     Warning,
+    /// Worth knowing, nothing wrong (a pin newer than what runs; nothing recorded yet). Doctor's
+    /// exit code and summary count errors and warnings only.
+    Note,
 }
 
 /// One thing wrong: its code, the object it is about, what is wrong and how to fix it.
@@ -123,10 +133,12 @@ pub enum Read {
     RuleTags,
     NodeRoles,
     KmsKey,
+    /// CloudTrail's records of the running Karpenter (cloudtrail:LookupEvents; a warning).
+    CloudTrail,
 }
 
 impl Read {
-    pub const ALL: [Read; 15] = [
+    pub const ALL: [Read; 16] = [
         Read::Nodegroups,
         Read::Cluster,
         Read::Controller,
@@ -142,6 +154,7 @@ impl Read {
         Read::RuleTags,
         Read::NodeRoles,
         Read::KmsKey,
+        Read::CloudTrail,
     ];
 
     /// The finding a refused read becomes.
@@ -162,6 +175,7 @@ impl Read {
             Read::RuleTags => Code::RuleTagsUnreadable,
             Read::NodeRoles => Code::NodeRolesUnreadable,
             Read::KmsKey => Code::KmsKeyUnreadable,
+            Read::CloudTrail => Code::CloudtrailUnreadable,
         }
     }
 
@@ -183,6 +197,7 @@ impl Read {
             Read::RuleTags => "the interruption rules' tags",
             Read::NodeRoles => "the node roles",
             Read::KmsKey => "the queue's KMS key and its key policy",
+            Read::CloudTrail => "CloudTrail's records of the running Karpenter",
         }
     }
 
@@ -208,7 +223,7 @@ impl Readiness {
         if let Some(c) = found {
             self.found.push(c);
         }
-        self.found.sort_by_key(|c| c.severity != Severity::Error);
+        self.found.sort_by_key(|c| c.severity);
     }
     pub fn errors(&self) -> usize {
         self.found.iter().filter(|c| c.severity == Severity::Error).count()

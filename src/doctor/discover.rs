@@ -9,6 +9,7 @@ use super::model::{
 };
 use crate::aws::Classify;
 use crate::aws::read::Readers;
+use crate::aws::read::cloudtrail::{DEFAULT_MAX_PAGES, DOCTOR_SOURCES};
 use crate::aws::read::ec2::{Subnet, filter};
 use crate::checks::facts::{Association, GroupRules};
 use crate::checks::finding::Code;
@@ -39,6 +40,8 @@ pub struct Inputs {
     pub associate_public_ip: bool,
     /// The account's rules-per-bus quota (`Settings::rules_per_bus`).
     pub bus_quota: usize,
+    /// How far back CloudTrail is read for the running Karpenter (`Settings::trail_window`).
+    pub trail_window: std::time::Duration,
 }
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
@@ -69,6 +72,38 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
     // Everything that needs only the cluster's name, at once; the controller role's chain
     // (association -> role -> policies) alongside. Each read stands alone: one AWS refuses
     // becomes a `<piece>-unreadable` finding and the checks it feeds are skipped.
+    // CloudTrail's records (paced at two lookups a second) run alongside everything else; the
+    // roles they are judged for are known at the end.
+    let trail = aws.trail.recent(i.trail_window, &DOCTOR_SOURCES, DEFAULT_MAX_PAGES);
+    let (gathered, trail) = tokio::join!(gather_setup(aws, i, s), trail);
+    let mut s = gathered?;
+    judge_trail(&mut s, &trail);
+    Ok(s)
+}
+
+/// What CloudTrail shows of the controller role (the association's role and its target) and
+/// the node roles; a lookup that stopped short is `cloudtrail-unreadable` (a warning).
+fn judge_trail(s: &mut Setup, trail: &crate::aws::read::cloudtrail::Trail) {
+    let mut controller: Vec<String> = Vec::new();
+    if let Some(r) = &s.controller {
+        controller.push(r.arn.clone());
+        controller.extend(r.assumed_through.clone());
+    }
+    let nodes: Vec<String> = s.node_roles.iter().map(|n| n.arn.clone()).collect();
+    if let Some(p) = &trail.problem {
+        use crate::aws::read::cloudtrail::LookupProblem;
+        let aws_code = match p {
+            LookupProblem::Refused { message } => message.split(':').next().unwrap_or("AccessDenied").to_string(),
+            LookupProblem::Throttled => "ThrottlingException".into(),
+            LookupProblem::Failed { message } => message.clone(),
+        };
+        s.unreadable.push(Unreadable { code: Code::CloudtrailUnreadable, operation: "cloudtrail:LookupEvents".into(), aws_code });
+    }
+    s.running = Some(crate::checks::running::Running::of(trail, &controller, &nodes));
+}
+
+async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<Setup> {
+    let c = &i.cluster.name;
     let (controller, entries, nodegroups, rules, agent, cluster_subnets, tagged_subnets, tagged_groups, spot, clusters) = tokio::join!(
         controller(aws, i),
         access_entries(aws, c),

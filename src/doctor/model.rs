@@ -191,6 +191,9 @@ pub struct Setup {
     pub associate_public_ip: bool,
     /// Reads AWS refused.
     pub unreadable: Vec<Unreadable>,
+    // --- The running Karpenter (#36) ---
+    /// What CloudTrail shows of the controller and node roles' calls (None: not read).
+    pub running: Option<crate::checks::facts::Running>,
 }
 
 impl Setup {
@@ -227,6 +230,7 @@ impl Setup {
             endpoints: vec![],
             associate_public_ip: false,
             unreadable: vec![],
+            running: None,
         }
     }
 }

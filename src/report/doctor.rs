@@ -37,7 +37,7 @@ pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
         "discovered": discovered(s),
         "findings": o.findings.iter().map(finding_json).collect::<Vec<_>>(),
         "passed": o.passed,
-        "summary": {"errors": count(Severity::Error), "warnings": count(Severity::Warning)},
+        "summary": {"errors": count(Severity::Error), "warnings": count(Severity::Warning), "notes": count(Severity::Note)},
         "stats": stats,
     })
 }
@@ -51,6 +51,7 @@ fn line(style: &Style, f: &Finding) -> String {
     let mark = match f.severity {
         Severity::Error => style.red("✗ error  "),
         Severity::Warning => style.yellow("! warning"),
+        Severity::Note => "· note   ".to_string(),
     };
     format!("  {mark} {}  {}\n      {}\n      fix: {}\n", style.bold(f.code.as_str()), f.resource, f.message, f.fix)
 }
@@ -93,8 +94,8 @@ pub fn human(s: &Setup, o: &Outcome, style: Style) -> String {
         out += &format!("  {} {}\n", style.green("✓"), title(*code));
     }
     let errors = o.findings.iter().filter(|f| f.severity == Severity::Error).count();
-    let warnings = o.findings.len() - errors;
-    out += &if o.findings.is_empty() {
+    let warnings = o.findings.iter().filter(|f| f.severity == Severity::Warning).count();
+    out += &if errors + warnings == 0 {
         "\nNo problems found.\n".to_string()
     } else {
         format!("\n{errors} error(s), {warnings} warning(s).\n")

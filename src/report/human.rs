@@ -144,6 +144,7 @@ pub fn readiness(r: &crate::checks::finding::Readiness, style: Style) -> String 
         let mark = match c.severity {
             Severity::Error => style.red("error"),
             Severity::Warning => style.yellow("warning"),
+            Severity::Note => "note".to_string(),
         };
         let _ =
             writeln!(out, "  {mark} {}  {}\n      {}\n      fix: {}", style.bold(c.code.as_str()), c.resource, c.message, c.fix);

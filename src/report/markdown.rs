@@ -210,7 +210,7 @@ fn verdict(s: &Section) -> String {
     let n = checks["checked"].as_array().map_or(0, Vec::len);
     let found: Vec<&Value> = checks["found"].as_array().into_iter().flatten().collect();
     let errors = found.iter().filter(|c| c["severity"] == "error").count();
-    let warnings = found.len() - errors;
+    let warnings = found.iter().filter(|c| c["severity"] == "warning").count();
     match (errors, warnings) {
         (0, 0) => format!("can work ({n} of {n} checks passed)"),
         (0, w) => format!("can work, {w} warning(s)"),

@@ -133,7 +133,9 @@ pub struct DoctorReport {
 
 impl DoctorReport {
     pub fn exit_code(&self) -> i32 {
-        if self.outcome.findings.is_empty() { EXIT_OK } else { EXIT_CHANGES }
+        // Notes (nothing wrong) do not make doctor fail.
+        let problems = self.outcome.findings.iter().any(|f| f.severity != crate::checks::finding::Severity::Note);
+        if problems { EXIT_CHANGES } else { EXIT_OK }
     }
 }
 

@@ -8,12 +8,9 @@
 //! refused, throttled or failed lookup is never an error: the records read so far come back
 //! with a [`LookupProblem`] the caller reports as a warning naming `cloudtrail:LookupEvents`.
 
-// Wired into doctor/diff/up by the checks of the running Karpenter (#36) once the read layer
-// lands; until then only the tests call these readers.
-#![allow(dead_code)]
-
 use aws_sdk_cloudtrail::types::{LookupAttribute, LookupAttributeKey};
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// Events per page (CloudTrail's most).
 pub const PAGE_SIZE: i32 = 50;
@@ -23,17 +20,55 @@ pub const PAGE_SIZE: i32 = 50;
 /// lookups a second it costs at most five seconds, overlapped with the other reads.
 pub const DEFAULT_MAX_PAGES: usize = 10;
 
-/// The event sources the controller's and the nodes' calls are recorded under: EC2 (launches,
-/// describes, and the nodes' own calls), IAM (instance profiles, PassRole), SSM (AMI parameters),
-/// pricing, EKS, and SQS (control-plane calls only: ReceiveMessage is a data event).
-pub const KARPENTER_SOURCES: [&str; 6] = [
+/// What `up` and `diff` read: EC2 (every few seconds from a running controller: its version,
+/// and launches refused) and IAM (instance profiles, PassRole). Two lookups fit in CloudTrail's
+/// two a second, so the read costs no wait beyond its round trips.
+pub const READINESS_SOURCES: [&str; 2] = ["ec2.amazonaws.com", "iam.amazonaws.com"];
+/// Pages per source `up` and `diff` read at most (a converged `diff` must stay fast): 100 events
+/// of each source, the newest.
+pub const READINESS_MAX_PAGES: usize = 2;
+/// What doctor reads: the event sources the controller's and the nodes' calls are recorded
+/// under: EC2 (launches, describes, and the nodes' own calls), IAM (instance profiles,
+/// PassRole), SSM (AMI parameters), pricing, EKS, SQS (control-plane calls only: ReceiveMessage
+/// is a data event) and ECR (the nodes pull images with the node role).
+pub const DOCTOR_SOURCES: [&str; 7] = [
     "ec2.amazonaws.com",
     "iam.amazonaws.com",
     "ssm.amazonaws.com",
     "pricing.amazonaws.com",
     "eks.amazonaws.com",
     "sqs.amazonaws.com",
+    "ecr.amazonaws.com",
 ];
+
+/// The CloudTrail reader: one lookup per (window, sources, bound) a run shares.
+pub struct Trails {
+    client: aws_sdk_cloudtrail::Client,
+    memo: super::memo::Memo<Arc<Trail>>,
+}
+
+impl Trails {
+    pub fn new(client: aws_sdk_cloudtrail::Client) -> Trails {
+        Trails { client, memo: Default::default() }
+    }
+
+    /// The events of `sources` in the last `window` (up to now), at most `max_pages` pages a
+    /// source; never an error (see [`Trail::problem`]).
+    pub async fn recent(&self, window: Duration, sources: &[&str], max_pages: usize) -> Arc<Trail> {
+        let key = format!("{}:{}:{max_pages}", window.as_secs(), sources.join(","));
+        let read = self
+            .memo
+            .get(&key, || async {
+                let end = SystemTime::now();
+                let start = end.checked_sub(window).unwrap_or(SystemTime::UNIX_EPOCH);
+                let mut t = lookup(&self.client, start, end, sources, max_pages).await;
+                t.window = window;
+                Ok(Arc::new(t))
+            })
+            .await;
+        read.unwrap_or_default()
+    }
+}
 
 /// One event as LookupEvents returns it: the record (`CloudTrailEvent`, a JSON text) and the
 /// event's resource names. Parse with `running::record::parse_record`.
@@ -80,6 +115,8 @@ pub struct Trail {
     pub truncated: bool,
     /// The first problem met; the events read before it are kept.
     pub problem: Option<LookupProblem>,
+    /// How far back it read (set by [`Trails::recent`]).
+    pub window: Duration,
 }
 
 /// The events of `sources` (LookupAttribute EventSource) between `start` and `end`, at most

@@ -27,6 +27,8 @@ pub struct Readers {
     pub events: events::Events,
     pub kms: kms::Kms,
     pub sts: sts::Sts,
+    /// CloudTrail: what the running Karpenter did (`running`, #36).
+    pub trail: cloudtrail::Trails,
 }
 
 impl Readers {
@@ -39,6 +41,7 @@ impl Readers {
             events: events::Events::new(c.events.clone()),
             kms: kms::Kms::new(c.kms.clone()),
             sts: sts::Sts::new(c.sts.clone()),
+            trail: cloudtrail::Trails::new(c.cloudtrail.clone()),
         }
     }
 }

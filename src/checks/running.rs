@@ -1,0 +1,319 @@
+//! The checks of the Karpenter that runs, from AWS's own records (issue #36;
+//! docs/running-karpenter.md): the version CloudTrail shows against the pinned permission set,
+//! the calls AWS refused the controller and the nodes, and a lookup AWS refused. The same
+//! functions serve `up`/`diff` (`readiness`) and doctor (`doctor`); the data comes from one
+//! CloudTrail read (`aws::read::cloudtrail::Trails`), judged by `crate::running`.
+
+pub use super::facts::Running;
+use super::finding::{Checker, Code, Finding, Severity};
+use crate::aws::read::cloudtrail::LookupProblem;
+use crate::doctor::model::Setup;
+use crate::karpenter_iam::KarpenterVersion;
+use crate::running::{self, PermissionShape, PinCheck, Seen};
+
+/// The version checks of the running versions against `pinned`: the codes judged and what they
+/// found (one finding per code; a rollout's versions share it). Nothing when nothing ran.
+pub fn version_checks(r: &Running, pinned: KarpenterVersion, shape: PermissionShape, role: &str) -> Vec<(Code, Option<Finding>)> {
+    if r.versions.is_empty() {
+        return vec![];
+    }
+    let checks: Vec<(&Seen, PinCheck)> =
+        r.versions.iter().map(|s| (s, running::compare_with_pin(&s.version, pinned, shape))).collect();
+    let rollout = if r.versions.len() > 1 {
+        format!(" A rollout: {} run at once; the newest, {}, is the one to pin.", r.seen_text(), r.versions[0].version)
+    } else {
+        String::new()
+    };
+    let recorded = format!("CloudTrail, {}", r.window_text());
+    let mut out = Vec::new();
+
+    let lacking: Vec<(&Seen, &Vec<String>, &PinCheck)> = checks
+        .iter()
+        .filter_map(|(s, c)| match c {
+            PinCheck::Known { missing, .. } if !missing.is_empty() => Some((*s, missing, c)),
+            _ => None,
+        })
+        .collect();
+    let lacks = lacking.first().map(|(_, _, c)| {
+        let parts: Vec<String> =
+            lacking.iter().map(|(s, missing, _)| format!("Karpenter {} needs {}", s.version, missing.join(", "))).collect();
+        Finding {
+            code: Code::RunningVersionLacksPermissions,
+            severity: Severity::Error,
+            resource: role.to_string(),
+            message: format!(
+                "Karpenter {} runs ({recorded}), but the permission set is pinned to {pinned} (identity.karpenter_version), which lacks what it calls: {}; the controller is refused those calls.{rollout}",
+                r.seen_text(),
+                parts.join("; ")
+            ),
+            fix: c.fix(),
+        }
+    });
+    out.push((Code::RunningVersionLacksPermissions, lacks));
+
+    let unknown = checks.iter().find_map(|(s, c)| match c {
+        PinCheck::Unknown { latest, .. } => Some(Finding {
+            code: Code::RunningVersionUnknown,
+            severity: Severity::Warning,
+            resource: role.to_string(),
+            message: format!(
+                "Karpenter {} runs ({recorded}), newer than karpctl knows (up to {latest}): its permission set may need actions the pin ({pinned}) lacks.{rollout}",
+                s.version
+            ),
+            fix: format!(
+                "upgrade karpctl to a release that knows Karpenter {}; until then watch `karpctl doctor` for refused calls",
+                s.version.minor_text()
+            ),
+        }),
+        _ => None,
+    });
+    out.push((Code::RunningVersionUnknown, unknown));
+
+    // A pin newer than every version that runs: what it grants that nothing running uses.
+    let newer = checks.iter().all(|(_, c)| c.pin_is_newer());
+    let note = match checks.first() {
+        Some((s, PinCheck::Known { unneeded, .. })) if newer && !unneeded.is_empty() => Some(Finding {
+            code: Code::PinNewerThanRunning,
+            severity: Severity::Note,
+            resource: role.to_string(),
+            message: format!(
+                "the permission set is pinned to {pinned}, newer than the Karpenter that runs ({}, {recorded}): it grants actions {} does not call: {}",
+                r.seen_text(),
+                s.version,
+                unneeded.join(", ")
+            ),
+            fix: format!(
+                "nothing to do if Karpenter is about to be upgraded to {pinned}; else set identity.karpenter_version = \"{}\" (or \"running\") to grant only what runs",
+                s.version.minor_text()
+            ),
+        }),
+        _ => None,
+    };
+    out.push((Code::PinNewerThanRunning, note));
+    out
+}
+
+/// One finding per (action, kind of policy) AWS refused the controller or node roles.
+pub fn refusal_findings(r: &Running, severity: Severity) -> Vec<Finding> {
+    r.refusals
+        .iter()
+        .map(|g| {
+            let decode = g
+                .decode_hint(true)
+                .map(|cmd| {
+                    format!(
+                        "; to see the whole request: `{cmd}` (needs sts:DecodeAuthorizationMessage; karpctl did not check whether your credentials have it)"
+                    )
+                })
+                .unwrap_or_default();
+            Finding {
+                code: Code::CallsRefused,
+                severity,
+                resource: g.resource.clone().unwrap_or_else(|| g.action.clone()),
+                message: format!(
+                    "AWS refused {} to {} {} time(s) in {} (the last at {}, {}): refused by {}",
+                    g.action,
+                    g.callers.join(", "),
+                    g.count,
+                    r.window_text(),
+                    g.last,
+                    g.error_code,
+                    g.kind
+                ),
+                fix: format!("{}{decode}", g.kind.fix(&g.action)),
+            }
+        })
+        .collect()
+}
+
+/// The warning of a lookup that stopped short (refused, throttled, failed).
+pub fn lookup_warning(p: &LookupProblem) -> Finding {
+    Finding {
+        code: Code::CloudtrailUnreadable,
+        severity: Severity::Warning,
+        resource: "cloudtrail:LookupEvents".into(),
+        message: p.warning(),
+        fix: "allow cloudtrail:LookupEvents to the credentials karpctl runs with (read-only; two lookups a second per account and Region), or ignore: nothing else depends on it".into(),
+    }
+}
+
+/// `up` and `diff`: the running version against the plan's pin, refused calls as warnings, a
+/// lookup that stopped short as a warning. Nothing when nothing is recorded (Karpenter may not
+/// be installed yet).
+pub fn readiness(r: &Running, pinned: KarpenterVersion, shape: PermissionShape, role: &str) -> Vec<(Code, Option<Finding>)> {
+    let mut out = Vec::new();
+    if let Some(p) = &r.problem {
+        out.push((Code::CloudtrailUnreadable, Some(lookup_warning(p))));
+    }
+    out.extend(version_checks(r, pinned, shape, role));
+    let refused = refusal_findings(r, Severity::Warning);
+    if !refused.is_empty() || !r.versions.is_empty() {
+        if refused.is_empty() {
+            out.push((Code::CallsRefused, None));
+        }
+        out.extend(refused.into_iter().map(|f| (Code::CallsRefused, Some(f))));
+    }
+    out
+}
+
+/// The shape of a doctor setup's permission set: the Interruption part with a queue.
+fn shape_of(s: &Setup) -> PermissionShape {
+    PermissionShape { queue: s.queue.is_some(), zonal_shift: false }
+}
+
+/// Doctor: the same checks over what doctor found (the association's role and its target, the
+/// node roles), refusals one finding per action and kind, and a note when nothing ran.
+pub fn doctor(s: &Setup, c: &mut Checker) {
+    let Some(r) = &s.running else { return };
+    let role = s.controller.as_ref().map(|c| c.arn.clone()).unwrap_or_default();
+    for (code, found) in version_checks(r, s.version, shape_of(s), &role) {
+        c.record(code, found);
+    }
+    if r.controller_roles.is_empty() && r.node_roles.is_empty() {
+        return;
+    }
+    c.ran(Code::CallsRefused);
+    for f in refusal_findings(r, Severity::Error) {
+        c.add(f.code, f.severity, f.resource, f.message, f.fix);
+    }
+    if r.controller_roles.is_empty() {
+        return;
+    }
+    let note = r.versions.is_empty().then(|| Finding {
+        code: Code::KarpenterNotSeen,
+        severity: Severity::Note,
+        resource: r.controller_roles.join(", "),
+        message: format!(
+            "no Karpenter calls by the controller role recorded in {} ({} CloudTrail record(s) read{}): Karpenter is not installed, not running, or runs with another role",
+            r.window_text(),
+            r.records,
+            if r.truncated { "; older records of a busy account were not read, past the bound" } else { "" }
+        ),
+        fix: "install Karpenter with this role (`karpctl output --format helm`), or read further back with --trail-window 1d".into(),
+    });
+    c.record(Code::KarpenterNotSeen, note);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::read::cloudtrail::{RawEvent, Trail};
+    use crate::checks::facts::window_text;
+    use serde_json::json;
+    use std::time::Duration;
+
+    const ROLE: &str = "arn:aws:iam::111122223333:role/KarpenterController-c1";
+    const NODE: &str = "arn:aws:iam::111122223333:role/KarpenterNodeRole-c1";
+
+    fn event(role: &str, agent: &str, name: &str, error: Option<(&str, &str)>) -> RawEvent {
+        let mut r = json!({
+            "userIdentity": {"type": "AssumedRole", "sessionContext": {"sessionIssuer": {"arn": role}}},
+            "eventTime": "2026-08-01T10:00:00Z", "eventSource": "ec2.amazonaws.com", "eventName": name,
+            "userAgent": agent,
+        });
+        if let Some((code, message)) = error {
+            r["errorCode"] = code.into();
+            r["errorMessage"] = message.into();
+        }
+        RawEvent { cloudtrail_event: r.to_string(), resources: vec![] }
+    }
+
+    fn trail(events: Vec<RawEvent>) -> Trail {
+        Trail { events, pages: 1, window: Duration::from_secs(3600), ..Default::default() }
+    }
+
+    fn v(minor: u32) -> KarpenterVersion {
+        KarpenterVersion { minor }
+    }
+
+    fn codes(found: &[(Code, Option<Finding>)]) -> Vec<(&'static str, Severity)> {
+        found.iter().filter_map(|(_, f)| f.as_ref().map(|f| (f.code.as_str(), f.severity))).collect()
+    }
+
+    #[test]
+    fn a_running_version_newer_than_the_pin_is_an_error_naming_the_missing_actions() {
+        let r = Running::of(&trail(vec![event(ROLE, "karpenter.sh-1.12.3", "DescribeInstances", None)]), &[ROLE.into()], &[]);
+        let found = readiness(&r, v(10), PermissionShape { queue: true, zonal_shift: false }, ROLE);
+        assert_eq!(codes(&found), [("running-version-lacks-permissions", Severity::Error)]);
+        let f = found.iter().find_map(|(_, f)| f.clone()).unwrap();
+        assert!(
+            f.message.contains("1.12.3") && f.message.contains("1.10") && f.message.contains("ec2:DescribeInstanceStatus"),
+            "{}",
+            f.message
+        );
+        assert!(f.fix.contains("karpenter_version = \"1.12\"") && f.fix.contains("\"running\""), "{}", f.fix);
+        // The same pin as what runs: nothing but the checks that ran.
+        let same = readiness(&r, v(12), PermissionShape::default(), ROLE);
+        assert!(codes(&same).is_empty(), "{same:?}");
+        assert!(same.iter().any(|(c, _)| *c == Code::CallsRefused));
+    }
+
+    #[test]
+    fn a_rollout_names_both_versions_and_another_roles_calls_are_ignored() {
+        let r = Running::of(
+            &trail(vec![
+                event(ROLE, "karpenter.sh-1.11.2", "DescribeInstances", None),
+                event(ROLE, "karpenter.sh-1.12.3", "DescribeInstances", None),
+                event("arn:aws:iam::111122223333:role/Other", "karpenter.sh-1.14.0", "DescribeInstances", None),
+            ]),
+            &[ROLE.into()],
+            &[],
+        );
+        assert_eq!(r.versions.len(), 2);
+        assert_eq!(r.newest().unwrap().recorded, "1.12.3");
+        let f = version_checks(&r, v(10), PermissionShape::default(), ROLE).into_iter().find_map(|(_, f)| f).unwrap();
+        assert!(f.message.contains("1.12.3") && f.message.contains("1.11.2") && f.message.contains("rollout"), "{}", f.message);
+        assert!(!f.message.contains("1.14.0"), "{}", f.message);
+    }
+
+    #[test]
+    fn a_newer_pin_is_a_note_an_unknown_version_a_warning_nothing_recorded_nothing() {
+        let r = Running::of(&trail(vec![event(ROLE, "karpenter.sh-1.10.1", "DescribeInstances", None)]), &[ROLE.into()], &[]);
+        assert_eq!(codes(&readiness(&r, v(12), PermissionShape::default(), ROLE)), [("pin-newer-than-running", Severity::Note)]);
+        let r = Running::of(&trail(vec![event(ROLE, "karpenter.sh-1.15.0", "DescribeInstances", None)]), &[ROLE.into()], &[]);
+        assert_eq!(
+            codes(&readiness(&r, v(14), PermissionShape::default(), ROLE)),
+            [("running-version-unknown", Severity::Warning)]
+        );
+        let r = Running::of(&trail(vec![]), &[ROLE.into()], &[NODE.into()]);
+        assert!(readiness(&r, v(14), PermissionShape::default(), ROLE).is_empty(), "Karpenter may not be installed yet");
+    }
+
+    #[test]
+    fn refusals_of_both_roles_are_warnings_in_up_and_a_refused_lookup_names_the_permission() {
+        let scp = "You are not authorized to perform this operation. User: x is not authorized to perform: ec2:CreateFleet on resource: arn:aws:ec2:us-east-1:111122223333:fleet/* with an explicit deny in a service control policy. Encoded authorization failure message: EncOdEd";
+        let ecr = "User: x is not authorized to perform: ecr:GetAuthorizationToken because no identity-based policy allows the ecr:GetAuthorizationToken action";
+        let r = Running::of(
+            &trail(vec![
+                event(ROLE, "karpenter.sh-1.14.0", "CreateFleet", Some(("Client.UnauthorizedOperation", scp))),
+                event(NODE, "aws-sdk-go", "GetAuthorizationToken", Some(("AccessDeniedException", ecr))),
+            ]),
+            &[ROLE.into()],
+            &[NODE.into()],
+        );
+        let found = readiness(&r, v(14), PermissionShape::default(), ROLE);
+        assert_eq!(codes(&found), [("calls-refused", Severity::Warning), ("calls-refused", Severity::Warning)]);
+        let fs: Vec<Finding> = found.into_iter().filter_map(|(_, f)| f).collect();
+        assert!(
+            fs[0].message.contains("ec2:CreateFleet") && fs[0].message.contains("service control policy"),
+            "{}",
+            fs[0].message
+        );
+        assert!(fs[0].fix.contains("decode-authorization-message --encoded-message EncOdEd"), "{}", fs[0].fix);
+        assert!(fs[1].message.contains(NODE), "{}", fs[1].message);
+
+        let mut t = trail(vec![]);
+        t.problem = Some(LookupProblem::Refused { message: "AccessDeniedException: no".into() });
+        let found = readiness(&Running::of(&t, &[ROLE.into()], &[]), v(14), PermissionShape::default(), ROLE);
+        assert_eq!(codes(&found), [("cloudtrail-unreadable", Severity::Warning)]);
+        assert!(found[0].1.as_ref().unwrap().message.contains("cloudtrail:LookupEvents"));
+    }
+
+    #[test]
+    fn windows_read_as_written() {
+        assert_eq!(window_text(Duration::from_secs(3600)), "1h");
+        assert_eq!(window_text(Duration::from_secs(1800)), "30m");
+        assert_eq!(window_text(Duration::from_secs(2 * 86_400)), "2d");
+        assert_eq!(window_text(Duration::from_secs(90)), "90s");
+    }
+}

@@ -1,0 +1,244 @@
+//! The Karpenter that runs, as CloudTrail recorded it (issue #36; docs/running-karpenter.md):
+//! `up`, `diff`, `doctor` and `import` through the lag proxy, whose `cloudtrail_events` rule
+//! answers LookupEvents from scripted records in AWS's shape (neither emulator keeps any).
+
+use crate::common::lag::LagProxy;
+use crate::common::*;
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+const SCP: &str = "You are not authorized to perform this operation. User: arn:aws:sts::000000000000:assumed-role/KarpenterController/s is not authorized to perform: ec2:CreateFleet on resource: arn:aws:ec2:us-east-1:000000000000:fleet/* with an explicit deny in a service control policy. Encoded authorization failure message: EncOdEdScp";
+const BOUNDARY: &str = "You are not authorized to perform this operation. User: arn:aws:sts::000000000000:assumed-role/KarpenterController/s is not authorized to perform: ec2:CreateFleet on resource: arn:aws:ec2:us-east-1:000000000000:fleet/* with an explicit deny in a permissions boundary. Encoded authorization failure message: EncOdEdBoundary";
+
+fn plan(wd: &Workdir, c: &str, extra: &str) {
+    wd.plan(c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n{extra}"));
+}
+
+fn role(account: &str, name: &str) -> String {
+    format!("arn:aws:iam::{account}:role/{name}")
+}
+
+/// A call of `role` naming `version` in its user agent, `minutes_ago`.
+fn call(role: &str, version: &str, minutes_ago: u64) -> Value {
+    json!({"role": role, "event": "DescribeInstances", "source": "ec2.amazonaws.com", "agent": format!("karpenter.sh-{version}"), "minutes_ago": minutes_ago})
+}
+
+fn records(px: &LagProxy, records: Value) {
+    // The lookups' pace is karpctl's (two a second); the proxy does not add its own here.
+    px.set(json!({"cloudtrail_events": records, "cloudtrail_lookup_rps": 1000}));
+}
+
+fn found(doc: &Value) -> Vec<Value> {
+    doc["checks"]["found"].as_array().cloned().unwrap_or_default()
+}
+
+fn with_code(fs: &[Value], code: &str) -> Vec<Value> {
+    fs.iter().filter(|f| f["code"] == code).cloned().collect()
+}
+
+fn setup(prefix: &str, extra: &str) -> (String, String, Workdir, LagProxy) {
+    let c = cluster_name(prefix);
+    let s = seed(&c, &[]);
+    let account = s["account_id"].as_str().unwrap_or("000000000000").to_string();
+    let wd = Workdir::new();
+    plan(&wd, &c, extra);
+    let px = LagProxy::start(&c, &endpoint());
+    (c, account, wd, px)
+}
+
+#[test]
+fn the_running_version_is_judged_against_the_pin_and_refusals_are_reported() {
+    let (c, a, wd, px) = setup("run-pin", "[identity]\nkarpenter_version = \"1.10\"\n");
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    let node = role(&a, &format!("KarpenterNodeRole-{c}"));
+    let run = |args: &[&str]| karpctl_at(&wd, px.url(), args, &[]);
+    // The account's Spot role exists (doctor's exit code below is the running checks' alone).
+    let _spot = spot_role_present(&sdk());
+
+    // 1.12.3 runs against a 1.10 pin; another role's calls (1.14.0) are not the controller's.
+    records(
+        &px,
+        json!([call(&controller, "1.12.3", 3), call(&controller, "1.12.3", 1), call(&role(&a, "SomeoneElse"), "1.14.0", 2)]),
+    );
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let fs = found(&r.json());
+    let lacks = with_code(&fs, "running-version-lacks-permissions");
+    assert_eq!(lacks.len(), 1, "{fs:?}");
+    assert_eq!(lacks[0]["severity"], "error");
+    let m = lacks[0]["message"].as_str().unwrap();
+    for want in ["1.12.3", "1.10", "ec2:DescribeInstanceStatus", "ec2:DescribePlacementGroups"] {
+        assert!(m.contains(want), "{want}: {m}");
+    }
+    assert!(!m.contains("1.14.0"), "another role's calls: {m}");
+    assert!(lacks[0]["fix"].as_str().unwrap().contains("karpenter_version = \"1.12\""), "{}", lacks[0]);
+    assert!(px.count("LookupEvents") >= 2, "ec2 and iam looked up");
+
+    // up applies and exits 1: Karpenter cannot work with these permissions.
+    let r = run(&["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(!with_code(&found(&r.json()), "running-version-lacks-permissions").is_empty(), "{}", r.stdout);
+
+    // A rollout: both versions named, the newest to pin.
+    records(&px, json!([call(&controller, "1.11.2", 4), call(&controller, "1.12.3", 1)]));
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    let lacks = with_code(&found(&r.json()), "running-version-lacks-permissions");
+    let m = lacks[0]["message"].as_str().unwrap_or_else(|| panic!("{r:?}"));
+    assert!(m.contains("1.12.3") && m.contains("1.11.2") && m.contains("rollout"), "{m}");
+
+    // Refused calls of the controller (an SCP, a boundary) and of the node role: warnings in
+    // diff, one doctor finding per action and kind with the count, the last time and the fix.
+    let refused = |r: &str, msg: &str, ago: u64| {
+        json!({"role": r, "event": "CreateFleet", "source": "ec2.amazonaws.com", "agent": "karpenter.sh-1.10.1",
+               "minutes_ago": ago, "error_code": "Client.UnauthorizedOperation", "error_message": msg})
+    };
+    let ecr = json!({"role": node, "event": "GetAuthorizationToken", "source": "ecr.amazonaws.com", "agent": "aws-sdk-go/1.55",
+        "minutes_ago": 7, "error_code": "AccessDeniedException",
+        "error_message": format!("User: x is not authorized to perform: ecr:GetAuthorizationToken on resource: * with an explicit deny in a service control policy")});
+    let iam_node = json!({"role": node, "event": "GetInstanceProfile", "source": "iam.amazonaws.com", "agent": "aws-sdk-go/1.55",
+        "minutes_ago": 6, "error_code": "AccessDenied",
+        "error_message": "User: x is not authorized to perform: iam:GetInstanceProfile on resource: instance profile p because no identity-based policy allows the iam:GetInstanceProfile action"});
+    records(
+        &px,
+        json!([
+            call(&controller, "1.10.1", 1),
+            refused(&controller, SCP, 5),
+            refused(&controller, SCP, 2),
+            refused(&controller, BOUNDARY, 3),
+            ecr,
+            iam_node
+        ]),
+    );
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "converged; warnings only: {r:?}");
+    let fs = found(&r.json());
+    let refusals = with_code(&fs, "calls-refused");
+    assert!(refusals.iter().all(|f| f["severity"] == "warning"), "{refusals:?}");
+    let text = serde_json::to_string(&refusals).unwrap();
+    assert!(text.contains("service control policy") && text.contains("permissions boundary"), "{text}");
+    assert!(text.contains(&node) && text.contains("iam:GetInstanceProfile"), "the node role's refusals: {text}");
+    assert!(with_code(&fs, "running-version-lacks-permissions").is_empty(), "1.10 runs: {fs:?}");
+
+    let r = run(&["doctor", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let doc = r.json();
+    let fs = doc["findings"].as_array().unwrap_or_else(|| panic!("{doc}")).clone();
+    let refusals = with_code(&fs, "calls-refused");
+    let scp = refusals
+        .iter()
+        .find(|f| {
+            f["message"].as_str().unwrap().contains("ec2:CreateFleet")
+                && f["message"].as_str().unwrap().contains("service control")
+        })
+        .unwrap_or_else(|| panic!("{refusals:?}"));
+    assert!(scp["message"].as_str().unwrap().contains(" 2 time(s)"), "count: {scp}");
+    assert_eq!(scp["resource"], "arn:aws:ec2:us-east-1:000000000000:fleet/*");
+    assert!(scp["hint"].as_str().unwrap().contains("SCP") && scp["hint"].as_str().unwrap().contains("EncOdEdScp"), "{scp}");
+    let boundary = refusals
+        .iter()
+        .find(|f| f["message"].as_str().unwrap().contains("permissions boundary"))
+        .unwrap_or_else(|| panic!("{refusals:?}"));
+    assert!(boundary["hint"].as_str().unwrap().contains("boundary"), "{boundary}");
+    assert!(refusals.iter().any(|f| f["message"].as_str().unwrap().contains("ecr:GetAuthorizationToken")), "{refusals:?}");
+    let kinds: BTreeSet<String> = refusals.iter().map(|f| f["message"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds.len(), 4, "one per action and kind: {refusals:?}");
+    // The 1.14 pin doctor judges with is newer than 1.10: a note, not a failure.
+    assert_eq!(with_code(&fs, "pin-newer-than-running")[0]["severity"], "note", "{fs:?}");
+
+    // A lookup AWS refuses: a warning naming the permission; the exit code is unchanged.
+    px.set(json!({"cloudtrail_events": "AccessDenied"}));
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let w = with_code(&found(&r.json()), "cloudtrail-unreadable");
+    assert_eq!((w.len(), w[0]["severity"].as_str()), (1, Some("warning")), "{r:?}");
+    assert!(w[0]["message"].as_str().unwrap().contains("cloudtrail:LookupEvents"), "{w:?}");
+    let r = run(&["doctor", "--cluster", &c, "--output", "json", "--karpenter-version", "1.10"]);
+    let doc = r.json();
+    let w = with_code(doc["findings"].as_array().unwrap(), "cloudtrail-unreadable");
+    assert_eq!(w[0]["severity"], "warning", "{doc}");
+    assert_eq!(doc["summary"]["errors"], 0, "{doc}");
+
+    // Nothing recorded: no finding in diff; doctor says so as a note, and exits 0.
+    records(&px, json!([]));
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let doc = r.json();
+    for code in ["running-version-lacks-permissions", "calls-refused", "karpenter-not-seen", "cloudtrail-unreadable"] {
+        assert!(with_code(&found(&doc), code).is_empty(), "{code}: {doc}");
+    }
+    let r = run(&["doctor", "--cluster", &c, "--output", "json", "--karpenter-version", "1.10"]);
+    let doc = r.json();
+    assert_eq!(r.code, 0, "a note is not a problem: {doc}");
+    assert_eq!(with_code(doc["findings"].as_array().unwrap(), "karpenter-not-seen")[0]["severity"], "note", "{doc}");
+
+    // import: no --karpenter-version, the running one is used and said where it came from.
+    std::fs::remove_file(wd.path().join("plans").join(format!("{c}.toml"))).unwrap();
+    let r = run(&["import", "--cluster", &c]);
+    assert_eq!(r.code, 1, "nothing recorded: the flag is needed: {r:?}");
+    assert!(r.stderr.contains("--karpenter-version"), "{r:?}");
+    records(&px, json!([call(&controller, "1.12.3", 2)]));
+    let r = run(&["import", "--cluster", &c, "--trail-window", "30m"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("from CloudTrail") && r.all().contains("karpenter.sh-1.12.3"), "{r:?}");
+    let written = std::fs::read_to_string(wd.path().join("plans").join(format!("{c}.toml"))).unwrap();
+    assert!(written.contains("karpenter_version = \"1.12\""), "{written}");
+    let lookups = px.calls_json().into_iter().filter(|c| c["operation"] == "LookupEvents").collect::<Vec<_>>();
+    let last = lookups.last().unwrap();
+    let (start, end) = (last["lookup"]["start"].as_f64().unwrap(), last["lookup"]["end"].as_f64().unwrap());
+    assert!((end - start - 1800.0).abs() < 2.0, "--trail-window 30m: {last}");
+}
+
+/// The controller role's managed policies' actions.
+fn controller_actions(sdk: &Sdk, role_name: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for arn in attached(sdk, role_name) {
+        let p = rt().block_on(sdk.iam.get_policy().policy_arn(&arn).send()).unwrap();
+        let v = p.policy().unwrap().default_version_id().unwrap().to_string();
+        let d = rt().block_on(sdk.iam.get_policy_version().policy_arn(&arn).version_id(v).send()).unwrap();
+        let doc = policy_json(d.policy_version().unwrap().document().unwrap());
+        for st in statements(&doc) {
+            out.extend(strings(&st["Action"]));
+        }
+    }
+    out
+}
+
+#[test]
+fn karpenter_version_running_follows_cloudtrail_and_stops_without_records() {
+    let (c, a, wd, px) = setup("run-follow", "[identity]\nkarpenter_version = \"running\"\n");
+    let run = |args: &[&str]| karpctl_at(&wd, px.url(), args, &[]);
+    let sdk = sdk();
+
+    // Nothing recorded: exit 1 before any write, saying what to set.
+    records(&px, json!([]));
+    let r = run(&["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["stats"]["writes"], 0, "{doc}");
+    let m = doc["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("\"running\"") && m.contains("no call"), "{doc}");
+    assert!(doc["error"]["hint"].as_str().unwrap_or_default().contains("karpenter_version"), "{doc}");
+    // A refused lookup is the same stop.
+    px.set(json!({"cloudtrail_events": "AccessDenied"}));
+    let r = run(&["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!((r.code, r.writes()), (1, 0), "{r:?}");
+    assert!(r.stdout.contains("cloudtrail:LookupEvents"), "{r:?}");
+
+    // 1.10 runs: the permissions are 1.10's (no placement groups, added in 1.11), said so.
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    records(&px, json!([call(&controller, "1.10.1", 2)]));
+    let r = run(&["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("Permissions follow Karpenter 1.10"), "{r:?}");
+    let actions = controller_actions(&sdk, &format!("KarpenterController-{c}"));
+    assert!(actions.contains("ec2:CreateFleet"), "{actions:?}");
+    assert!(!actions.contains("ec2:DescribePlacementGroups"), "1.10's set: {actions:?}");
+
+    // A rollout to 1.12: the newest is followed, and said so.
+    records(&px, json!([call(&controller, "1.10.1", 5), call(&controller, "1.12.3", 1)]));
+    let r = run(&["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.all().contains("Permissions follow Karpenter 1.12") && r.all().contains("rollout"), "{r:?}");
+    let actions = controller_actions(&sdk, &format!("KarpenterController-{c}"));
+    assert!(actions.contains("ec2:DescribePlacementGroups") && actions.contains("ec2:DescribeInstanceStatus"), "{actions:?}");
+}
