@@ -27,6 +27,10 @@ pub struct Readers {
     pub events: events::Events,
     pub kms: kms::Kms,
     pub sts: sts::Sts,
+    /// CloudWatch metrics of the interruption rules and queue (doctor).
+    pub metrics: cloudwatch::CloudWatch,
+    /// The IAM policy simulator (doctor `--simulate`).
+    pub simulator: simulate::Simulator,
 }
 
 impl Readers {
@@ -39,6 +43,8 @@ impl Readers {
             events: events::Events::new(c.events.clone()),
             kms: kms::Kms::new(c.kms.clone()),
             sts: sts::Sts::new(c.sts.clone()),
+            metrics: cloudwatch::CloudWatch::new(c.cloudwatch.clone()),
+            simulator: simulate::Simulator::new(c.iam.clone()),
         }
     }
 }
