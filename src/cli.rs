@@ -141,7 +141,8 @@ pub enum Command {
     #[command(after_help = "Examples:
   karpctl doctor --cluster prod-east
   karpctl doctor --cluster prod-east --karpenter-version 1.12 --output json
-  karpctl doctor --cluster prod-east --namespace karpenter --queue Karpenter-prod-east")]
+  karpctl doctor --cluster prod-east --namespace karpenter --queue Karpenter-prod-east
+  karpctl doctor --cluster prod-east --simulate    # also ask IAM's policy simulator (SCPs, boundary)")]
     Doctor(DoctorArgs),
     /// Write a plan that takes over a setup made by Terraform or CloudFormation (reads only)
     #[command(after_help = "Examples:
@@ -238,6 +239,10 @@ pub struct DoctorArgs {
     /// The tag Karpenter's subnet and security group selectors use (default karpenter.sh/discovery=<cluster>)
     #[arg(long, value_name = "KEY=VALUE")]
     pub discovery_tag: Option<String>,
+    /// Also ask IAM's policy simulator whether an SCP or a permissions boundary denies the
+    /// controller role actions of Karpenter's permission set (iam:SimulatePrincipalPolicy)
+    #[arg(long)]
+    pub simulate: bool,
     /// Output format on stdout
     #[arg(long, value_enum, default_value_t = Output::Human)]
     pub output: Output,

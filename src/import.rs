@@ -646,6 +646,8 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         refused: vec![],
         associate_public_ip: false,
         bus_quota: global.settings.rules_per_bus,
+        metrics: false,
+        simulate: false,
     };
     let setup = crate::doctor::discover::gather(&connected.readers, &inputs).await?;
     if let Some(u) = setup.unreadable.first() {

@@ -70,6 +70,13 @@ codes! {
     RuleTagsUnreadable = "rule-tags-unreadable",
     NodeRolesUnreadable = "node-roles-unreadable",
     KmsKeyUnreadable = "kms-key-unreadable",
+    // What AWS records (CloudWatch) and the policy simulator (`doctor --simulate`): checks/records.rs.
+    InterruptionRuleFailing = "interruption-rule-failing",
+    QueueUnread = "queue-unread",
+    SimulationScpDenied = "simulation-scp-denied",
+    SimulationBoundaryDenied = "simulation-boundary-denied",
+    MetricsUnreadable = "metrics-unreadable",
+    SimulationUnreadable = "simulation-unreadable",
 }
 
 impl Serialize for Code {
@@ -123,10 +130,13 @@ pub enum Read {
     RuleTags,
     NodeRoles,
     KmsKey,
+    // What AWS records and the policy simulator (checks/records.rs): warnings when refused.
+    Metrics,
+    Simulation,
 }
 
 impl Read {
-    pub const ALL: [Read; 15] = [
+    pub const ALL: [Read; 17] = [
         Read::Nodegroups,
         Read::Cluster,
         Read::Controller,
@@ -142,6 +152,8 @@ impl Read {
         Read::RuleTags,
         Read::NodeRoles,
         Read::KmsKey,
+        Read::Metrics,
+        Read::Simulation,
     ];
 
     /// The finding a refused read becomes.
@@ -162,6 +174,8 @@ impl Read {
             Read::RuleTags => Code::RuleTagsUnreadable,
             Read::NodeRoles => Code::NodeRolesUnreadable,
             Read::KmsKey => Code::KmsKeyUnreadable,
+            Read::Metrics => Code::MetricsUnreadable,
+            Read::Simulation => Code::SimulationUnreadable,
         }
     }
 
@@ -183,6 +197,17 @@ impl Read {
             Read::RuleTags => "the interruption rules' tags",
             Read::NodeRoles => "the node roles",
             Read::KmsKey => "the queue's KMS key and its key policy",
+            Read::Metrics => "the CloudWatch metrics of the interruption rules and queue",
+            Read::Simulation => "the IAM policy simulator's decisions for the controller role",
+        }
+    }
+
+    /// How bad its refusal is: the setup's own pieces are errors (checks that matter did not
+    /// run); AWS's records of them and the opt-in simulator are extra evidence, a warning.
+    pub const fn severity(self) -> Severity {
+        match self {
+            Read::Metrics | Read::Simulation => Severity::Warning,
+            _ => Severity::Error,
         }
     }
 
@@ -224,6 +249,8 @@ impl Readiness {
 pub struct Outcome {
     pub findings: Vec<Finding>,
     pub passed: Vec<Code>,
+    /// What the checks want said that is no finding (e.g. what the policy simulator cannot see).
+    pub notes: Vec<String>,
 }
 
 /// What doctor's checks write into: the findings, the checks that ran, and the checks whose
@@ -233,6 +260,7 @@ pub struct Checker {
     pub findings: Vec<Finding>,
     pub ran: BTreeSet<Code>,
     pub skip: BTreeSet<Code>,
+    pub notes: Vec<String>,
 }
 
 impl Checker {
@@ -249,6 +277,10 @@ impl Checker {
         }
         self.ran.insert(code);
         self.findings.push(Finding { code, severity, resource: resource.into(), message, fix });
+    }
+    /// Something to say that is no finding (listed after the checks, never changes the exit).
+    pub fn note(&mut self, text: String) {
+        self.notes.push(text);
     }
     /// A check that returns its finding (the ones `up` and `diff` run too).
     pub fn record(&mut self, code: Code, found: Option<Finding>) {

@@ -191,6 +191,25 @@ pub struct Setup {
     pub associate_public_ip: bool,
     /// Reads AWS refused.
     pub unreadable: Vec<Unreadable>,
+    // What AWS records (CloudWatch) and the policy simulator (`doctor --simulate`).
+    /// The interruption rules' and queue's CloudWatch metrics (None: not read).
+    pub metrics: Option<crate::aws::read::cloudwatch::Metrics>,
+    /// `doctor --simulate`'s decisions (None without the flag, or when refused).
+    pub simulation: Option<Simulated>,
+}
+
+/// What `doctor --simulate` asked the IAM policy simulator and what it answered.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Simulated {
+    /// The controller role simulated (None: no controller role found, nothing simulated).
+    pub role_arn: Option<String>,
+    /// The pinned action set simulated.
+    pub actions: Vec<String>,
+    /// The context keys sent (`ContextEntries`).
+    pub context: Vec<crate::running::simulation::ContextValue>,
+    /// Context keys the role's policies use that karpctl has no value for (absent in the simulation).
+    pub unknown_keys: Vec<String>,
+    pub decisions: Vec<crate::running::simulation::Decision>,
 }
 
 impl Setup {
@@ -227,6 +246,8 @@ impl Setup {
             endpoints: vec![],
             associate_public_ip: false,
             unreadable: vec![],
+            metrics: None,
+            simulation: None,
         }
     }
 }
