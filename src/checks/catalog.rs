@@ -767,11 +767,14 @@ mod tests {
         controller_mut(&mut s).policies.retain(|p| p.name != "Interruption");
         let f = check(&s).findings.into_iter().find(|f| f.code == Code::QueueUnread).unwrap();
         assert!(f.fix.contains("does not allow sqs:ReceiveMessage"), "{}", f.fix);
-        // Not read (no rules nor queue): neither check runs.
+        // Not read (no rules nor queue, or it failed otherwise than refused): neither check
+        // runs; a failure is a note, no finding.
         let mut s = clean();
         s.metrics = None;
+        s.records_failed = vec!["the CloudWatch metrics could not be read (no answer)".into()];
         let o = check(&s);
         assert!(!o.passed.contains(&Code::QueueUnread) && !o.passed.contains(&Code::InterruptionRuleFailing));
+        assert!(o.findings.is_empty() && o.notes[0] == s.records_failed[0], "{:?} {:?}", o.findings, o.notes);
     }
 
     #[test]

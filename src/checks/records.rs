@@ -98,6 +98,9 @@ fn cause(s: &Setup, q: Option<&Queue>, rule_arn: &str) -> Cause {
 
 /// The interruption rules' deliveries and the queue's oldest message, as CloudWatch recorded them.
 pub(super) fn records(s: &Setup, c: &mut Checker) {
+    for failed in &s.records_failed {
+        c.note(failed.clone());
+    }
     let Some(m) = &s.metrics else { return };
     let q = s.queue.as_ref().filter(|q| q.exists);
     let queue = q.map(|q| q.name.as_str()).unwrap_or("the interruption queue");

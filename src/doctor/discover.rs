@@ -221,8 +221,11 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
         metrics_read,
         simulate_read
     );
-    s.metrics = metrics.and_then(|m| records_read(&mut s, Code::MetricsUnreadable, "cloudwatch:GetMetricData", m));
-    s.simulation = simulation.and_then(|m| records_read(&mut s, Code::SimulationUnreadable, "iam:SimulatePrincipalPolicy", m));
+    s.metrics = metrics.and_then(|m| {
+        records_read(&mut s, Code::MetricsUnreadable, "the CloudWatch metrics of the interruption rules and queue", m)
+    });
+    s.simulation =
+        simulation.and_then(|m| records_read(&mut s, Code::SimulationUnreadable, "the IAM policy simulator's answer", m));
     s.queue = stand_alone(&mut s, Code::QueueUnreadable, q)?;
     let tags = stand_alone(&mut s, Code::RuleTagsUnreadable, tags)?;
     for r in &mut rules {
@@ -276,19 +279,20 @@ fn stand_alone<T: Default>(s: &mut Setup, code: Code, r: Result<T>) -> Result<T>
     }
 }
 
-/// A read of AWS's records or the simulator: its answer, or, whatever failed (a refusal, a
-/// throttled or unanswered call), nothing and a warning-level `code` finding-to-be: evidence
-/// doctor could not gather never stops it.
-fn records_read<T>(s: &mut Setup, code: Code, operation: &str, r: Result<T>) -> Option<T> {
+/// A read of AWS's records or the simulator: its answer; refused, nothing and a warning-level
+/// `code` finding-to-be; failed otherwise (throttled past the retries, no answer, an answer
+/// karpctl cannot read), nothing and a note. Evidence doctor could not gather never stops it.
+fn records_read<T>(s: &mut Setup, code: Code, what: &str, r: Result<T>) -> Option<T> {
     match r {
         Ok(v) => Some(v),
         Err(e) => {
-            let (operation, aws_code) = match crate::aws::aws_error_in(&e) {
-                Some(a) => (a.operation.clone(), a.code.clone()),
-                None => (operation.to_string(), format!("{e:#}")),
-            };
-            if !s.unreadable.iter().any(|u| u.code == code) {
-                s.unreadable.push(Unreadable { code, operation, aws_code });
+            match denied(&e) {
+                Some(a) => {
+                    if !s.unreadable.iter().any(|u| u.code == code) {
+                        s.unreadable.push(Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() });
+                    }
+                }
+                None => s.records_failed.push(format!("{what} could not be read ({e:#}), so its checks did not run")),
             }
             None
         }

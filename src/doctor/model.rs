@@ -196,6 +196,9 @@ pub struct Setup {
     pub metrics: Option<crate::aws::read::cloudwatch::Metrics>,
     /// `doctor --simulate`'s decisions (None without the flag, or when refused).
     pub simulation: Option<Simulated>,
+    /// Those reads failed other than by a refusal (throttled past the retries, no answer, an
+    /// answer karpctl cannot read): what failed, said as a note (their checks did not run).
+    pub records_failed: Vec<String>,
 }
 
 /// What `doctor --simulate` asked the IAM policy simulator and what it answered.
@@ -248,6 +251,7 @@ impl Setup {
             unreadable: vec![],
             metrics: None,
             simulation: None,
+            records_failed: vec![],
         }
     }
 }
