@@ -140,7 +140,8 @@ pub enum Command {
     #[command(after_help = "Examples:
   karpctl doctor --cluster prod-east
   karpctl doctor --cluster prod-east --karpenter-version 1.12 --output json
-  karpctl doctor --cluster prod-east --namespace karpenter --queue Karpenter-prod-east")]
+  karpctl doctor --cluster prod-east --namespace karpenter --queue Karpenter-prod-east
+  karpctl doctor --cluster prod-east --simulate    # also ask IAM's policy simulator (SCPs, boundary)")]
     Doctor(DoctorArgs),
     /// Write a plan that takes over a setup made by Terraform or CloudFormation (reads only)
     #[command(after_help = "Examples:
@@ -249,6 +250,10 @@ pub struct DoctorArgs {
     /// or KARPCTL_TRAIL_WINDOW)
     #[arg(long, value_name = "DURATION", value_parser = crate::settings::parse_trail_window)]
     pub trail_window: Option<std::time::Duration>,
+    /// Also ask IAM's policy simulator whether an SCP or a permissions boundary denies the
+    /// controller role actions of Karpenter's permission set (iam:SimulatePrincipalPolicy)
+    #[arg(long)]
+    pub simulate: bool,
     /// Output format on stdout
     #[arg(long, value_enum, default_value_t = Output::Human)]
     pub output: Output,

@@ -639,6 +639,8 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         associate_public_ip: false,
         bus_quota: global.settings.rules_per_bus,
         trail_window: global.settings.trail_window,
+        metrics: false,
+        simulate: false,
     };
     let mut setup = crate::doctor::discover::gather(&connected.readers, &inputs).await?;
     let (version, from_trail) = match flagged {

@@ -10,6 +10,7 @@ mod cli;
 mod common;
 mod discovery;
 mod doctor;
+mod doctor_records;
 mod eks_lag;
 mod faults;
 mod fleet;

@@ -71,7 +71,6 @@ pub struct Clients {
     #[allow(dead_code)]
     pub cloudtrail: aws_sdk_cloudtrail::Client,
     /// Metrics of the interruption rules and queue (`GetMetricData`); signing name `monitoring`.
-    #[allow(dead_code)]
     pub cloudwatch: aws_sdk_cloudwatch::Client,
 }
 

@@ -30,6 +30,8 @@ pub enum Run {
     KmsKey,
     /// The running Karpenter, from CloudTrail (#36).
     Running,
+    Records,
+    Simulation,
 }
 
 impl Run {
@@ -54,6 +56,8 @@ impl Run {
             Run::Network => super::network::network,
             Run::KmsKey => super::kms::kms_key,
             Run::Running => super::running::doctor,
+            Run::Records => super::records::records,
+            Run::Simulation => super::records::simulation,
         }
     }
 }
@@ -72,7 +76,7 @@ const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: 
 }
 
 /// Every check, in checklist order (doctor lists findings and passed checks in it).
-pub const CATALOG: [Check; 39] = [
+pub const CATALOG: [Check; 43] = [
     check(
         Code::ControllerRoleNotFound,
         "Karpenter's controller role is found",
@@ -211,6 +215,31 @@ pub const CATALOG: [Check; 39] = [
     ),
     check(Code::CallsRefused, "AWS refused none of the controller's and the nodes' calls", &[CloudTrail], Some(Run::Running)),
     check(Code::KarpenterNotSeen, "CloudTrail shows the controller's calls", &[CloudTrail], Some(Run::Running)),
+    // What AWS records of the interruption rules and queue, and the policy simulator (records.rs).
+    check(
+        Code::InterruptionRuleFailing,
+        "no interruption rule failed to deliver to the queue in the last hour (CloudWatch FailedInvocations)",
+        &[Metrics],
+        Some(Run::Records),
+    ),
+    check(
+        Code::QueueUnread,
+        "something reads the queue: no message waits past five minutes (CloudWatch ApproximateAgeOfOldestMessage)",
+        &[Metrics],
+        Some(Run::Records),
+    ),
+    check(
+        Code::SimulationScpDenied,
+        "no SCP denies an action of the permission set (IAM policy simulator)",
+        &[Simulation],
+        Some(Run::Simulation),
+    ),
+    check(
+        Code::SimulationBoundaryDenied,
+        "the permissions boundary allows every action of the permission set (IAM policy simulator)",
+        &[Simulation],
+        Some(Run::Simulation),
+    ),
     check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], None),
     check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], None),
 ];
@@ -256,7 +285,7 @@ pub fn doctor(s: &Setup) -> Outcome {
     findings.sort_by(|a, b| (a.severity, order(a.code), &a.resource).cmp(&(b.severity, order(b.code), &b.resource)));
     let failed: BTreeSet<Code> = findings.iter().map(|f| f.code).collect();
     let passed = doctor_checks().map(|k| k.code).filter(|code| c.ran.contains(code) && !failed.contains(code)).collect();
-    Outcome { findings, passed }
+    Outcome { findings, passed, notes: c.notes }
 }
 
 /// Each refused read, as an error naming the permission and the checks it skipped.
@@ -283,7 +312,7 @@ fn unreadable(s: &Setup, c: &mut Checker) {
         }
         c.findings.push(Finding {
             code: u.code,
-            severity: Severity::Error,
+            severity: read.severity(),
             resource: u.operation.clone(),
             message: format!(
                 "doctor could not read {}: AWS refused {} ({}); skipped: {}",
@@ -293,7 +322,7 @@ fn unreadable(s: &Setup, c: &mut Checker) {
                 skipped.join(", ")
             ),
             fix: format!(
-                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents)",
+                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents, cloudwatch:GetMetricData; with --simulate iam:SimulatePrincipalPolicy, iam:GetContextKeysForPrincipalPolicy)",
                 u.operation
             ),
         });
@@ -373,6 +402,7 @@ pub fn readiness(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::finding::Severity;
     use crate::checks::identity::trusts;
     use crate::doctor::model::*;
     use crate::doctor::model::{Queue, Unreadable};
@@ -541,7 +571,37 @@ mod tests {
         }];
         s.spot_service_linked_role = true;
         s.running = Some(trail_of(&["karpenter.sh-1.14.2"], false));
+        // CloudWatch read, nothing recorded; --simulate, everything allowed.
+        s.metrics = Some(crate::aws::read::cloudwatch::Metrics {
+            failed_invocations: s.rules.iter().map(|r| (r.name.clone(), Default::default())).collect(),
+            oldest_message: Some(("Karpenter-demo".into(), Default::default())),
+        });
+        let role = s.controller.as_ref().unwrap().arn.clone();
+        s.simulation = Some(Simulated {
+            role_arn: Some(role),
+            actions: vec!["ec2:CreateFleet".into(), "iam:PassRole".into()],
+            decisions: ["ec2:CreateFleet", "iam:PassRole"].map(|a| decision(a, "allowed", Some(true), Some(true))).to_vec(),
+            ..Default::default()
+        });
         s
+    }
+
+    fn decision(action: &str, decision: &str, org: Option<bool>, boundary: Option<bool>) -> crate::running::simulation::Decision {
+        crate::running::simulation::Decision {
+            action: action.into(),
+            decision: decision.into(),
+            allowed_by_organizations: org,
+            allowed_by_boundary: boundary,
+            matched: vec![],
+            missing_context: vec![],
+        }
+    }
+
+    fn series(points: &[(i64, f64)]) -> crate::running::metrics::Series {
+        crate::running::metrics::Series {
+            timestamps: points.iter().map(|p| p.0).collect(),
+            values: points.iter().map(|p| p.1).collect(),
+        }
     }
 
     const KEY: &str = "arn:aws:kms:us-east-1:111122223333:key/k1";
@@ -658,6 +718,14 @@ mod tests {
                 let p = s.queue.as_mut().unwrap().kms_key_policy.as_mut().unwrap();
                 p["Statement"].as_array_mut().unwrap().retain(|st| st["Sid"] != "EnableIAMPolicies");
             }),
+            ("interruption-rule-failing", |s| s.metrics.as_mut().unwrap().failed_invocations[0].1 = series(&[(600, 2.0)])),
+            ("queue-unread", |s| s.metrics.as_mut().unwrap().oldest_message.as_mut().unwrap().1 = series(&[(600, 1800.0)])),
+            ("simulation-scp-denied", |s| {
+                s.simulation.as_mut().unwrap().decisions[0] = decision("ec2:CreateFleet", "explicitDeny", Some(false), Some(true))
+            }),
+            ("simulation-boundary-denied", |s| {
+                s.simulation.as_mut().unwrap().decisions[1] = decision("iam:PassRole", "implicitDeny", Some(true), Some(false))
+            }),
         ];
         let mut covered: BTreeSet<&str> = BTreeSet::new();
         for (code, inject) in defects {
@@ -737,11 +805,121 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_failing_rule_names_the_likely_cause_from_the_queue_policy_and_key() {
+        let failing = |s: &mut Setup| s.metrics.as_mut().unwrap().failed_invocations[0].1 = series(&[(600, 3.0), (300, 1.0)]);
+        let finding = |s: &Setup| check(s).findings.into_iter().find(|f| f.code == Code::InterruptionRuleFailing).unwrap();
+        let mut s = clean();
+        failing(&mut s);
+        let f = finding(&s);
+        assert_eq!((f.severity, f.resource.as_str()), (Severity::Error, "rule/Karpenter-demo-HealthEvent"));
+        assert!(f.message.contains("4 event(s)") && f.message.contains("do not show why"), "{}", f.message);
+        assert!(
+            f.fix.contains("check both")
+                && f.fix.contains("arn:aws:events:us-east-1:111122223333:rule/Karpenter-demo-HealthEvent"),
+            "{}",
+            f.fix
+        );
+        // The queue policy lets only another rule send: the policy.
+        let mut p = s.clone();
+        for st in p.queue.as_mut().unwrap().policy.as_mut().unwrap()["Statement"].as_array_mut().unwrap() {
+            if st["Effect"] == "Allow" {
+                st["Condition"] = json!({"ArnEquals": {"aws:SourceArn": "arn:aws:events:us-east-1:111122223333:rule/other"}});
+            }
+        }
+        let f = finding(&p);
+        assert!(f.message.contains("the queue policy does not let this rule"), "{}", f.message);
+        assert!(f.fix.contains("aws:SourceArn") && f.fix.contains(Q), "{}", f.fix);
+        // The key does not let EventBridge in: the key.
+        let mut k = s.clone();
+        let kp = k.queue.as_mut().unwrap().kms_key_policy.as_mut().unwrap();
+        kp["Statement"].as_array_mut().unwrap().retain(|st| st["Sid"] != "AllowEventBridgeToSendInterruptionEvents");
+        let f = finding(&k);
+        assert!(f.message.contains(KEY) && f.message.contains("events.amazonaws.com"), "{}", f.message);
+        assert!(f.fix.contains("AllowEventBridgeToSendInterruptionEvents"), "{}", f.fix);
+    }
+
+    #[test]
+    fn an_unread_queue_names_what_to_check_and_no_datapoints_is_no_finding() {
+        let mut s = clean();
+        s.metrics.as_mut().unwrap().oldest_message.as_mut().unwrap().1 = series(&[(600, 1800.0)]);
+        let f = check(&s).findings.into_iter().find(|f| f.code == Code::QueueUnread).unwrap();
+        assert!(f.message.contains("30 minutes") && f.message.contains("nothing reads this queue"), "{}", f.message);
+        assert!(
+            f.fix.contains("settings.interruptionQueue is Karpenter-demo") && f.fix.contains("sqs:ReceiveMessage"),
+            "{}",
+            f.fix
+        );
+        assert!(f.fix.contains("kubectl -n kube-system get pods") && f.fix.contains("never receives"), "{}", f.fix);
+        // The controller may not receive from it: that is named as the likely cause.
+        controller_mut(&mut s).policies.retain(|p| p.name != "Interruption");
+        let f = check(&s).findings.into_iter().find(|f| f.code == Code::QueueUnread).unwrap();
+        assert!(f.fix.contains("does not allow sqs:ReceiveMessage"), "{}", f.fix);
+        // Not read (no rules nor queue, or it failed otherwise than refused): neither check
+        // runs; a failure is a note, no finding.
+        let mut s = clean();
+        s.metrics = None;
+        s.records_failed = vec!["the CloudWatch metrics could not be read (no answer)".into()];
+        let o = check(&s);
+        assert!(!o.passed.contains(&Code::QueueUnread) && !o.passed.contains(&Code::InterruptionRuleFailing));
+        assert!(o.findings.is_empty() && o.notes[0] == s.records_failed[0], "{:?} {:?}", o.findings, o.notes);
+    }
+
+    #[test]
+    fn refused_metrics_or_simulator_are_warnings_that_skip_only_their_checks() {
+        for (code, op) in
+            [(Code::MetricsUnreadable, "cloudwatch:GetMetricData"), (Code::SimulationUnreadable, "iam:SimulatePrincipalPolicy")]
+        {
+            let mut s = clean();
+            s.unreadable.push(Unreadable { code, operation: op.into(), aws_code: "AccessDenied".into() });
+            let o = check(&s);
+            assert_eq!(o.findings.len(), 1, "{:?}", o.findings);
+            assert_eq!((o.findings[0].code, o.findings[0].severity), (code, Severity::Warning));
+            assert!(o.findings[0].message.contains(op) && o.findings[0].fix.contains(op), "{:?}", o.findings[0]);
+            assert_eq!(o.passed.len(), doctor_checks().count() - 2, "{:?}", o.passed);
+        }
+    }
+
+    #[test]
+    fn the_simulation_lists_denied_actions_by_kind_and_says_what_it_cannot_see() {
+        let mut s = clean();
+        let sim = s.simulation.as_mut().unwrap();
+        sim.decisions = vec![
+            decision("ec2:CreateFleet", "explicitDeny", Some(false), Some(true)),
+            decision("ec2:RunInstances", "explicitDeny", Some(false), None),
+            decision("iam:PassRole", "implicitDeny", Some(true), Some(false)),
+            decision("ssm:GetParameter", "implicitDeny", None, None),
+        ];
+        sim.unknown_keys = vec!["aws:PrincipalOrgID".into()];
+        let o = check(&s);
+        let scp = o.findings.iter().find(|f| f.code == Code::SimulationScpDenied).unwrap();
+        assert!(
+            scp.message.contains("2 action(s)") && scp.message.contains("ec2:CreateFleet, ec2:RunInstances"),
+            "{}",
+            scp.message
+        );
+        assert!(scp.fix.contains("aws:PrincipalArn"), "{}", scp.fix);
+        let b = o.findings.iter().find(|f| f.code == Code::SimulationBoundaryDenied).unwrap();
+        assert!(b.message.contains("iam:PassRole") && !b.message.contains("ec2:CreateFleet"), "{}", b.message);
+        assert!(b.fix.contains("delete-role-permissions-boundary"), "{}", b.fix);
+        assert_eq!(o.notes.len(), 1);
+        assert!(o.notes[0].contains(crate::running::simulation::BLIND_SPOTS), "{}", o.notes[0]);
+        assert!(
+            o.notes[0].contains("aws:PrincipalOrgID") && o.notes[0].contains("1 action(s) the role's own policies"),
+            "{}",
+            o.notes[0]
+        );
+        // Without --simulate: neither check, no note.
+        s.simulation = None;
+        let o = check(&s);
+        assert!(o.notes.is_empty() && !o.passed.contains(&Code::SimulationScpDenied));
+    }
+
     /// The table doctor used to keep by hand (`<piece>-unreadable` and the checks it skips):
     /// the registry's reads give the same sets.
     #[test]
     fn what_a_refused_read_skips_comes_from_the_catalog() {
-        let table: [(&str, &[&str]); 16] = [
+        let table: [(&str, &[&str]); 18] = [
             ("nodegroups-unreadable", &[]),
             (
                 "cluster-unreadable",
@@ -828,6 +1006,8 @@ mod tests {
                     "karpenter-not-seen",
                 ],
             ),
+            ("metrics-unreadable", &["interruption-rule-failing", "queue-unread"]),
+            ("simulation-unreadable", &["simulation-scp-denied", "simulation-boundary-denied"]),
         ];
         for (read, (code, skipped)) in Read::ALL.into_iter().zip(table) {
             assert_eq!(read.unreadable().as_str(), code);

@@ -77,6 +77,13 @@ codes! {
     CallsRefused = "calls-refused",
     KarpenterNotSeen = "karpenter-not-seen",
     CloudtrailUnreadable = "cloudtrail-unreadable",
+    // What AWS records (CloudWatch) and the policy simulator (`doctor --simulate`): checks/records.rs.
+    InterruptionRuleFailing = "interruption-rule-failing",
+    QueueUnread = "queue-unread",
+    SimulationScpDenied = "simulation-scp-denied",
+    SimulationBoundaryDenied = "simulation-boundary-denied",
+    MetricsUnreadable = "metrics-unreadable",
+    SimulationUnreadable = "simulation-unreadable",
 }
 
 impl Serialize for Code {
@@ -135,10 +142,13 @@ pub enum Read {
     KmsKey,
     /// CloudTrail's records of the running Karpenter (cloudtrail:LookupEvents; a warning).
     CloudTrail,
+    // What AWS records and the policy simulator (checks/records.rs): warnings when refused.
+    Metrics,
+    Simulation,
 }
 
 impl Read {
-    pub const ALL: [Read; 16] = [
+    pub const ALL: [Read; 18] = [
         Read::Nodegroups,
         Read::Cluster,
         Read::Controller,
@@ -155,6 +165,8 @@ impl Read {
         Read::NodeRoles,
         Read::KmsKey,
         Read::CloudTrail,
+        Read::Metrics,
+        Read::Simulation,
     ];
 
     /// The finding a refused read becomes.
@@ -176,6 +188,8 @@ impl Read {
             Read::NodeRoles => Code::NodeRolesUnreadable,
             Read::KmsKey => Code::KmsKeyUnreadable,
             Read::CloudTrail => Code::CloudtrailUnreadable,
+            Read::Metrics => Code::MetricsUnreadable,
+            Read::Simulation => Code::SimulationUnreadable,
         }
     }
 
@@ -198,6 +212,17 @@ impl Read {
             Read::NodeRoles => "the node roles",
             Read::KmsKey => "the queue's KMS key and its key policy",
             Read::CloudTrail => "CloudTrail's records of the running Karpenter",
+            Read::Metrics => "the CloudWatch metrics of the interruption rules and queue",
+            Read::Simulation => "the IAM policy simulator's decisions for the controller role",
+        }
+    }
+
+    /// How bad its refusal is: the setup's own pieces are errors (checks that matter did not
+    /// run); AWS's records of them and the opt-in simulator are extra evidence, a warning.
+    pub const fn severity(self) -> Severity {
+        match self {
+            Read::CloudTrail | Read::Metrics | Read::Simulation => Severity::Warning,
+            _ => Severity::Error,
         }
     }
 
@@ -239,6 +264,8 @@ impl Readiness {
 pub struct Outcome {
     pub findings: Vec<Finding>,
     pub passed: Vec<Code>,
+    /// What the checks want said that is no finding (e.g. what the policy simulator cannot see).
+    pub notes: Vec<String>,
 }
 
 /// What doctor's checks write into: the findings, the checks that ran, and the checks whose
@@ -248,6 +275,7 @@ pub struct Checker {
     pub findings: Vec<Finding>,
     pub ran: BTreeSet<Code>,
     pub skip: BTreeSet<Code>,
+    pub notes: Vec<String>,
 }
 
 impl Checker {
@@ -264,6 +292,10 @@ impl Checker {
         }
         self.ran.insert(code);
         self.findings.push(Finding { code, severity, resource: resource.into(), message, fix });
+    }
+    /// Something to say that is no finding (listed after the checks, never changes the exit).
+    pub fn note(&mut self, text: String) {
+        self.notes.push(text);
     }
     /// A check that returns its finding (the ones `up` and `diff` run too).
     pub fn record(&mut self, code: Code, found: Option<Finding>) {

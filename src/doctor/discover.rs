@@ -42,6 +42,10 @@ pub struct Inputs {
     pub bus_quota: usize,
     /// How far back CloudTrail is read for the running Karpenter (`Settings::trail_window`).
     pub trail_window: std::time::Duration,
+    /// Read the CloudWatch metrics of the interruption rules and queue (doctor; import does not).
+    pub metrics: bool,
+    /// `--simulate`: run the IAM policy simulator over the controller role.
+    pub simulate: bool,
 }
 
 pub const POD_IDENTITY_AGENT: &str = "eks-pod-identity-agent";
@@ -226,12 +230,37 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<Setup> 
         }
         aws.ec2.route_tables(&vpc).await
     };
-    let (q, tags, nodes, tables) = tokio::join!(
+    // What AWS records of the queue and its rules (CloudWatch), and with --simulate what the
+    // policy simulator says of the controller role: alongside the reads above.
+    let rule_names: Vec<String> =
+        rules.iter().filter(|r| queue_arn.as_ref().is_some_and(|q| r.queue_arns.contains(q))).map(|r| r.name.clone()).collect();
+    let queue_name_read = queue.as_ref().map(|q| q.2.clone());
+    let metrics_read = async {
+        if !i.metrics || (rule_names.is_empty() && queue_name_read.is_none()) {
+            return None;
+        }
+        Some(aws.metrics.interruption(&rule_names, queue_name_read.as_deref(), crate::checks::records::METRICS_WINDOW).await)
+    };
+    let simulate_read = async {
+        if !i.simulate {
+            return None;
+        }
+        let role = s.controller.as_ref().filter(|r| r.exists).map(|r| r.arn.clone());
+        Some(simulate(aws, i, role, queue.is_some()).await)
+    };
+    let (q, tags, nodes, tables, metrics, simulation) = tokio::join!(
         queue_read,
         tags_read,
         try_join_all(node.into_iter().map(|(arn, how)| node_role(aws, arn, how))),
-        tables_read
+        tables_read,
+        metrics_read,
+        simulate_read
     );
+    s.metrics = metrics.and_then(|m| {
+        records_read(&mut s, Code::MetricsUnreadable, "the CloudWatch metrics of the interruption rules and queue", m)
+    });
+    s.simulation =
+        simulation.and_then(|m| records_read(&mut s, Code::SimulationUnreadable, "the IAM policy simulator's answer", m));
     s.queue = stand_alone(&mut s, Code::QueueUnreadable, q)?;
     let tags = stand_alone(&mut s, Code::RuleTagsUnreadable, tags)?;
     for r in &mut rules {
@@ -283,6 +312,38 @@ fn stand_alone<T: Default>(s: &mut Setup, code: Code, r: Result<T>) -> Result<T>
             None => Err(e),
         },
     }
+}
+
+/// A read of AWS's records or the simulator: its answer; refused, nothing and a warning-level
+/// `code` finding-to-be; failed otherwise (throttled past the retries, no answer, an answer
+/// karpctl cannot read), nothing and a note. Evidence doctor could not gather never stops it.
+fn records_read<T>(s: &mut Setup, code: Code, what: &str, r: Result<T>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            match denied(&e) {
+                Some(a) => {
+                    if !s.unreadable.iter().any(|u| u.code == code) {
+                        s.unreadable.push(Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() });
+                    }
+                }
+                None => s.records_failed.push(format!("{what} could not be read ({e:#}), so its checks did not run")),
+            }
+            None
+        }
+    }
+}
+
+/// `--simulate`: the context keys the role's policies use, then the pinned action set (for the
+/// version doctor judges with) simulated with the values a Karpenter launch would carry.
+async fn simulate(aws: &Readers, i: &Inputs, role: Option<String>, queue: bool) -> Result<super::model::Simulated> {
+    use crate::running::{PermissionShape, permission_set, simulation::karpenter_context};
+    let Some(role) = role else { return Ok(super::model::Simulated::default()) };
+    let keys = aws.simulator.context_keys(&role).await?;
+    let (context, unknown_keys) = karpenter_context(&keys, &i.cluster.name, &i.region, &i.partition);
+    let actions: Vec<String> = permission_set(i.version, PermissionShape { queue, zonal_shift: false }).into_iter().collect();
+    let decisions = aws.simulator.simulate(&role, &actions, &context).await?;
+    Ok(super::model::Simulated { role_arn: Some(role), actions, context, unknown_keys, decisions })
 }
 
 /// A key id, ARN or alias -> (its ARN, its key policy; None when GetKeyPolicy is refused: the

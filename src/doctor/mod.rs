@@ -42,7 +42,7 @@ fn explain(e: anyhow::Error) -> anyhow::Error {
             if a.message.is_empty() { String::new() } else { format!(": {}", a.message) }
         ))
         .hint(format!(
-            "grant these credentials the read permission {} (doctor needs only read permissions: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents)",
+            "grant these credentials the read permission {} (doctor needs only read permissions: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents, cloudwatch:GetMetricData; with --simulate iam:SimulatePrincipalPolicy, iam:GetContextKeysForPrincipalPolicy)",
             a.operation
         ))
         .into(),
@@ -96,6 +96,8 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         associate_public_ip: spec.discovery.associate_public_ip,
         bus_quota: global.settings.rules_per_bus,
         trail_window: global.settings.trail_window,
+        metrics: true,
+        simulate: args.simulate,
     };
     let setup = discover::gather(&connected.readers, &inputs).await.map_err(explain)?;
     let outcome = crate::checks::catalog::doctor(&setup);

@@ -194,6 +194,28 @@ pub struct Setup {
     // --- The running Karpenter (#36) ---
     /// What CloudTrail shows of the controller and node roles' calls (None: not read).
     pub running: Option<crate::checks::facts::Running>,
+    // What AWS records (CloudWatch) and the policy simulator (`doctor --simulate`).
+    /// The interruption rules' and queue's CloudWatch metrics (None: not read).
+    pub metrics: Option<crate::aws::read::cloudwatch::Metrics>,
+    /// `doctor --simulate`'s decisions (None without the flag, or when refused).
+    pub simulation: Option<Simulated>,
+    /// Those reads failed other than by a refusal (throttled past the retries, no answer, an
+    /// answer karpctl cannot read): what failed, said as a note (their checks did not run).
+    pub records_failed: Vec<String>,
+}
+
+/// What `doctor --simulate` asked the IAM policy simulator and what it answered.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Simulated {
+    /// The controller role simulated (None: no controller role found, nothing simulated).
+    pub role_arn: Option<String>,
+    /// The pinned action set simulated.
+    pub actions: Vec<String>,
+    /// The context keys sent (`ContextEntries`).
+    pub context: Vec<crate::running::simulation::ContextValue>,
+    /// Context keys the role's policies use that karpctl has no value for (absent in the simulation).
+    pub unknown_keys: Vec<String>,
+    pub decisions: Vec<crate::running::simulation::Decision>,
 }
 
 impl Setup {
@@ -231,6 +253,9 @@ impl Setup {
             associate_public_ip: false,
             unreadable: vec![],
             running: None,
+            metrics: None,
+            simulation: None,
+            records_failed: vec![],
         }
     }
 }

@@ -37,6 +37,7 @@ pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
         "discovered": discovered(s),
         "findings": o.findings.iter().map(finding_json).collect::<Vec<_>>(),
         "passed": o.passed,
+        "notes": o.notes,
         "summary": {"errors": count(Severity::Error), "warnings": count(Severity::Warning), "notes": count(Severity::Note)},
         "stats": stats,
     })
@@ -92,6 +93,9 @@ pub fn human(s: &Setup, o: &Outcome, style: Style) -> String {
     }
     for code in &o.passed {
         out += &format!("  {} {}\n", style.green("✓"), title(*code));
+    }
+    for n in &o.notes {
+        out += &format!("\n  note: {n}\n");
     }
     let errors = o.findings.iter().filter(|f| f.severity == Severity::Error).count();
     let warnings = o.findings.iter().filter(|f| f.severity == Severity::Warning).count();

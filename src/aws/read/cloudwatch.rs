@@ -4,11 +4,9 @@
 //! (Maximum) of the `QueueName`. Reads only: no message is ever received, hidden or deleted.
 //! Judged by `running::metrics`.
 
-// Wired into doctor/diff/up by the checks of the running Karpenter (#36) once the read layer
-// lands; until then only the tests call these readers.
-#![allow(dead_code)]
-
+use super::memo::Memo;
 use crate::running::metrics::Series;
+use anyhow::Result;
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
 use std::time::SystemTime;
 
@@ -17,15 +15,38 @@ pub const PERIOD_S: i32 = 300;
 /// GetMetricData pages read at most (one is the norm: a few hundred points in all).
 const MAX_PAGES: usize = 5;
 
-/// What the metrics say, per rule and for the queue; `problem` when they could not be read (a
-/// warning naming `cloudwatch:GetMetricData`, never an error).
+/// What the metrics say, per rule and for the queue.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
     /// (rule name, FailedInvocations Sum), in the order asked; no points: no failures sent.
     pub failed_invocations: Vec<(String, Series)>,
     /// (queue name, ApproximateAgeOfOldestMessage Maximum).
     pub oldest_message: Option<(String, Series)>,
-    pub problem: Option<String>,
+}
+
+/// The CloudWatch reader: the interruption metrics, memoised by the rules and queue asked.
+pub struct CloudWatch {
+    client: aws_sdk_cloudwatch::Client,
+    interruption: Memo<Metrics>,
+}
+
+impl CloudWatch {
+    pub fn new(client: aws_sdk_cloudwatch::Client) -> CloudWatch {
+        CloudWatch { client, interruption: Memo::default() }
+    }
+
+    /// The metrics of `rules` and `queue` over the last `window` (one GetMetricData call),
+    /// memoised for the run. An error is `aws_err`'s for `cloudwatch:GetMetricData` (the caller
+    /// reports it as a warning, never a failure).
+    pub async fn interruption(&self, rules: &[String], queue: Option<&str>, window: std::time::Duration) -> Result<Metrics> {
+        let key = format!("{}|{}", rules.join(","), queue.unwrap_or_default());
+        self.interruption
+            .get(&key, || async {
+                let end = std::time::SystemTime::now();
+                read(&self.client, rules, queue, end - window, end).await
+            })
+            .await
+    }
 }
 
 fn query(id: String, namespace: &str, metric: &str, dimension: (&str, &str), stat: &str) -> MetricDataQuery {
@@ -49,7 +70,7 @@ pub async fn read(
     queue: Option<&str>,
     start: SystemTime,
     end: SystemTime,
-) -> Metrics {
+) -> Result<Metrics> {
     // Query ids must start with a lower-case letter: r0, r1, ... for the rules, q for the queue.
     let mut queries: Vec<MetricDataQuery> = rules
         .iter()
@@ -62,10 +83,9 @@ pub async fn read(
     let mut out = Metrics {
         failed_invocations: rules.iter().map(|r| (r.clone(), Series::default())).collect(),
         oldest_message: queue.map(|q| (q.to_string(), Series::default())),
-        problem: None,
     };
     if queries.is_empty() {
-        return out;
+        return Ok(out);
     }
     let mut token: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -77,16 +97,7 @@ pub async fn read(
             .set_next_token(token.take())
             .send()
             .await;
-        let page = match answer {
-            Ok(p) => p,
-            Err(e) => {
-                let e = crate::aws::aws_err("cloudwatch:GetMetricData", e);
-                out.problem = Some(format!(
-                    "CloudWatch metrics of the interruption rules and queue could not be read ({e:#}); cloudwatch:GetMetricData reads them"
-                ));
-                return out;
-            }
-        };
+        let page = answer.map_err(|e| crate::aws::aws_err("cloudwatch:GetMetricData", e))?;
         for r in page.metric_data_results() {
             let series = match r.id() {
                 Some("q") => out.oldest_message.as_mut().map(|(_, s)| s),
@@ -107,5 +118,5 @@ pub async fn read(
             break;
         }
     }
-    out
+    Ok(out)
 }

@@ -29,6 +29,10 @@ pub struct Readers {
     pub sts: sts::Sts,
     /// CloudTrail: what the running Karpenter did (`running`, #36).
     pub trail: cloudtrail::Trails,
+    /// CloudWatch metrics of the interruption rules and queue (doctor).
+    pub metrics: cloudwatch::CloudWatch,
+    /// The IAM policy simulator (doctor `--simulate`).
+    pub simulator: simulate::Simulator,
 }
 
 impl Readers {
@@ -42,6 +46,8 @@ impl Readers {
             kms: kms::Kms::new(c.kms.clone()),
             sts: sts::Sts::new(c.sts.clone()),
             trail: cloudtrail::Trails::new(c.cloudtrail.clone()),
+            metrics: cloudwatch::CloudWatch::new(c.cloudwatch.clone()),
+            simulator: simulate::Simulator::new(c.iam.clone()),
         }
     }
 }

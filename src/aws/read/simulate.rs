@@ -4,11 +4,10 @@
 //! them and throttles per account: the calls go one after the other through the account's `iam`
 //! pacer and the SDK's throttling retries. Judged by `running::simulation`.
 
-// Wired into doctor/diff/up by the checks of the running Karpenter (#36) once the read layer
-// lands; until then only the tests call these readers.
-#![allow(dead_code)]
-
+use super::memo::Memo;
+use crate::aws::aws_err;
 use crate::running::simulation::{ContextValue, Decision};
+use anyhow::Result;
 use aws_sdk_iam::types::{ContextEntry, ContextKeyTypeEnum};
 
 /// Actions per SimulatePrincipalPolicy call. IAM takes many per call (the results are paged);
@@ -20,28 +19,11 @@ const MAX_ITEMS: i32 = 1000;
 /// Pages per batch read at most.
 const MAX_PAGES: usize = 5;
 
-/// The simulation's outcome; `problem` when it could not be run (a warning naming the
-/// permission, never an error).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Simulation {
-    /// What `GetContextKeysForPrincipalPolicy` listed.
-    pub context_keys: Vec<String>,
-    pub decisions: Vec<Decision>,
-    pub problem: Option<String>,
-}
-
-/// The context keys the role's policies use.
-pub async fn context_keys(iam: &aws_sdk_iam::Client, role_arn: &str) -> Result<Vec<String>, String> {
-    match iam.get_context_keys_for_principal_policy().policy_source_arn(role_arn).send().await {
-        Ok(o) => Ok(o.context_key_names().to_vec()),
-        Err(e) => {
-            Err(problem("iam:GetContextKeysForPrincipalPolicy", crate::aws::aws_err("iam:GetContextKeysForPrincipalPolicy", e)))
-        }
-    }
-}
-
-fn problem(permission: &str, e: anyhow::Error) -> String {
-    format!("the IAM policy simulator could not be run: {permission} failed ({e:#}); doctor --simulate needs {permission}")
+/// The policy simulator over one account's IAM (its calls go through the `iam` client, so the
+/// account's `iam` pacer spaces them once IAM throttles, and the SDK retries a throttled call).
+pub struct Simulator {
+    client: aws_sdk_iam::Client,
+    keys: Memo<Vec<String>>,
 }
 
 fn entry(v: &ContextValue) -> ContextEntry {
@@ -52,44 +34,57 @@ fn entry(v: &ContextValue) -> ContextEntry {
         .build()
 }
 
-/// `actions` simulated for `role_arn` with `context` (from `running::simulation::karpenter_context`
-/// over [`context_keys`]), Resource "*".
-pub async fn simulate(iam: &aws_sdk_iam::Client, role_arn: &str, actions: &[String], context: &[ContextValue]) -> Simulation {
-    let mut out = Simulation::default();
-    let entries: Vec<ContextEntry> = context.iter().map(entry).collect();
-    for batch in actions.chunks(BATCH) {
-        let mut marker: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let answer = iam
-                .simulate_principal_policy()
-                .policy_source_arn(role_arn)
-                .set_action_names(Some(batch.to_vec()))
-                .set_context_entries((!entries.is_empty()).then(|| entries.clone()))
-                .max_items(MAX_ITEMS)
-                .set_marker(marker.take())
-                .send()
-                .await;
-            let page = match answer {
-                Ok(p) => p,
-                Err(e) => {
-                    out.problem =
-                        Some(problem("iam:SimulatePrincipalPolicy", crate::aws::aws_err("iam:SimulatePrincipalPolicy", e)));
-                    return out;
+impl Simulator {
+    pub fn new(client: aws_sdk_iam::Client) -> Simulator {
+        Simulator { client, keys: Memo::default() }
+    }
+
+    /// The context keys the role's policies use (GetContextKeysForPrincipalPolicy), memoised.
+    pub async fn context_keys(&self, role_arn: &str) -> Result<Vec<String>> {
+        self.keys
+            .get(role_arn, || async {
+                match self.client.get_context_keys_for_principal_policy().policy_source_arn(role_arn).send().await {
+                    Ok(o) => Ok(o.context_key_names().to_vec()),
+                    Err(e) => Err(aws_err("iam:GetContextKeysForPrincipalPolicy", e)),
                 }
-            };
-            out.decisions.extend(page.evaluation_results().iter().map(|r| Decision {
-                action: r.eval_action_name().to_string(),
-                decision: r.eval_decision().as_str().to_string(),
-                allowed_by_organizations: r.organizations_decision_detail().map(|d| d.allowed_by_organizations()),
-                allowed_by_boundary: r.permissions_boundary_decision_detail().map(|d| d.allowed_by_permissions_boundary()),
-                matched: r.matched_statements().iter().filter_map(|m| m.source_policy_id().map(str::to_string)).collect(),
-                missing_context: r.missing_context_values().to_vec(),
-            }));
-            marker = page.marker().filter(|_| page.is_truncated()).map(str::to_string);
-            if marker.is_none() {
-                break;
+            })
+            .await
+    }
+
+    /// `actions` simulated for `role_arn` with `context` (from `running::simulation::karpenter_context`
+    /// over [`Simulator::context_keys`]), Resource "*": [`BATCH`] actions a call, one call after
+    /// the other.
+    pub async fn simulate(&self, role_arn: &str, actions: &[String], context: &[ContextValue]) -> Result<Vec<Decision>> {
+        let mut out = Vec::new();
+        let entries: Vec<ContextEntry> = context.iter().map(entry).collect();
+        for batch in actions.chunks(BATCH) {
+            let mut marker: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let page = self
+                    .client
+                    .simulate_principal_policy()
+                    .policy_source_arn(role_arn)
+                    .set_action_names(Some(batch.to_vec()))
+                    .set_context_entries((!entries.is_empty()).then(|| entries.clone()))
+                    .max_items(MAX_ITEMS)
+                    .set_marker(marker.take())
+                    .send()
+                    .await
+                    .map_err(|e| aws_err("iam:SimulatePrincipalPolicy", e))?;
+                out.extend(page.evaluation_results().iter().map(|r| Decision {
+                    action: r.eval_action_name().to_string(),
+                    decision: r.eval_decision().as_str().to_string(),
+                    allowed_by_organizations: r.organizations_decision_detail().map(|d| d.allowed_by_organizations()),
+                    allowed_by_boundary: r.permissions_boundary_decision_detail().map(|d| d.allowed_by_permissions_boundary()),
+                    matched: r.matched_statements().iter().filter_map(|m| m.source_policy_id().map(str::to_string)).collect(),
+                    missing_context: r.missing_context_values().to_vec(),
+                }));
+                marker = page.marker().filter(|_| page.is_truncated()).map(str::to_string);
+                if marker.is_none() {
+                    break;
+                }
             }
         }
+        Ok(out)
     }
-    out
 }
