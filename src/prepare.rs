@@ -64,7 +64,7 @@ impl Prepared {
     pub fn readiness(&self) -> Option<Readiness> {
         (self.cmd != Intent::Down).then(|| {
             let running = self.running.lock().unwrap().clone();
-            let mut r = readiness_of(&self.facts, &self.spec, &self.preflight, running.as_ref());
+            let mut r = readiness_of(&self.facts, &self.spec, &self.preflight, running.as_ref(), self.ctx.settings.today);
             for (code, found) in self.observed_checks.lock().unwrap().iter() {
                 r.record(*code, found.clone());
             }
@@ -115,8 +115,14 @@ impl Prepared {
 }
 
 /// Every readiness check karpctl can answer from these facts (`checks::catalog::readiness`).
-pub fn readiness_of(facts: &Facts, spec: &Spec, pre: &crate::preflight::Preflight, running: Option<&Running>) -> Readiness {
-    crate::checks::catalog::readiness(facts, spec, pre.spot_role, running)
+pub fn readiness_of(
+    facts: &Facts,
+    spec: &Spec,
+    pre: &crate::preflight::Preflight,
+    running: Option<&Running>,
+    today: crate::running::support::Ymd,
+) -> Readiness {
+    crate::checks::catalog::readiness(facts, spec, pre.spot_role, running, today)
 }
 
 /// The roles whose CloudTrail records are the running Karpenter's: the plan's controller role,

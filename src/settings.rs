@@ -34,6 +34,9 @@ pub const ENDPOINT_URL_PREFIX: &str = "AWS_ENDPOINT_URL_";
 /// How far back the CloudTrail records of the running Karpenter are read (`30m`, `2h`, `90s`,
 /// `1d`; default one hour; `--trail-window` on up, diff, doctor and import wins).
 pub const TRAIL_WINDOW: &str = "KARPCTL_TRAIL_WINDOW";
+/// `YYYY-MM-DD`: the date the pinned Karpenter's support status is judged on (default: today,
+/// UTC); for output that must not change with the calendar (tests, recorded examples).
+pub const TODAY: &str = "KARPCTL_TODAY";
 /// Not empty: no colour.
 pub const NO_COLOR: &str = "NO_COLOR";
 /// The terminal's width for the live status line (default 80).
@@ -113,6 +116,8 @@ pub struct Settings {
     pub eks_active_timeout: Duration,
     /// KARPCTL_TRAIL_WINDOW (a valid window), else one hour; `--trail-window` replaces it.
     pub trail_window: Duration,
+    /// KARPCTL_TODAY (a valid date), else today (UTC).
+    pub today: crate::running::support::Ymd,
     /// KARPCTL_BLESS_DOCS=1 (read by a unit test only).
     #[cfg_attr(not(test), allow(dead_code))]
     pub bless_docs: bool,
@@ -180,6 +185,9 @@ impl Settings {
             sqs_policy_propagation: secs(SQS_POLICY_PROPAGATION_SECS, DEFAULT_SQS_POLICY_PROPAGATION_SECS),
             eks_active_timeout: secs(EKS_ACTIVE_TIMEOUT_SECS, DEFAULT_EKS_ACTIVE_TIMEOUT_SECS),
             trail_window: text(TRAIL_WINDOW).and_then(|v| parse_trail_window(&v).ok()).unwrap_or(DEFAULT_TRAIL_WINDOW),
+            today: text(TODAY)
+                .and_then(|v| crate::running::support::Ymd::parse(&v))
+                .unwrap_or_else(crate::running::support::Ymd::today),
             bless_docs: one(BLESS_DOCS),
             ca_bundle: vars.get(std::ffi::OsStr::new(CA_BUNDLE)).filter(|v| !v.is_empty()).cloned(),
             endpoint_url: set(ENDPOINT_URL),

@@ -30,6 +30,7 @@ pub enum Run {
     KmsKey,
     /// The running Karpenter, from CloudTrail (#36).
     Running,
+    Support,
     Records,
     Simulation,
 }
@@ -56,6 +57,7 @@ impl Run {
             Run::Network => super::network::network,
             Run::KmsKey => super::kms::kms_key,
             Run::Running => super::running::doctor,
+            Run::Support => super::running::support,
             Run::Records => super::records::records,
             Run::Simulation => super::records::simulation,
         }
@@ -76,7 +78,7 @@ const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: 
 }
 
 /// Every check, in checklist order (doctor lists findings and passed checks in it).
-pub const CATALOG: [Check; 43] = [
+pub const CATALOG: [Check; 44] = [
     check(
         Code::ControllerRoleNotFound,
         "Karpenter's controller role is found",
@@ -215,6 +217,7 @@ pub const CATALOG: [Check; 43] = [
     ),
     check(Code::CallsRefused, "AWS refused none of the controller's and the nodes' calls", &[CloudTrail], Some(Run::Running)),
     check(Code::KarpenterNotSeen, "CloudTrail shows the controller's calls", &[CloudTrail], Some(Run::Running)),
+    check(Code::KarpenterVersionOutOfSupport, "the pinned Karpenter version is supported", &[], Some(Run::Support)),
     // What AWS records of the interruption rules and queue, and the policy simulator (records.rs).
     check(
         Code::InterruptionRuleFailing,
@@ -341,9 +344,13 @@ pub fn readiness(
     spec: &crate::plan_file::Spec,
     spot_role: Option<bool>,
     running: Option<&super::running::Running>,
+    today: crate::running::support::Ymd,
 ) -> Readiness {
     use crate::resources::kms_key::{ARN_AFTER_APPLY, key_policy};
     let mut r = Readiness::default();
+    let pinned = spec.identity.karpenter_version;
+    r.karpenter = Some(super::running::pin_support(pinned, today));
+    r.record(Code::KarpenterVersionOutOfSupport, super::running::out_of_support(pinned, today));
     if let Some(seen) = running {
         let shape = crate::running::PermissionShape { queue: spec.interruption.enabled, zonal_shift: spec.identity.zonal_shift };
         let role = crate::arns::controller_role_arn(spec, facts);
@@ -452,6 +459,7 @@ mod tests {
 
     fn clean() -> Setup {
         let mut s = Setup::empty(C);
+        s.today = Some(crate::running::support::Ymd::new(2026, 12, 7));
         s.cluster_vpc = "vpc-1".into();
         s.cluster_azs = ["us-east-1a", "us-east-1b"].iter().map(|a| a.to_string()).collect();
         let policies = karpenter_iam::controller_policies(&ControllerPolicyInputs {
@@ -632,6 +640,8 @@ mod tests {
         type Defect = (&'static str, fn(&mut Setup));
         let defects: Vec<Defect> = vec![
             ("controller-role-not-found", |s| s.controller = None),
+            // The day after 1.15 would have ended 1.14's LTS year.
+            ("karpenter-version-out-of-support", |s| s.today = Some(crate::running::support::Ymd::new(2027, 8, 1))),
             ("controller-missing-permissions", |s| {
                 let r = controller_mut(s);
                 r.policies.retain(|p| p.name != "EKSIntegration");
@@ -735,6 +745,8 @@ mod tests {
             let expected: &[&str] = match code {
                 // The queue's part of the permission set is not required without a queue.
                 "cluster-auth-config-map" => &["cluster-auth-config-map"],
+                // Its older pin is out of support on the day as well.
+                "running-version-lacks-permissions" => &["running-version-lacks-permissions", "karpenter-version-out-of-support"],
                 _ => &[code],
             };
             assert_eq!(got, expected, "{code}");

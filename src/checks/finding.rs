@@ -76,6 +76,7 @@ codes! {
     PinNewerThanRunning = "pin-newer-than-running",
     CallsRefused = "calls-refused",
     KarpenterNotSeen = "karpenter-not-seen",
+    KarpenterVersionOutOfSupport = "karpenter-version-out-of-support",
     CloudtrailUnreadable = "cloudtrail-unreadable",
     // What AWS records (CloudWatch) and the policy simulator (`doctor --simulate`): checks/records.rs.
     InterruptionRuleFailing = "interruption-rule-failing",
@@ -119,6 +120,16 @@ pub struct Finding {
     pub resource: String,
     pub message: String,
     pub fix: String,
+}
+
+/// The pinned Karpenter version and its support status on the day (Karpenter's SUPPORT.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PinSupport {
+    pub version: String,
+    /// `Support::word`: lts, lts-security-only, supported, out-of-support, unknown.
+    pub support: &'static str,
+    /// The status in words (`Support`'s text).
+    pub detail: String,
 }
 
 /// One piece doctor reads that AWS may refuse: a refused one becomes its `<piece>-unreadable`
@@ -237,6 +248,8 @@ impl Read {
 pub struct Readiness {
     /// The codes of every check that ran.
     pub checked: Vec<Code>,
+    /// The pinned Karpenter version's support status (None: not judged).
+    pub karpenter: Option<PinSupport>,
     /// What they found, errors first.
     pub found: Vec<Finding>,
 }

@@ -317,3 +317,54 @@ mod tests {
         assert_eq!(window_text(Duration::from_secs(90)), "90s");
     }
 }
+
+/// The pinned version's support status on `today` (Karpenter's SUPPORT.md, docs/karpenter-support.md).
+pub fn pin_support(pinned: KarpenterVersion, today: running::support::Ymd) -> super::finding::PinSupport {
+    let s = running::support::support_on(pinned, today);
+    super::finding::PinSupport { version: pinned.to_string(), support: s.word(), detail: s.to_string() }
+}
+
+/// A warning when the pinned version is out of Karpenter's support on `today`.
+pub fn out_of_support(pinned: KarpenterVersion, today: running::support::Ymd) -> Option<Finding> {
+    let running::support::Support::Ended { since } = running::support::support_on(pinned, today) else { return None };
+    let newest = KarpenterVersion::LATEST;
+    Some(Finding {
+        code: Code::KarpenterVersionOutOfSupport,
+        severity: Severity::Warning,
+        resource: format!("karpenter {pinned}"),
+        message: format!(
+            "Karpenter {pinned} (the pinned version) is out of support since {since}: it gets no fixes, security ones included"
+        ),
+        fix: format!(
+            "upgrade Karpenter to a supported line (the newest karpctl knows: {newest}; see docs/karpenter-support.md), then pin it: karpenter_version = \"{newest}\""
+        ),
+    })
+}
+
+/// doctor: the support status of the version doctor judges with.
+pub fn support(s: &Setup, c: &mut Checker) {
+    if let Some(today) = s.today {
+        c.record(Code::KarpenterVersionOutOfSupport, out_of_support(s.version, today));
+    }
+}
+
+#[cfg(test)]
+mod support_tests {
+    use super::*;
+    use crate::running::support::Ymd;
+
+    #[test]
+    fn an_old_pin_is_out_of_support_and_an_lts_one_is_labelled() {
+        let v = |minor| KarpenterVersion { minor };
+        let day = Ymd::new(2026, 12, 7);
+        let f = out_of_support(v(10), day).expect("1.10 ended when 1.11 came out");
+        assert_eq!((f.code, f.severity), (Code::KarpenterVersionOutOfSupport, Severity::Warning));
+        assert!(f.message.contains("1.10") && f.message.contains("2026-04-06"), "{}", f.message);
+        assert_eq!(out_of_support(v(14), day), None);
+        let pin = pin_support(v(14), day);
+        assert_eq!((pin.version.as_str(), pin.support), ("1.14", "lts"));
+        assert!(pin.detail.contains("2027-07-10"), "{}", pin.detail);
+        assert_eq!(Ymd::parse("2026-12-07"), Some(day));
+        assert_eq!(Ymd::parse("2026-13-01"), None);
+    }
+}

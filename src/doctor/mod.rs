@@ -99,7 +99,8 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         metrics: true,
         simulate: args.simulate,
     };
-    let setup = discover::gather(&connected.readers, &inputs).await.map_err(explain)?;
+    let mut setup = discover::gather(&connected.readers, &inputs).await.map_err(explain)?;
+    setup.today = Some(global.settings.today);
     let outcome = crate::checks::catalog::doctor(&setup);
     Ok(DoctorReport { setup, outcome, stats: connected.stats.report() })
 }

@@ -151,6 +151,8 @@ pub struct Setup {
     pub region: String,
     pub partition: String,
     pub version: KarpenterVersion,
+    /// The day `version`'s support status is judged on (None: not judged).
+    pub today: Option<crate::running::support::Ymd>,
     pub namespace: String,
     pub service_account: String,
     pub authentication_mode: String,
@@ -227,6 +229,7 @@ impl Setup {
             region: "us-east-1".into(),
             partition: "aws".into(),
             version: KarpenterVersion::LATEST,
+            today: None,
             namespace: "kube-system".into(),
             service_account: "karpenter".into(),
             authentication_mode: "API_AND_CONFIG_MAP".into(),

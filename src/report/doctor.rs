@@ -34,6 +34,7 @@ pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
         "account_id": s.account_id,
         "region": s.region,
         "karpenter_version": s.version.to_string(),
+        "karpenter_support": s.today.map(|d| crate::checks::running::pin_support(s.version, d)),
         "discovered": discovered(s),
         "findings": o.findings.iter().map(finding_json).collect::<Vec<_>>(),
         "passed": o.passed,
@@ -61,8 +62,12 @@ fn line(style: &Style, f: &Finding) -> String {
 /// checks that passed), then a summary line.
 pub fn human(s: &Setup, o: &Outcome, style: Style) -> String {
     let mut out = format!(
-        "karpctl doctor: cluster {} (account {}, region {}), checked against Karpenter {}\n\nFound:\n",
-        s.cluster, s.account_id, s.region, s.version
+        "karpctl doctor: cluster {} (account {}, region {}), checked against Karpenter {}{}\n\nFound:\n",
+        s.cluster,
+        s.account_id,
+        s.region,
+        s.version,
+        s.today.map(|d| format!(" ({})", crate::running::support::support_on(s.version, d))).unwrap_or_default()
     );
     let none = "(none)".to_string();
     let ctrl = s.controller.as_ref().map(|r| format!("{}  ({})", r.name, r.how)).unwrap_or_else(|| none.clone());

@@ -136,10 +136,11 @@ pub fn render_plan(plan: &Plan, style: Style) -> String {
 pub fn readiness(r: &crate::checks::finding::Readiness, style: Style) -> String {
     use crate::checks::finding::Severity;
     let n = r.checked.len();
+    let pin = r.karpenter.as_ref().map(|k| format!("Karpenter {} (pinned): {}.\n", k.version, k.detail)).unwrap_or_default();
     if r.found.is_empty() {
-        return format!("Karpenter can work here: {n} of {n} checks passed.\n");
+        return format!("Karpenter can work here: {n} of {n} checks passed.\n{pin}");
     }
-    let mut out = format!("Karpenter readiness: {} of {n} checks passed.\n", r.passed());
+    let mut out = format!("Karpenter readiness: {} of {n} checks passed.\n{pin}", r.passed());
     for c in &r.found {
         let mark = match c.severity {
             Severity::Error => style.red("error"),

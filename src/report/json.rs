@@ -53,7 +53,8 @@ pub fn plan_doc(r: &super::values::PlanReport) -> Value {
     let stats = serde_json::to_value(&r.stats).unwrap_or(Value::Null);
     let mut doc = plan_json(r.command, &r.cluster, &r.account_id, &r.region, &r.plan, r.results.as_ref(), stats);
     if let Some(checks) = &r.readiness {
-        doc["checks"] = json!({"checked": checks.checked, "found": checks.found, "passed": checks.passed()});
+        doc["checks"] =
+            json!({"checked": checks.checked, "found": checks.found, "passed": checks.passed(), "karpenter": checks.karpenter});
     }
     if let Some(f) = &r.failure {
         doc["error"] = json!({"message": f.message, "causes": [], "hint": f.hint});

@@ -50,6 +50,13 @@ impl Ymd {
         Ymd::from_epoch(secs)
     }
 
+    /// `YYYY-MM-DD` (None: not a date).
+    pub fn parse(text: &str) -> Option<Ymd> {
+        let mut it = text.trim().splitn(3, '-');
+        let (y, m, d) = (it.next()?.parse().ok()?, it.next()?.parse().ok()?, it.next()?.parse().ok()?);
+        ((1..=12).contains(&m) && (1..=31).contains(&d)).then(|| Ymd::new(y, m, d))
+    }
+
     /// The same day `months` later (the month's last day when it has fewer days).
     pub fn plus_months(&self, months: u32) -> Ymd {
         let total = self.m - 1 + months;
@@ -122,6 +129,20 @@ impl fmt::Display for Support {
             Support::Supported => f.write_str("supported (the newest minor; until the next one is released)"),
             Support::Ended { since } => write!(f, "out of support since {since}"),
             Support::Unknown => f.write_str("support status unknown to karpctl"),
+        }
+    }
+}
+
+impl Support {
+    /// A stable word for documents: `lts`, `lts-security-only`, `supported`, `out-of-support`,
+    /// `unknown`.
+    pub fn word(&self) -> &'static str {
+        match self {
+            Support::Lts { security_only: false, .. } => "lts",
+            Support::Lts { security_only: true, .. } => "lts-security-only",
+            Support::Supported => "supported",
+            Support::Ended { .. } => "out-of-support",
+            Support::Unknown => "unknown",
         }
     }
 }

@@ -142,6 +142,8 @@ fn karpctl_base(wd: &Workdir, args: &[&str]) -> Command {
         // Every test's rules share one emulator account's default bus in us-east-1 (hundreds of
         // rules in a full run), like an account whose quota was raised; the quota test sets 300.
         .env("KARPCTL_RULES_PER_BUS", "100000")
+        // The pin's support status is judged on this day, so that outputs do not age.
+        .env("KARPCTL_TODAY", "2026-12-07")
         .stdin(std::process::Stdio::null());
     cmd
 }
