@@ -1,12 +1,6 @@
-//! Checks on what AWS records of the interruption path, and on what the IAM policy simulator
-//! says of the controller role (docs/doctor.md, "Records and simulation"):
-//! - `records`: the CloudWatch metrics doctor reads once (`running::metrics` judges them): a rule
-//!   whose deliveries fail (`AWS/Events FailedInvocations`), with the likely cause from the queue
-//!   policy and key doctor read; a queue whose oldest message is old (`AWS/SQS
-//!   ApproximateAgeOfOldestMessage`): nothing reads it. Reads only: no message is received,
-//!   hidden or deleted;
-//! - `simulation` (`doctor --simulate`): the actions of the pinned permission set an SCP or the
-//!   permissions boundary denies, and a note saying what the simulator cannot see.
+//! doctor's checks on AWS's records of the interruption path (a rule whose deliveries fail, a
+//! queue nobody reads) and on the policy simulator's decisions (`--simulate`: SCP and boundary
+//! denials); docs/doctor.md, "Records and simulation".
 
 use super::finding::{Checker, Code, Severity};
 use crate::doctor::model::{Queue, Setup};

@@ -1,8 +1,6 @@
-//! The checks of the Karpenter that runs, from AWS's own records (issue #36;
-//! docs/running-karpenter.md): the version CloudTrail shows against the pinned permission set,
-//! the calls AWS refused the controller and the nodes, and a lookup AWS refused. The same
-//! functions serve `up`/`diff` (`readiness`) and doctor (`doctor`); the data comes from one
-//! CloudTrail read (`aws::read::cloudtrail::Trails`), judged by `crate::running`.
+//! The checks of the Karpenter that runs (docs/running-karpenter.md): the version CloudTrail shows
+//! against the pin, refused calls, a refused lookup, the pin's support status; the same functions
+//! serve `up`/`diff` (`readiness`) and doctor (`doctor`, `support`).
 
 pub use super::facts::Running;
 use super::finding::{Checker, Code, Finding, Severity};

@@ -1,8 +1,6 @@
-//! What the interruption rules' and queue's CloudWatch metrics say (docs/aws-behaviour.md, "What
-//! AWS records of the Karpenter that runs"): `AWS/Events FailedInvocations` per rule counts
-//! deliveries that failed for good (the queue policy or the key refuses EventBridge), and is sent
-//! only when non-zero; `AWS/SQS ApproximateAgeOfOldestMessage` per queue is how long the oldest
-//! message has waited. Plain data: the caller turns it into findings.
+//! What the rules' and queue's CloudWatch datapoints say (FailedInvocations per rule, the age of
+//! the queue's oldest message), as plain data for the checks; the metrics' meaning is in
+//! docs/aws-behaviour.md, "What AWS records of the Karpenter that runs".
 
 /// A queue whose oldest message is older than this is not being read. Karpenter receives with a
 /// 20-second long poll in a loop and deletes every message it handles within seconds, so in a

@@ -1,14 +1,6 @@
-//! The Karpenter that runs, as AWS recorded it (issue #36; docs/aws-behaviour.md, "What AWS
-//! records of the Karpenter that runs"): CloudTrail records parsed into calls, the controller's
-//! calls picked out by their role, the versions they name, and what the pinned permission set
-//! lacks or grants beyond them. Pure: no AWS calls (the readers are `aws::read::cloudtrail`,
-//! `aws::read::cloudwatch`, `aws::read::simulate`), no findings (the caller turns this data into checks).
-//!
-//! - `record`: one CloudTrail record as a typed call, and the version in its user agent;
-//! - `refusal`: the calls AWS refused, by action and the kind of policy that refused them;
-//! - `simulation`: the IAM policy simulator's context and what its decisions say;
-//! - `support`: Karpenter's support policy (LTS, supported, out of support) by date;
-//! - `metrics`: what the interruption rules' and queue's CloudWatch datapoints say.
+//! The Karpenter that runs, as AWS recorded it: CloudTrail calls (`record`), refusals (`refusal`),
+//! the simulator (`simulation`), the support policy (`support`), CloudWatch (`metrics`). Pure: no
+//! AWS calls, no findings (docs/running-karpenter.md).
 
 // Wired into doctor, diff and up by the lead once the read layer and the check catalog land;
 // until then nothing outside the tests calls this module.

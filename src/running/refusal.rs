@@ -1,11 +1,6 @@
-//! Calls AWS refused, by the kind of policy that refused them (docs/aws-behaviour.md, "What AWS
-//! records of the Karpenter that runs"). A refused call is recorded with an `errorCode` (EC2
-//! `Client.UnauthorizedOperation`, IAM and STS `AccessDenied`, JSON services
-//! `AccessDeniedException`) and an `errorMessage` that names the action, the resource and, in
-//! AWS's fixed phrases, which kind of policy refused it ("with an explicit deny in a service
-//! control policy", "because no identity-based policy allows the ... action"). EC2 adds an
-//! encoded authorization message that `sts:DecodeAuthorizationMessage` turns into the request's
-//! whole context.
+//! Calls AWS refused, grouped by action and by the kind of policy that refused them (read from
+//! AWS's fixed phrases in `errorMessage`), each kind with its fix; docs/aws-behaviour.md, "What
+//! AWS records of the Karpenter that runs".
 
 use super::record::{Call, action_in_message, encoded_in_message};
 use std::collections::BTreeMap;

@@ -1,9 +1,6 @@
-//! The IAM policy simulator over the controller role (doctor `--simulate`; docs/aws-behaviour.md,
-//! "What AWS records of the Karpenter that runs"): the context Karpenter's statements test, and
-//! what the decisions say. `iam:SimulatePrincipalPolicy` evaluates the role's identity policies,
-//! its permissions boundary and the organization's SCPs (not SCPs that test global condition
-//! keys); it does not see resource control policies, session policies or trust policies, and a
-//! condition key it is not given is silently absent.
+//! The IAM policy simulator over the controller role (doctor `--simulate`): the context Karpenter's
+//! statements test and what the decisions say; what the simulator cannot see is `BLIND_SPOTS`
+//! (docs/aws-behaviour.md, "What AWS records of the Karpenter that runs").
 
 use crate::karpenter_iam::ec2_principal;
 

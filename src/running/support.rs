@@ -1,8 +1,6 @@
-//! Karpenter's support policy by date (docs/karpenter-support.md, from Karpenter's SUPPORT.md
-//! as of 2026-08-21): a regular minor is supported until the next minor is released; every six
-//! months one minor is made Long-Term Support, supported for twelve months from its release
-//! (the first six with fixes, the last six with security fixes only), at most two LTS lines at
-//! once.
+//! Karpenter's support policy by date: each minor is supported until the next one; LTS lines for
+//! twelve months from release (security fixes only in the last six). The table and its source:
+//! docs/karpenter-support.md.
 
 use crate::karpenter_iam::KarpenterVersion;
 use std::fmt;

@@ -1,12 +1,6 @@
-//! CloudTrail `LookupEvents`: what the running Karpenter did, as AWS recorded it
-//! (docs/aws-behaviour.md, "What AWS records of the Karpenter that runs").
-//!
-//! One lookup attribute per call, 50 events a page, two calls a second per account and Region:
-//! each attribute (an event source) is paged in turn, at most `max_pages` pages, all of them
-//! paced by the account's `cloudtrail` pacer (started at `throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND` by
-//! `aws::connect`), so lookups of several attributes or clusters may be started together. A
-//! refused, throttled or failed lookup is never an error: the records read so far come back
-//! with a [`LookupProblem`] the caller reports as a warning naming `cloudtrail:LookupEvents`.
+//! CloudTrail `LookupEvents` for the running Karpenter: each event source paged in turn up to a
+//! bound, paced at two lookups a second per account; never an error (a refused or throttled
+//! lookup comes back as a [`LookupProblem`] for a warning). docs/running-karpenter.md.
 
 use aws_sdk_cloudtrail::types::{LookupAttribute, LookupAttributeKey};
 use std::sync::Arc;

@@ -1,8 +1,6 @@
-//! CloudWatch `GetMetricData`, once for all of a cluster's interruption rules and its queue
-//! (docs/aws-behaviour.md, "What AWS records of the Karpenter that runs"): `AWS/Events
-//! FailedInvocations` (Sum) per `RuleName`, and `AWS/SQS ApproximateAgeOfOldestMessage`
-//! (Maximum) of the `QueueName`. Reads only: no message is ever received, hidden or deleted.
-//! Judged by `running::metrics`.
+//! CloudWatch `GetMetricData`, one call for a cluster's interruption rules (FailedInvocations) and
+//! its queue (ApproximateAgeOfOldestMessage), memoised; reads only: no message is ever received,
+//! hidden or deleted. Judged by `running::metrics`.
 
 use super::memo::Memo;
 use crate::running::metrics::Series;

@@ -1,8 +1,6 @@
-//! The IAM policy simulator over the controller role (doctor `--simulate`):
-//! `GetContextKeysForPrincipalPolicy`, then `SimulatePrincipalPolicy` over the action set in
-//! batches of [`BATCH`] actions, each paged with MaxItems/Marker. IAM publishes no rate for
-//! them and throttles per account: the calls go one after the other through the account's `iam`
-//! pacer and the SDK's throttling retries. Judged by `running::simulation`.
+//! The IAM policy simulator over the controller role (doctor `--simulate`): its context keys, then
+//! `SimulatePrincipalPolicy` in batches of [`BATCH`] actions, one call after another through the
+//! account's `iam` pacer. Judged by `running::simulation`.
 
 use super::memo::Memo;
 use crate::aws::aws_err;
