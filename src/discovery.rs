@@ -4,7 +4,7 @@
 
 use crate::egress;
 use crate::facts::{DiscoveryFacts, Facts, Intent, SecurityGroupFact, SubnetFact};
-use crate::model::{Finding, Level, Tags};
+use crate::model::{Level, Note, Tags};
 use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::resources::Ctx;
 use crate::resources::discovery_tags::NODE_PREFIX;
@@ -74,11 +74,11 @@ fn with_a_way_out(
 
 /// The plan's lines about the subnet choice: each subnet left out, and an isolated or public
 /// cluster said so (`explicit`: the field that named the subnets).
-fn choice_findings(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>, net: &egress::Network) -> Vec<Finding> {
-    let mut f: Vec<Finding> = choice
+fn choice_findings(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>, net: &egress::Network) -> Vec<Note> {
+    let mut f: Vec<Note> = choice
         .left_out
         .iter()
-        .map(|(id, why)| Finding {
+        .map(|(id, why)| Note {
             id: format!("subnet-left-out:{id}"),
             level: Level::Info,
             message: format!("subnet {id} left out: {why}"),
@@ -90,7 +90,7 @@ fn choice_findings(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>,
             Some(owner) => format!("the VPC is shared by account {owner}, whose endpoints are not visible here"),
             None => "the VPC has the endpoints nodes need".to_string(),
         };
-        f.push(Finding {
+        f.push(Note {
             id: "subnets-isolated".into(),
             level: Level::Info,
             message: format!(
@@ -105,10 +105,10 @@ fn choice_findings(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>,
             ),
             None => "no private subnet has a way out, so nodes go in public subnets and get public IPs; a private subnet with a NAT gateway route is safer".to_string(),
         };
-        f.push(Finding { id: "subnets-public".into(), level: Level::Warning, message });
+        f.push(Note { id: "subnets-public".into(), level: Level::Warning, message });
     }
     if spec.discovery.associate_public_ip && !choice.public_ip_matters {
-        f.push(Finding {
+        f.push(Note {
             id: "associate-public-ip-unused".into(),
             level: Level::Warning,
             message: "`discovery.associate_public_ip = true` has no effect: every subnet Karpenter will see is private (its way out is not an internet gateway), so `karpctl output` leaves associatePublicIPAddress out; remove the setting".into(),
@@ -325,7 +325,7 @@ async fn judge_subnets(
     Ok((cands, judged, net, tagged_cands))
 }
 
-async fn resolve_vpc(ctx: &Ctx, facts: &Facts, cluster_subnets: &[Subnet], findings: &mut Vec<Finding>) -> Result<String> {
+async fn resolve_vpc(ctx: &Ctx, facts: &Facts, cluster_subnets: &[Subnet], findings: &mut Vec<Note>) -> Result<String> {
     let reported = facts.cluster.vpc_id.as_str();
     let subnet_vpcs: BTreeSet<&str> = cluster_subnets.iter().map(|s| s.vpc_id.as_str()).collect();
     if !reported.is_empty() && subnet_vpcs.len() == 1 && subnet_vpcs.contains(reported) {
@@ -337,7 +337,7 @@ async fn resolve_vpc(ctx: &Ctx, facts: &Facts, cluster_subnets: &[Subnet], findi
     }
     if subnet_vpcs.len() == 1 {
         let vpc = subnet_vpcs.into_iter().next().unwrap().to_string();
-        findings.push(Finding {
+        findings.push(Note {
             id: "discovery-vpc".into(),
             level: Level::Info,
             message: format!(
@@ -569,10 +569,10 @@ fn marked_ids<'a>(
 }
 
 /// The note shown for each object of `marked_ids` (their node ids).
-fn marked_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: &BTreeSet<String>) -> Vec<Finding> {
+fn marked_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: &BTreeSet<String>) -> Vec<Note> {
     marked_ids(cluster, subnets, groups, chosen)
         .into_iter()
-        .map(|(id, what)| Finding {
+        .map(|(id, what)| Note {
             id: format!("{NODE_PREFIX}{id}"),
             level: Level::Info,
             message: format!(
@@ -591,13 +591,13 @@ fn foreign_findings(
     groups: &[Group],
     chosen: &BTreeSet<String>,
     doubtful: &BTreeSet<String>,
-) -> Vec<Finding> {
+) -> Vec<Note> {
     let foreign = |tags: &Tags, id: &str| {
         tags.get(DISCOVERY_TAG).map(String::as_str) == Some(cluster) && !marked(tags, cluster) && !chosen.contains(id)
     };
     let mut out = Vec::new();
     for s in subnets.iter().filter(|s| foreign(&s.tags, &s.id) && !doubtful.contains(&s.id)) {
-        out.push(Finding {
+        out.push(Note {
             id: format!("discovery-foreign-{}", s.id),
             level: Level::Warning,
             message: format!(
@@ -607,7 +607,7 @@ fn foreign_findings(
         });
     }
     for g in groups.iter().filter(|g| foreign(&g.tags, &g.id)) {
-        out.push(Finding {
+        out.push(Note {
             id: format!("discovery-foreign-{}", g.id),
             level: Level::Warning,
             message: format!(
@@ -634,18 +634,18 @@ pub fn pick_per_az(tagged: &[Subnet]) -> BTreeMap<String, Subnet> {
     best
 }
 
-pub fn capacity_findings(tagged: &[Subnet], azs: &BTreeSet<String>) -> Vec<Finding> {
+pub fn capacity_findings(tagged: &[Subnet], azs: &BTreeSet<String>) -> Vec<Note> {
     let best = pick_per_az(tagged);
     let mut out = Vec::new();
     for az in azs.iter().chain(best.keys().filter(|k| !azs.contains(*k))) {
         let id = format!("discovery-capacity-{az}");
         match best.get(az) {
-            None => out.push(Finding {
+            None => out.push(Note {
                 id,
                 level: Level::Warning,
                 message: format!("Availability Zone {az}: no subnet is tagged for Karpenter; it cannot launch nodes there"),
             }),
-            Some(s) if s.free < LOW_FREE_ADDRESSES => out.push(Finding {
+            Some(s) if s.free < LOW_FREE_ADDRESSES => out.push(Note {
                 id,
                 level: Level::Warning,
                 message: format!(
@@ -653,7 +653,7 @@ pub fn capacity_findings(tagged: &[Subnet], azs: &BTreeSet<String>) -> Vec<Findi
                     s.id, s.free
                 ),
             }),
-            Some(s) => out.push(Finding {
+            Some(s) => out.push(Note {
                 id,
                 level: Level::Info,
                 message: format!("Availability Zone {az}: Karpenter will pick subnet {} ({} free addresses)", s.id, s.free),

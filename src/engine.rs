@@ -154,13 +154,13 @@ fn confirm(p: &Prepared, plan: &Plan, question: &str, command: &str) -> Result<(
 /// A plan that deletes the interruption queue the plan names: that name is the one `karpctl
 /// output` handed on as `settings.interruptionQueue`, so a Karpenter installed from it keeps
 /// polling a queue that is gone. Said in the plan (`diff` and `up`).
-fn queue_in_use_findings(p: &Prepared, plan: &Plan) -> Vec<crate::model::Finding> {
-    use crate::model::{Action, Finding, Kind, Level};
+fn queue_in_use_findings(p: &Prepared, plan: &Plan) -> Vec<crate::model::Note> {
+    use crate::model::{Action, Kind, Level, Note};
     let handed_on = &p.spec.interruption.queue_name;
     plan.steps
         .iter()
         .filter(|s| s.kind == Kind::Queue && matches!(s.action, Action::Delete | Action::Replace) && &s.name == handed_on)
-        .map(|s| Finding {
+        .map(|s| Note {
             id: format!("{}-in-use", s.id),
             level: Level::Warning,
             message: format!(

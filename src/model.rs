@@ -405,7 +405,7 @@ impl Conflict {
 
 /// Something the user should know that is neither a change nor an error.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Finding {
+pub struct Note {
     pub id: String,
     pub level: Level,
     pub message: String,
@@ -422,7 +422,7 @@ pub enum Level {
 pub struct Plan {
     pub steps: Vec<Step>,
     pub conflicts: Vec<Conflict>,
-    pub findings: Vec<Finding>,
+    pub findings: Vec<Note>,
     /// Ids of nodes that are in sync.
     pub in_sync: Vec<String>,
 }

@@ -1,7 +1,7 @@
 //! Pure planning: desired nodes + what was observed -> steps with field-level changes.
 //! `diff` renders the result; `up` and `down` execute it. Nothing here talks to AWS.
 
-use crate::model::{Action, Change, Conflict, Finding, Kind, Level, Node, Observed, Owner, Plan, Step};
+use crate::model::{Action, Change, Conflict, Kind, Level, Node, Note, Observed, Owner, Plan, Step};
 use serde_json::Value;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -90,7 +90,7 @@ fn record_only_written_tags(node: &mut Node, obs: &Observed) {
 
 /// A finding about `node`: "<kind> <name> <what>".
 fn say(p: &mut Plan, node: &Node, level: Level, what: &str) {
-    p.findings.push(Finding { id: node.id.clone(), level, message: format!("{} {} {what}", node.kind.label(), node.name) });
+    p.findings.push(Note { id: node.id.clone(), level, message: format!("{} {} {what}", node.kind.label(), node.name) });
 }
 
 pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
@@ -302,7 +302,7 @@ fn remake_bound(p: &mut Plan, bound: Vec<(Node, Option<Observed>)>) {
                     });
                 }
             }
-            _ => p.findings.push(Finding {
+            _ => p.findings.push(Note {
                 id: format!("{}-bound", node.id),
                 level: Level::Warning,
                 message: format!(

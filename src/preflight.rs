@@ -7,7 +7,7 @@ use crate::error::combine_errors;
 use crate::events::Event;
 use crate::facts::Facts;
 use crate::facts::Intent;
-use crate::model::{Action, Finding, Level, NodeSpec, Plan};
+use crate::model::{Action, Level, NodeSpec, Note, Plan};
 use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::resources::{Background, Ctx};
 use anyhow::Result;
@@ -217,7 +217,7 @@ async fn policies_per_role(ctx: &Ctx) -> (usize, Option<String>) {
 /// `iam:GetAccountSummary` is read only when a role would end with more than AWS's default quota,
 /// so a converged run, or one that attaches within the default, makes no extra call. Over the
 /// quota, `up` stops here (exit 1, nothing written); `diff` gets a warning saying so.
-pub async fn policy_headroom(ctx: &Ctx, plan: &Plan, cmd: Intent) -> Result<Option<Finding>> {
+pub async fn policy_headroom(ctx: &Ctx, plan: &Plan, cmd: Intent) -> Result<Option<Note>> {
     let mut uses = Vec::new();
     for (role, policies) in attaching(plan) {
         let today = crate::resources::role_policy_attachment::attached(ctx, &role).await?.unwrap_or_default();
@@ -241,7 +241,7 @@ pub async fn policy_headroom(ctx: &Ctx, plan: &Plan, cmd: Intent) -> Result<Opti
     if cmd == Intent::Up {
         return Err(e.into());
     }
-    Ok(Some(Finding {
+    Ok(Some(Note {
         id: "role-policy-quota".into(),
         level: Level::Warning,
         message: format!("{}; `karpctl up` stops before any write until it fits: {}", e.message, e.hint.unwrap_or_default()),

@@ -49,9 +49,9 @@ impl Prepared {
     }
 
     /// What to tell the user with the plan besides the changes: discovery's notes.
-    pub fn findings(&self) -> Vec<crate::model::Finding> {
+    pub fn findings(&self) -> Vec<crate::model::Note> {
         let mut out = self.facts.discovery.findings.clone();
-        out.extend(self.spec.interruption.rules_note.iter().map(|message| crate::model::Finding {
+        out.extend(self.spec.interruption.rules_note.iter().map(|message| crate::model::Note {
             id: "plan-deprecated".into(),
             level: crate::model::Level::Info,
             message: message.clone(),

@@ -368,7 +368,7 @@ pub(crate) mod tests {
 
     /// A plan with creates, an update of a policy statement, a replace and deletes.
     pub(crate) fn mixed_plan() -> Plan {
-        use crate::model::{Finding, Level, Observed, Owner};
+        use crate::model::{Level, Note, Observed, Owner};
         let before_policy = json!({"Version": "2012-10-17", "Statement": [
             {"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Action": ["iam:PassRole"], "Resource": ["arn:aws:iam::123456789012:role/KarpenterNodeRole-c"]},
             {"Sid": "AllowUnscopedInstanceProfileListAction", "Effect": "Allow", "Action": ["iam:ListInstanceProfiles"], "Resource": ["*"]}
@@ -443,7 +443,7 @@ pub(crate) mod tests {
                 step("node-instance-profile", Kind::InstanceProfile, Action::Delete, vec![]),
             ],
             conflicts: vec![],
-            findings: vec![Finding {
+            findings: vec![Note {
                 id: "discovery".into(),
                 level: Level::Warning,
                 message: "us-east-1c: subnet-0c has 12 free addresses (fewer than 256)".into(),

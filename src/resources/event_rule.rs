@@ -82,13 +82,13 @@ pub async fn bus_rule_count(ctx: &Ctx) -> Result<usize> {
 
 /// The plan's finding when the rules it creates would fill the bus (one ListRules listing,
 /// only when the plan creates a rule).
-pub async fn quota_finding(ctx: &Ctx, plan: &crate::model::Plan) -> Result<Option<crate::model::Finding>> {
+pub async fn quota_finding(ctx: &Ctx, plan: &crate::model::Plan) -> Result<Option<crate::model::Note>> {
     let adding = plan.steps.iter().filter(|s| s.kind == Kind::EventRule && s.action == Action::Create).count();
     if adding == 0 {
         return Ok(None);
     }
     let existing = bus_rule_count(ctx).await?;
-    Ok(bus_quota_message_at(ctx.settings.rules_per_bus, &ctx.region, existing, adding).map(|message| crate::model::Finding {
+    Ok(bus_quota_message_at(ctx.settings.rules_per_bus, &ctx.region, existing, adding).map(|message| crate::model::Note {
         id: "event-bus-rule-quota".into(),
         level: crate::model::Level::Warning,
         message,
