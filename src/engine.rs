@@ -234,6 +234,7 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
             .into());
     }
     crate::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
+    p.join_trail().await;
     apply_plan("up", &p, saved.plan, false).await
 }
 

@@ -103,6 +103,13 @@ impl Prepared {
             None => observe(&self.ctx, nodes, concurrency).await,
         }?;
         *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(&observed);
+        self.join_trail().await;
+        Ok(observed)
+    }
+
+    /// Wait for the CloudTrail read started in preparation and keep what it shows of the plan's
+    /// roles for the readiness checks (`observe` does; so does `up --plan-file`).
+    pub async fn join_trail(&self) {
         let trail = self.trail.lock().unwrap().take();
         if let Some(t) = trail
             && let Some(t) = t.join().await
@@ -110,7 +117,6 @@ impl Prepared {
             let (controller, nodes) = trail_roles(&self.spec, &self.facts);
             *self.running.lock().unwrap() = Some(Running::of(&t, &controller, &nodes));
         }
-        Ok(observed)
     }
 }
 

@@ -78,6 +78,14 @@ fn the_running_version_is_judged_against_the_pin_and_refusals_are_reported() {
     let r = run(&["up", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(!with_code(&found(&r.json()), "running-version-lacks-permissions").is_empty(), "{}", r.stdout);
+    // A saved plan applied later is judged the same way.
+    let saved = wd.path().join("saved.json");
+    let saved = saved.to_str().unwrap();
+    let r = run(&["diff", "--cluster", &c, "--out", saved]);
+    assert!(std::path::Path::new(saved).exists(), "{r:?}");
+    let r = run(&["up", "--plan-file", saved, "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(!with_code(&found(&r.json()), "running-version-lacks-permissions").is_empty(), "{}", r.stdout);
 
     // A rollout: both versions named, the newest to pin.
     records(&px, json!([call(&controller, "1.11.2", 4), call(&controller, "1.12.3", 1)]));
@@ -166,7 +174,9 @@ fn the_running_version_is_judged_against_the_pin_and_refusals_are_reported() {
     for code in ["running-version-lacks-permissions", "calls-refused", "karpenter-not-seen", "cloudtrail-unreadable"] {
         assert!(with_code(&found(&doc), code).is_empty(), "{code}: {doc}");
     }
-    let r = run(&["doctor", "--cluster", &c, "--output", "json", "--karpenter-version", "1.10"]);
+    // (judged on a day 1.10 was still supported: an out-of-support pin is a warning of its own)
+    let args = ["doctor", "--cluster", &c, "--output", "json", "--karpenter-version", "1.10"];
+    let r = karpctl_at(&wd, px.url(), &args, &[("KARPCTL_TODAY", "2026-03-25")]);
     let doc = r.json();
     assert_eq!(r.code, 0, "a note is not a problem: {doc}");
     assert_eq!(with_code(doc["findings"].as_array().unwrap(), "karpenter-not-seen")[0]["severity"], "note", "{doc}");
