@@ -164,25 +164,9 @@ pub fn compare_with_pin(running: &RunningVersion, pinned: KarpenterVersion, shap
 
 #[cfg(test)]
 mod tests {
+    use super::record::fixtures::{ROLE, record};
     use super::record::parse_record;
     use super::*;
-    use serde_json::json;
-
-    const ROLE: &str = "arn:aws:iam::111122223333:role/karpenter/KarpenterController-c1";
-
-    fn record(role: &str, source: &str, name: &str, agent: &str, time: &str) -> String {
-        json!({
-            "eventVersion": "1.11",
-            "userIdentity": {
-                "type": "AssumedRole",
-                "arn": "arn:aws:sts::111122223333:assumed-role/KarpenterController-c1/eks-c1-karpenter-abc",
-                "sessionContext": {"sessionIssuer": {"type": "Role", "arn": role, "userName": "KarpenterController-c1"}}
-            },
-            "eventTime": time, "eventSource": source, "eventName": name, "awsRegion": "eu-west-1",
-            "userAgent": agent,
-        })
-        .to_string()
-    }
 
     #[test]
     fn the_controller_is_matched_by_issuer_role_not_session_nor_path() {

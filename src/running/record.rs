@@ -208,14 +208,14 @@ pub fn encoded_in_message(message: &str) -> Option<String> {
     (!e.is_empty()).then(|| e.to_string())
 }
 
+/// A CloudTrail record of the controller's role in AWS's shape, for the tests of this module tree.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod fixtures {
     use serde_json::json;
 
-    const ROLE: &str = "arn:aws:iam::111122223333:role/karpenter/KarpenterController-c1";
+    pub const ROLE: &str = "arn:aws:iam::111122223333:role/karpenter/KarpenterController-c1";
 
-    fn record(role: &str, source: &str, name: &str, agent: &str, time: &str) -> String {
+    pub fn record(role: &str, source: &str, name: &str, agent: &str, time: &str) -> String {
         json!({
             "eventVersion": "1.11",
             "userIdentity": {
@@ -228,6 +228,13 @@ mod tests {
         })
         .to_string()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{ROLE, record};
+    use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_record_becomes_a_call_with_its_issuer_action_version_and_time() {
