@@ -356,8 +356,8 @@ fn per_service(fail: u32, pass: u32, errors: &[(&str, Value)]) -> Vec<Value> {
 }
 
 /// Services every `up` on a fresh cluster calls (EC2 for the discovery tags, KMS for the key
-/// karpctl would have made for the queue).
-const CALLED: [&str; 7] = ["iam", "sts", "sqs", "events", "eks", "ec2", "kms"];
+/// karpctl would have made for the queue, CloudTrail for the Karpenter that runs).
+const CALLED: [&str; 8] = ["iam", "sts", "sqs", "events", "eks", "ec2", "kms", "cloudtrail"];
 
 fn assert_every_service_faulted(px: &Proxy) {
     let by = px.by_service();
@@ -389,6 +389,7 @@ fn thirty_percent_throttling_on_every_service_converges_without_duplicates() {
                 ("eks", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
                 ("ec2", json!({"code": "RequestLimitExceeded", "message": "Request limit exceeded."})),
                 ("kms", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
+                ("cloudtrail", json!({"code": "ThrottlingException", "message": "Rate exceeded"})),
             ]
         )),
     );
@@ -419,6 +420,7 @@ fn five_xx_bursts_on_every_service_converge_without_duplicates() {
                 ("eks", json!({"code": "ServerException", "status": 500, "message": "Internal server error"})),
                 ("ec2", json!({"code": "Unavailable", "status": 503, "message": "The server is overloaded"})),
                 ("kms", json!({"code": "KMSInternalException", "status": 500, "message": "Internal failure"})),
+                ("cloudtrail", json!({"code": "InternalFailure", "status": 500, "message": "Internal failure"})),
             ]
         )),
     );

@@ -58,7 +58,12 @@ fn all_plans_diff_up_and_a_broken_plan_fails_only_itself() {
     for (_, r) in results(&doc) {
         assert!(r.ends_with("to add, 0 to change, 0 to destroy"), "{r}");
     }
-    assert!(d.stderr.contains(&format!("[{a}] Account")), "progress lines name their cluster: {}", d.stderr);
+    // The prefix is padded to the longest name in the run ("[a ] Account" when another is longer).
+    assert!(
+        d.stderr.lines().any(|l| l.starts_with(&format!("[{a}")) && l.contains("] Account")),
+        "progress lines name their cluster: {}",
+        d.stderr
+    );
     assert!(d.stderr.contains("(role arn:aws:iam::000000000000:role/karpctl-fleet)"), "the role used is printed: {}", d.stderr);
 
     // Markdown: the summary table and a section per cluster.

@@ -127,6 +127,10 @@ fn section_body(s: &Section) -> String {
         out.push('\n');
     }
     let Some(doc) = &s.doc else { return out };
+    let pin = &doc["checks"]["karpenter"];
+    if let (Some(v), Some(d)) = (pin["version"].as_str(), pin["detail"].as_str()) {
+        let _ = writeln!(out, "Karpenter {v} (pinned): {d}.\n");
+    }
     for f in doc["findings"].as_array().into_iter().flatten() {
         let level = if f["level"].as_str() == Some("warning") { "warning" } else { "note" };
         let _ = writeln!(out, "> **{level}:** {}", f["message"].as_str().unwrap_or_default());
@@ -179,10 +183,6 @@ fn section_body(s: &Section) -> String {
 /// The readiness checks as the terminal shows them: each finding with its fix (all passed: the
 /// summary table's column says so, and nothing is added here).
 fn readiness_body(out: &mut String, doc: &Value) {
-    let pin = &doc["checks"]["karpenter"];
-    if let (Some(v), Some(d)) = (pin["version"].as_str(), pin["detail"].as_str()) {
-        let _ = writeln!(out, "Karpenter {v} (pinned): {d}.\n");
-    }
     let found: Vec<&Value> = doc["checks"]["found"].as_array().into_iter().flatten().collect();
     if found.is_empty() {
         return;
