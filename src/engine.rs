@@ -18,8 +18,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
-/// The report of a plan (and, after `up`/`down`, of what became of its steps).
-fn report(
+/// The report of a plan (and, after `up`/`down`, of what became of its steps). The CloudTrail
+/// read started in preparation is joined only here, so it never delays the plan or a write.
+async fn report(
     command: &'static str,
     p: &Prepared,
     plan: Plan,
@@ -27,6 +28,7 @@ fn report(
     applied: Option<Applied>,
     failure: Option<UserError>,
 ) -> PlanReport {
+    p.join_trail().await;
     PlanReport {
         command,
         cluster: p.spec.cluster.clone(),
@@ -85,7 +87,7 @@ pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<P
             path.display()
         ));
     }
-    Ok(report("diff", &p, plan, None, None, None))
+    Ok(report("diff", &p, plan, None, None, None).await)
 }
 
 /// `up`: on a terminal, a plan that deletes or replaces anything is shown and applied only after
@@ -234,7 +236,6 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
             .into());
     }
     crate::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
-    p.join_trail().await;
     apply_plan("up", &p, saved.plan, false).await
 }
 
@@ -290,7 +291,7 @@ async fn settle(
 /// Apply a plan (`shown`: it was shown already, before a question).
 async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool) -> Result<PlanReport> {
     if !plan.conflicts.is_empty() {
-        return Ok(report(command, p, plan, None, None, None));
+        return Ok(report(command, p, plan, None, None, None).await);
     }
     if p.preflight.create_spot_role && command == "up" {
         // Account-wide, before the plan's steps: Karpenter's first Spot launch needs it.
@@ -309,7 +310,7 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
         p.stats.span("preflight:create-agent", "apply", t, Instant::now());
     }
     if plan.steps.is_empty() {
-        return Ok(report(command, p, plan, Some(BTreeMap::new()), None, None));
+        return Ok(report(command, p, plan, Some(BTreeMap::new()), None, None).await);
     }
     if !shown {
         Printer::new(&p.global).plan_preview(&plan);
@@ -370,5 +371,5 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
         ))
         .hint(format!("fix the cause above and run `karpctl {command}` again; completed steps are not repeated"))
     });
-    Ok(report(command, p, plan, Some(results), Some(applied), failure))
+    Ok(report(command, p, plan, Some(results), Some(applied), failure).await)
 }

@@ -103,12 +103,11 @@ impl Prepared {
             None => observe(&self.ctx, nodes, concurrency).await,
         }?;
         *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(&observed);
-        self.join_trail().await;
         Ok(observed)
     }
 
     /// Wait for the CloudTrail read started in preparation and keep what it shows of the plan's
-    /// roles for the readiness checks (`observe` does; so does `up --plan-file`).
+    /// roles for the readiness checks (the engine's report does, after the plan and its writes).
     pub async fn join_trail(&self) {
         let trail = self.trail.lock().unwrap().take();
         if let Some(t) = trail
