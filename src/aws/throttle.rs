@@ -315,6 +315,17 @@ impl Intercept for ThrottleWatch {
     }
 }
 
+/// A canned AWS JSON answer for the unit tests' HTTP connectors (no network).
+#[cfg(test)]
+pub(crate) fn json_answer(status: u16, body: String) -> aws_smithy_runtime_api::client::http::HttpConnectorFuture {
+    aws_smithy_runtime_api::client::http::HttpConnectorFuture::new(async move {
+        let mut r =
+            aws_smithy_runtime_api::http::Response::new(status.try_into().unwrap(), aws_smithy_types::body::SdkBody::from(body));
+        r.headers_mut().insert("content-type", "application/x-amz-json-1.1");
+        Ok(r)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -348,15 +359,7 @@ mod tests {
             self.calls.fetch_add(1, Ordering::SeqCst);
             let body =
                 format!(r#"{{"__type":"{}","message":"The requested resource exceeds the maximum number allowed."}}"#, self.code);
-            let status = self.status;
-            HttpConnectorFuture::new(async move {
-                let mut r = aws_smithy_runtime_api::http::Response::new(
-                    status.try_into().unwrap(),
-                    aws_smithy_types::body::SdkBody::from(body),
-                );
-                r.headers_mut().insert("content-type", "application/x-amz-json-1.1");
-                Ok(r)
-            })
+            super::json_answer(self.status, body)
         }
     }
 

@@ -202,14 +202,7 @@ mod tests {
             let body = request.body().bytes().map(|b| serde_json::from_slice(b).unwrap_or_default()).unwrap_or_default();
             self.asked.lock().unwrap().push(body);
             let (status, body) = self.answers.lock().unwrap().remove(0);
-            HttpConnectorFuture::new(async move {
-                let mut r = aws_smithy_runtime_api::http::Response::new(
-                    status.try_into().unwrap(),
-                    aws_smithy_types::body::SdkBody::from(body),
-                );
-                r.headers_mut().insert("content-type", "application/x-amz-json-1.1");
-                Ok(r)
-            })
+            crate::aws::throttle::json_answer(status, body)
         }
     }
 
