@@ -69,9 +69,15 @@ fn a_named_key_gives_the_controller_decrypt_on_its_arn_and_a_key_policy_without_
     let key_arn = make_key(&sdk, &format!("{c}-queue"), &key_policy(vec![root_statement()]));
     plan(&wd, &c, &format!("alias/{c}-queue"));
 
+    // An error-level check makes `diff` exit 1 in every format (2 is "changes, nothing wrong"),
+    // and each format says why.
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
-    assert_eq!(r.code, 2, "{r:?}");
-    let checks = found(&r.json());
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    let msg = doc["error"]["message"].as_str().unwrap_or_else(|| panic!("the JSON says why it exits 1: {doc}"));
+    assert!(msg.contains("Karpenter could not work") && msg.contains("1 error-level readiness check"), "{msg}");
+    assert_eq!(doc["stats"]["writes"], 0, "{doc}");
+    let checks = found(&doc);
     let events = check(&checks, "kms-key-policy-events").unwrap_or_else(|| panic!("{checks:?}"));
     assert_eq!(events["severity"], "error");
     assert_eq!(events["resource"], key_arn.as_str());
@@ -80,10 +86,13 @@ fn a_named_key_gives_the_controller_decrypt_on_its_arn_and_a_key_policy_without_
     assert!(check(&checks, "kms-key-policy-controller").is_none(), "the key delegates to IAM: {checks:?}");
     // The pull-request comment tells the same story as the terminal: the verdict and each check.
     let human = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(human.code, 1, "{human:?}");
     assert!(human.stdout.contains("kms-key-policy-events"), "{human:?}");
+    assert!(human.stderr.contains("error: Karpenter could not work with what `up` would leave"), "{human:?}");
     let md = karpctl(&wd, &["diff", "--cluster", &c, "--output", "markdown"]);
-    assert_eq!(md.code, 2, "{md:?}");
+    assert_eq!(md.code, 1, "{md:?}");
     assert!(md.stdout.contains("**cannot work**: 1 error(s)"), "{}", md.stdout);
+    assert!(md.stdout.contains("error: Karpenter could not work"), "the summary row says it: {}", md.stdout);
     assert!(
         md.stdout.contains("- **error** `kms-key-policy-events`") && md.stdout.contains("aws kms put-key-policy"),
         "{}",

@@ -56,7 +56,9 @@ pub fn plan_doc(r: &super::values::PlanReport) -> Value {
         doc["checks"] =
             json!({"checked": checks.checked, "found": checks.found, "passed": checks.passed(), "karpenter": checks.karpenter});
     }
-    if let Some(f) = &r.failure {
+    // A failed step, or (diff and up) an error-level readiness check: the run's exit 1 explained.
+    let failure = r.failure.clone().or_else(|| r.not_ready().then(|| r.error()).flatten());
+    if let Some(f) = &failure {
         doc["error"] = json!({"message": f.message, "causes": [], "hint": f.hint});
     }
     doc

@@ -257,7 +257,8 @@ fn section_of(r: &PlanReport) -> Section {
         account_id: r.account_id.clone(),
         region: r.region.clone(),
         doc: Some(json::plan_doc(r)),
-        error: None,
+        // As a many-cluster run says it: a not-ready `diff` is an error, not "in sync".
+        error: r.error().map(|e| human::error_brief(&e.into())),
     }
 }
 

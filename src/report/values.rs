@@ -56,8 +56,25 @@ impl PlanReport {
                 plan.conflicts.len(),
                 list.join("\n")
             ))
-            .hint("rename them in the plan, delete them, or run `karpctl up --adopt` to take over unowned ones (never another cluster's)")
+            .hint(self.conflicts_hint())
             .data(json!({"conflicts": conflicts_json(plan)})),
+        )
+    }
+
+    /// What to do about conflicts: objects nobody owns are most often a Karpenter setup another
+    /// tool made, and `karpctl import` is the way that keeps it working (plain `--adopt` would
+    /// make roles of its own beside the ones in use); another cluster's objects are never taken.
+    fn conflicts_hint(&self) -> String {
+        let unowned = self.plan.conflicts.iter().any(|c| !matches!(c.owner, crate::model::Owner::OtherCluster(_)));
+        if !unowned {
+            return "objects karpctl manages for another cluster are never taken over: give this plan other names".into();
+        }
+        format!(
+            "if another tool made them (the Terraform module, CloudFormation, eksctl), run `karpctl import --cluster {}` first: \
+             it writes the plan that takes over the setup in use, roles and rules included, nothing remade; then `karpctl up \
+             --adopt`. Objects of the plan's own names that no setup uses: `karpctl up --adopt` takes them over; or rename them \
+             in the plan, or delete them",
+            self.cluster
         )
     }
 
@@ -67,13 +84,28 @@ impl PlanReport {
         if self.applied.as_ref().is_some_and(|a| a.cancelled > 0) {
             return self.conflicts_error();
         }
-        self.conflicts_error().or_else(|| self.failure.clone()).or_else(|| {
-            self.not_ready().then(|| {
-                UserError::new(
-                    "Karpenter cannot work here yet: an error-level readiness check failed (above); what was applied stays",
-                )
-                .hint("fix what the checks name, then run `karpctl up` again")
-            })
+        self.conflicts_error().or_else(|| self.failure.clone()).or_else(|| self.not_ready_error())
+    }
+
+    /// The error of an error-level readiness check: `up` made what it could and Karpenter cannot
+    /// work; `diff` would make a setup Karpenter cannot work with (exit 1, as `terraform plan`
+    /// on an invalid configuration, so a CI check never passes it).
+    fn not_ready_error(&self) -> Option<UserError> {
+        if !self.not_ready() {
+            return None;
+        }
+        let errors = self.readiness.as_ref().map_or(0, |r| r.errors());
+        let checks = if errors == 1 { "check" } else { "checks" };
+        Some(if self.command == "diff" {
+            UserError::new(format!(
+                "Karpenter could not work with what `up` would leave: {errors} error-level readiness {checks} failed"
+            ))
+            .hint("fix what the checks name; `diff` exits 1 until then (2 means changes to apply and nothing wrong)")
+        } else {
+            UserError::new(
+                "Karpenter cannot work here yet: an error-level readiness check failed (above); what was applied stays",
+            )
+            .hint("fix what the checks name, then run `karpctl up` again")
         })
     }
 
