@@ -106,6 +106,7 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
         .map(|(n, _)| n.id.clone())
         .collect();
     let with_its_deps = |n: &Node| n.adopt_external && !n.deps.is_empty() && n.deps.iter().all(|d| adopted.contains(d));
+    let second_set = if opts.adopt { second_set(&entries) } else { Vec::new() };
     for (mut node, observed) in entries {
         if let Some(obs) = &observed {
             record_only_written_tags(&mut node, obs);
@@ -220,6 +221,17 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
                          identity.extra_node_policy_arns (node role)",
                     );
                 }
+                // Another tool's rule that feeds the queue: the queue policy keeps letting it
+                // send (`queue_policy::refine`); said, with what to do.
+                _ if node.unlisted && node.kind == Kind::EventRule => say(
+                    &mut p,
+                    &node,
+                    Level::Warning,
+                    "targets the interruption queue and is not karpctl's: the queue policy keeps letting it send, so \
+                     nothing it delivers is refused. If it carries the same events as a rule of the plan, Karpenter \
+                     reads each twice (harmless): remove it in the tool that made it once karpctl's rules are in \
+                     place, or run `karpctl import`, which names it in the plan",
+                ),
                 // Objects found by a scoped list (another cluster's under a shared IAM path, for
                 // example) are not worth a note.
                 _ if node.unlisted => {}
@@ -230,6 +242,7 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
             (None, None) => {}
         }
     }
+    p.conflicts.extend(second_set);
     remake_bound(&mut p, bound);
     retirements_are_deletes(&mut p);
     // A delete whose parent object is deleted too needs no call of its own.
@@ -247,6 +260,58 @@ pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Pl
     p.conflicts.sort_by(|a, b| a.id.cmp(&b.id));
     p.in_sync.sort();
     p
+}
+
+/// `--adopt` never makes a second Karpenter set beside one another tool made for the cluster:
+/// when this run creates the controller or node role while it would adopt the association that
+/// gives the running controller another role, or a queue that another tool's rules feed, it stops
+/// (a conflict) and names `karpctl import`, which writes the plan naming the roles in use.
+fn second_set(entries: &[(Node, Option<Observed>)]) -> Vec<Conflict> {
+    let created = |id: &str| entries.iter().any(|(n, o)| n.id == id && n.fields.is_some() && o.is_none());
+    let new_roles: Vec<&str> = ["controller-role", "node-role"].into_iter().filter(|id| created(id)).collect();
+    if new_roles.is_empty() {
+        return Vec::new();
+    }
+    let made = format!(
+        "adopting it while this run creates {} would make a second Karpenter setup beside the one in use; run `karpctl import` first: it writes the plan that takes over the roles in use, nothing remade",
+        new_roles.join(" and ")
+    );
+    let theirs = |o: &Observed| matches!(o.owner, Owner::Unowned | Owner::External);
+    let mut out = Vec::new();
+    for (n, o) in entries {
+        let (Some(want), Some(o)) = (&n.fields, o) else { continue };
+        if !theirs(o) {
+            continue;
+        }
+        let detail = match n.kind {
+            Kind::PodIdentity => {
+                let live = o.fields.get("role_arn").and_then(Value::as_str).filter(|r| !r.is_empty());
+                let wanted = want.get("role_arn").and_then(Value::as_str);
+                match live {
+                    Some(live) if Some(live) != wanted => Some(format!("it gives the running controller role {live}; {made}")),
+                    _ => None,
+                }
+            }
+            Kind::Queue => {
+                let rules = crate::resources::queue_policy::foreign_rules(entries, n.spec.arn());
+                (!rules.is_empty()).then(|| {
+                    let names: Vec<&str> = rules.iter().map(|(name, _)| name.as_str()).collect();
+                    format!("EventBridge rules another tool made send to it ({}); {made}", names.join(", "))
+                })
+            }
+            _ => None,
+        };
+        if let Some(detail) = detail {
+            out.push(Conflict {
+                id: n.id.clone(),
+                kind: n.kind,
+                name: n.name.clone(),
+                owner: o.owner.clone(),
+                detail: Some(detail),
+            });
+        }
+    }
+    out
 }
 
 /// A retirement (`retired_policy`) that finds its policy on the role takes it off (a detach, then

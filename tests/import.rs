@@ -590,3 +590,50 @@ fn a_pod_identity_role_another_namespace_uses_is_not_taken() {
         trust_after.role().unwrap().assume_role_policy_document()
     );
 }
+
+/// Plain `up` on the module's own setup stops before any write and names `karpctl import` first;
+/// `up --adopt` without the import refuses to make a second controller and node role beside the
+/// module's: nothing is written, the association keeps the role the controller uses, and the
+/// queue policy still lets every rule of the module send.
+#[test]
+fn plain_up_on_the_modules_setup_names_import_and_adopt_makes_no_second_set() {
+    let m = make("plain-up", Shape::TfV21);
+    let sdk = sdk();
+    let import = format!("karpctl import --cluster {}", m.c);
+    let r = karpctl(&m.wd, &["up", "--cluster", &m.c, "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["stats"]["writes"], 0, "{doc}");
+    let hint = doc["error"]["hint"].as_str().unwrap_or_default();
+    let (at_import, at_adopt) = (hint.find(&import), hint.find("--adopt"));
+    assert!(at_import.is_some() && at_import < at_adopt, "import first: {hint}");
+    let human = karpctl(&m.wd, &["up", "--cluster", &m.c]);
+    assert_eq!(human.code, 1, "{human:?}");
+    assert!(human.stderr.contains("hint: if another tool made them") && human.stderr.contains(&import), "{human:?}");
+
+    let r = karpctl(&m.wd, &["up", "--cluster", &m.c, "--adopt", "--output", "json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["stats"]["writes"], 0, "{doc}");
+    let conflicts = doc["error"]["conflicts"].as_array().unwrap_or_else(|| panic!("{doc}"));
+    for id in ["pod-identity", "queue"] {
+        let c = conflicts.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id}: {doc}"));
+        let msg = c["message"].as_str().unwrap();
+        assert!(msg.contains("second Karpenter setup") && msg.contains("karpctl import"), "{id}: {msg}");
+    }
+    let pi = conflicts.iter().find(|c| c["id"] == "pod-identity").unwrap()["message"].as_str().unwrap().to_string();
+    assert!(pi.contains(&m.controller_role), "names the role the controller uses: {pi}");
+    let q = conflicts.iter().find(|c| c["id"] == "queue").unwrap()["message"].as_str().unwrap().to_string();
+    assert!(m.rules.iter().all(|(_, name)| q.contains(name.as_str())), "names the module's rules: {q}");
+
+    // Nothing second, nothing repointed, nothing refused.
+    for role in [format!("KarpenterController-{}", m.c), format!("KarpenterNodeRole-{}", m.c)] {
+        assert!(rt().block_on(sdk.iam.get_role().role_name(&role).send()).is_err(), "{role} was not made");
+    }
+    let assoc = karpenter_associations(&sdk, &m.c);
+    assert_eq!(assoc.len(), 1, "{assoc:?}");
+    assert!(assoc[0].1.ends_with(&format!("/{}", m.controller_role)), "{assoc:?}");
+    let policy = queue(&sdk, &format!("Karpenter-{}", m.c)).unwrap().attrs["Policy"].clone();
+    assert_eq!(policy_json(&policy), policy_json(&queue_policy(&m.queue_arn)), "the module's queue policy is untouched");
+    assert_eq!(rules_to_queue(&sdk, &m.queue_arn).len(), m.rules.len(), "every rule of the module still targets the queue");
+}

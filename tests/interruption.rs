@@ -278,3 +278,60 @@ fn diff_exit_codes_follow_the_contract() {
     assert_eq!(doc["format_version"], 1);
     assert_eq!(doc["in_sync"], true);
 }
+
+/// The ARNs the queue policy's EventBridge statement lets send (`aws:SourceArn`).
+fn senders(sdk: &Sdk, qname: &str) -> Vec<String> {
+    let q = queue(sdk, qname).expect("the queue");
+    let doc = policy_json(q.attrs.get("Policy").expect("a policy"));
+    statements(&doc)
+        .iter()
+        .filter(|s| s["Effect"] == "Allow")
+        .flat_map(|s| strings(&s["Condition"]["ArnEquals"]["aws:SourceArn"]))
+        .collect()
+}
+
+/// A rule another tool made that targets karpctl's queue is never refused: the plan says so
+/// (a warning with what to do), the queue policy keeps letting it send, and a second `up`
+/// changes nothing; once the rule is gone, the policy drops its name.
+#[test]
+fn another_tools_rule_that_targets_the_queue_keeps_sending_and_is_said() {
+    let c = cluster_name("foreign");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    let sdk = sdk();
+    let qname = queue_name(&c);
+    let queue_arn = queue(&sdk, &qname).unwrap().attrs["QueueArn"].clone();
+    let name = format!("TheirSpotInterrupt-{c}");
+    let arn = rt().block_on(async {
+        let pattern = json!({"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]});
+        let r = sdk.events.put_rule().name(&name).event_pattern(pattern.to_string()).send().await.unwrap();
+        let t = aws_sdk_eventbridge::types::Target::builder().id("theirs").arn(&queue_arn).build().unwrap();
+        sdk.events.put_targets().rule(&name).targets(t).send().await.unwrap();
+        r.rule_arn().unwrap().to_string()
+    });
+
+    let r = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(r.code, 2, "the policy gains the rule's name: {r:?}");
+    assert!(
+        r.stdout.contains(&format!("warning: aws_cloudwatch_event_rule {name} targets the interruption queue")),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("karpctl import"), "says what to do: {}", r.stdout);
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let allowed = senders(&sdk, &qname);
+    assert!(allowed.contains(&arn), "never refused: {allowed:?}");
+    assert_eq!(allowed.len(), RULE_EVENTS.len() + 1, "the plan's rules and theirs: {allowed:?}");
+    assert!(rule(&sdk, &name).is_some(), "their rule is left alone");
+    assert_second_up_writes_nothing(&wd, &c);
+
+    rt().block_on(async {
+        sdk.events.remove_targets().rule(&name).ids("theirs").send().await.unwrap();
+        sdk.events.delete_rule().name(&name).send().await.unwrap();
+    });
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    assert!(!senders(&sdk, &qname).contains(&arn), "gone, so no longer named");
+}

@@ -129,9 +129,10 @@ impl PlanReport {
         })
     }
 
-    /// `up` made everything, and an error-level readiness check says Karpenter cannot work.
+    /// An error-level readiness check says Karpenter cannot work with what `up` made (`up`) or
+    /// would make (`diff`).
     pub fn not_ready(&self) -> bool {
-        self.command == "up" && self.readiness.as_ref().is_some_and(|r| r.errors() > 0)
+        matches!(self.command, "up" | "diff") && self.readiness.as_ref().is_some_and(|r| r.errors() > 0)
     }
 
     pub fn exit_code(&self) -> i32 {

@@ -28,7 +28,7 @@ super::kind::def!(
     read_ahead: true,
     forget: |ctx, node| super::queue::forget(ctx, &node.name),
     discover: None,
-    refine: Some(handover)
+    refine: Some(refine)
 );
 
 /// The node id of the queue policy (the policy as the plan wants it).
@@ -103,7 +103,46 @@ pub fn lets_rule_send(policy: &Value, rule_arn: &str) -> bool {
     sending(policy).any(|st| source_arns(st).is_none_or(|arns| arns.iter().any(|a| policy_doc::glob(a, rule_arn))))
 }
 
-/// Pure, once everything is observed (`KindDef::refine`): while the plan deletes rules of ours that
+/// The EventBridge rules that target `queue_arn` and are neither karpctl's for this cluster nor
+/// in the plan (another tool's interruption rules): (name, ARN).
+pub fn foreign_rules(entries: &[(Node, Option<Observed>)], queue_arn: &str) -> Vec<(String, String)> {
+    entries
+        .iter()
+        .filter(|(n, _)| n.kind == Kind::EventRule && n.fields.is_none())
+        .filter_map(|(n, o)| {
+            let o = o.as_ref().filter(|o| o.owner != Owner::Ours)?;
+            let targets = o.fields.get("Targets").and_then(Value::as_array)?;
+            targets.iter().any(|t| t["Arn"].as_str() == Some(queue_arn)).then_some(())?;
+            Some((n.name.clone(), o.ids.get("arn")?.clone()))
+        })
+        .collect()
+}
+
+/// Pure, once everything is observed (`KindDef::refine`): the plan's policy lets every rule of
+/// another tool that targets the queue send too (karpctl never refuses a rule it does not retire
+/// in the same plan; the plan warns of each), then `handover`.
+pub fn refine(entries: &mut Vec<(Node, Option<Observed>)>) {
+    keep_foreign_rules(entries);
+    handover(entries);
+}
+
+/// Pure: add the ARNs of other tools' rules that target the queue to the plan's policy.
+fn keep_foreign_rules(entries: &mut [(Node, Option<Observed>)]) {
+    let Some(at) = entries.iter().position(|(n, _)| n.kind == Kind::QueuePolicy && n.id == ID) else { return };
+    let queue_arn = entries[at].0.spec.arn().to_string();
+    let foreign = foreign_rules(entries, &queue_arn);
+    let Some(want) = entries[at].0.fields.as_mut().and_then(|f| f.get_mut("Policy")) else { return };
+    if foreign.is_empty() {
+        return;
+    }
+    let mut arns: Vec<String> = sending(want).filter_map(source_arns).flatten().collect();
+    arns.extend(foreign.into_iter().map(|(_, arn)| arn));
+    arns.sort();
+    arns.dedup();
+    *want = crate::karpenter_iam::queue_policy(&queue_arn, &arns);
+}
+
+/// Pure, once everything is observed: while the plan deletes rules of ours that
 /// target the queue and the live policy lets them send, a `queue-policy-handover` node names the
 /// old and the plan's rules; the new rules come after it, the old rules' deletes once it is in
 /// force, and the `queue-policy` step after those deletes (docs/aws-behaviour.md section 9.21).
