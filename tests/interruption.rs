@@ -312,6 +312,15 @@ fn another_tools_rule_that_targets_the_queue_keeps_sending_and_is_said() {
         r.rule_arn().unwrap().to_string()
     });
 
+    // Before `up`, doctor sees the policy refuse their rule (karpctl's own rule carries the
+    // same events, so a warning).
+    let r = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
+    let doc = r.json();
+    let refused: Vec<&Value> =
+        doc["findings"].as_array().into_iter().flatten().filter(|f| f["code"] == "queue-policy-refuses-rule").collect();
+    assert_eq!(refused.len(), 1, "{doc}");
+    assert_eq!(refused[0]["severity"], "warning", "{doc}");
+    assert!(refused[0]["message"].as_str().unwrap().contains(&name), "{doc}");
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 2, "the policy gains the rule's name: {r:?}");
     assert!(
@@ -326,6 +335,11 @@ fn another_tools_rule_that_targets_the_queue_keeps_sending_and_is_said() {
     assert!(allowed.contains(&arn), "never refused: {allowed:?}");
     assert_eq!(allowed.len(), RULE_EVENTS.len() + 1, "the plan's rules and theirs: {allowed:?}");
     assert!(rule(&sdk, &name).is_some(), "their rule is left alone");
+    let doc = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]).json();
+    assert!(
+        doc["findings"].as_array().into_iter().flatten().all(|f| f["code"] != "queue-policy-refuses-rule"),
+        "nothing refused after up: {doc}"
+    );
     assert_second_up_writes_nothing(&wd, &c);
 
     rt().block_on(async {

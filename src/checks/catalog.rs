@@ -78,7 +78,7 @@ const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: 
 }
 
 /// Every check, in checklist order (doctor lists findings and passed checks in it).
-pub const CATALOG: [Check; 44] = [
+pub const CATALOG: [Check; 45] = [
     check(
         Code::ControllerRoleNotFound,
         "Karpenter's controller role is found",
@@ -121,6 +121,12 @@ pub const CATALOG: [Check; 44] = [
         Code::QueuePolicyUnconditioned,
         "the queue policy limits EventBridge to the account's rules",
         &[Queue],
+        Some(Run::QueuePolicy),
+    ),
+    check(
+        Code::QueuePolicyRefusesRule,
+        "the queue policy lets every rule that targets the queue send",
+        &[Queue, InterruptionRules],
         Some(Run::QueuePolicy),
     ),
     check(Code::QueueShared, "the queue serves this cluster only", &[Clusters, InterruptionRules, RuleTags], Some(Run::Rules)),
@@ -687,6 +693,12 @@ mod tests {
                 );
             }),
             ("queue-policy-unconditioned", |s| s.queue.as_mut().unwrap().policy = Some(unconditioned_queue_policy())),
+            ("queue-policy-refuses-rule", |s| {
+                // Every rule but the second is named: its events are refused.
+                let named: Vec<String> =
+                    s.rules.iter().enumerate().filter(|(i, _)| *i != 1).map(|(_, r)| r.arn.clone()).collect();
+                s.queue.as_mut().unwrap().policy = Some(karpenter_iam::queue_policy(Q, &named));
+            }),
             ("queue-shared", |s| s.rules[1].other_cluster = Some("prod".into())),
             ("interruption-rule-missing", |s| {
                 s.rules.remove(1);
@@ -970,6 +982,7 @@ mod tests {
                     "interruption-rule-missing",
                     "interruption-rule-disabled",
                     "queue-not-found",
+                    "queue-policy-refuses-rule",
                     "queue-shared",
                     "event-bus-rule-quota",
                 ],
@@ -1001,6 +1014,7 @@ mod tests {
                     "queue-kms-aws-managed",
                     "queue-policy-blocks-eventbridge",
                     "queue-policy-unconditioned",
+                    "queue-policy-refuses-rule",
                     "kms-key-policy-events",
                     "kms-key-policy-controller",
                 ],

@@ -35,6 +35,7 @@ codes! {
     QueueKmsAwsManaged = "queue-kms-aws-managed",
     QueuePolicyBlocksEventbridge = "queue-policy-blocks-eventbridge",
     QueuePolicyUnconditioned = "queue-policy-unconditioned",
+    QueuePolicyRefusesRule = "queue-policy-refuses-rule",
     QueueShared = "queue-shared",
     InterruptionRuleMissing = "interruption-rule-missing",
     InterruptionRuleDisabled = "interruption-rule-disabled",

@@ -121,6 +121,7 @@ pub(super) fn queue_policy(s: &Setup, c: &mut Checker) {
         );
         return;
     }
+    refused_rules(s, q, &allowing, c);
     c.ran(Code::QueuePolicyUnconditioned);
     let conditioned = |st: &Value| {
         st["Condition"].as_object().into_iter().flatten().any(|(_, kv)| {
@@ -137,6 +138,46 @@ pub(super) fn queue_policy(s: &Setup, c: &mut Checker) {
             queue_res(&q.name),
             format!("queue {}'s policy lets events.amazonaws.com send without an aws:SourceArn or aws:SourceAccount condition: another account's rule could inject fake interruptions", q.name),
             format!("add \"Condition\": {{\"StringEquals\": {{\"aws:SourceAccount\": \"{}\"}}}} (or aws:SourceArn = the rules' ARNs) to the statement", s.account_id),
+        );
+    }
+}
+
+/// Whether an Allow statement of the queue policy lets the rule `arn` send: no `aws:SourceArn`
+/// condition, or one whose values (patterns with `ArnLike`) match it.
+fn lets_send(st: &Value, arn: &str) -> bool {
+    let mut limited = false;
+    for (_, kv) in st["Condition"].as_object().into_iter().flatten() {
+        for (k, v) in kv.as_object().into_iter().flatten() {
+            if k.eq_ignore_ascii_case("aws:SourceArn") {
+                limited = true;
+                if strings(v).iter().any(|p| glob(p, arn)) {
+                    return true;
+                }
+            }
+        }
+    }
+    !limited
+}
+
+/// Every enabled rule that targets the queue can send: one the policy refuses loses its events
+/// (EventBridge drops what the queue refuses), an error when no allowed rule carries its kinds.
+fn refused_rules(s: &Setup, q: &Queue, allowing: &[&Value], c: &mut Checker) {
+    c.ran(Code::QueuePolicyRefusesRule);
+    let feeding: Vec<&Rule> = s.rules.iter().filter(|r| r.enabled && r.queue_arns.contains(&q.arn)).collect();
+    let allowed = |r: &Rule| allowing.iter().any(|st| lets_send(st, &r.arn));
+    for r in feeding.iter().filter(|r| !allowed(r)) {
+        let covered = r.kinds.iter().all(|k| feeding.iter().any(|o| o.kinds.contains(k) && allowed(o)));
+        let (severity, effect) = if covered {
+            (Severity::Warning, "another rule the policy allows carries the same events, so none is lost")
+        } else {
+            (Severity::Error, "no rule the policy allows carries its events: Karpenter never hears of them")
+        };
+        c.add(
+            Code::QueuePolicyRefusesRule,
+            severity,
+            queue_res(&q.name),
+            format!("rule {} targets queue {} but the queue policy's aws:SourceArn does not name it: EventBridge's deliveries are refused; {effect}", r.name, q.name),
+            format!("add {} to the policy's aws:SourceArn (`karpctl up` keeps every rule that targets its queue), or delete the rule in the tool that made it", r.arn),
         );
     }
 }
