@@ -15,8 +15,13 @@ pub fn stable(text: &str, cluster: &str) -> String {
         let mut rest = out.as_str();
         while let Some(at) = rest.find(prefix) {
             let (head, tail) = rest.split_at(at);
+            // Whole words only: `node-sg-blocks-control-plane` holds no id.
+            let before = head.chars().last().or_else(|| result.chars().last());
+            let word_start = before.is_none_or(|c| !c.is_ascii_alphanumeric());
             result.push_str(head);
-            let id_len = prefix.len() + tail[prefix.len()..].chars().take_while(|c| c.is_ascii_hexdigit()).count();
+            let hex = tail[prefix.len()..].chars().take_while(|c| c.is_ascii_hexdigit()).count();
+            let word_end = tail[prefix.len() + hex..].chars().next().is_none_or(|c| !c.is_ascii_alphanumeric());
+            let id_len = if word_start && word_end && hex >= 4 { prefix.len() + hex } else { prefix.len() };
             let id = &tail[..id_len];
             if id_len == prefix.len() {
                 result.push_str(prefix);
@@ -133,4 +138,14 @@ fn number_ids(text: &str, prefix: &str) -> String {
     }
     result.push_str(rest);
     result
+}
+
+#[test]
+fn stable_replaces_whole_ids_only() {
+    let text = "node-sg-blocks-control-plane sg-0123abcd tags-subnet-0a1b2c3d4e5f60718, \"sg-0123abcd\" vpc-deadbeef/x sg-beef";
+    assert_eq!(
+        stable(text, "zz-cluster"),
+        "node-sg-blocks-control-plane sg-0bbb0 tags-subnet-0aaa0, \"sg-0bbb0\" vpc-0ccc0/x sg-0bbb1",
+        "a check code that holds `sg-b` is not an id; ids keep their order"
+    );
 }
