@@ -922,7 +922,9 @@ fn session_tags_off_under_a_trust_that_needs_them_is_an_error_in_diff_up_and_doc
     let addon = format!("arn:aws:eks:{REGION}:{a}:addon/{c}/karpenter/0123");
     px.set(json!({"eks_association_fields": {&c: {"ownerArn": &addon}}}));
     let diff = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c], &[]);
-    assert_eq!(diff.code, 0, "nothing karpctl may change differs (the add-on's association is left alone): {diff:?}");
+    // Nothing karpctl may change differs (the add-on's association is left alone), but an
+    // error-level check fails: diff exits 1, as up does.
+    assert_eq!(diff.code, 1, "{diff:?}");
     assert!(diff.stdout.contains(&format!("error {TAGS}")), "{diff:?}");
     assert!(diff.stdout.contains(&format!("warning {POLICY}")), "{diff:?}");
     assert!(diff.stdout.contains("update-addon"), "the fix goes through the add-on: {diff:?}");
