@@ -174,13 +174,23 @@ pub fn seen(trail: Option<&Trail>, role: &str, from: IdentityMode, to: IdentityM
     };
     let old_since = calls.iter().filter(|c| c.0 == path_of_mode(from) && c.1 >= first.1).max_by_key(|c| c.1);
     if let Some(old) = old_since {
-        return Err(format!(
-            "CloudTrail shows the controller role calling through {} since {}, but also through {} after that (the last at {}): a pod still runs with the old credentials",
-            label(to),
-            first.2,
-            label(from),
-            old.2
-        ));
+        return Err(if old.1 > last.1 {
+            format!(
+                "CloudTrail shows the controller role's newest calls through {} (the last at {}), after calls through {}: it has not been restarted on {} yet",
+                label(from),
+                old.2,
+                label(to),
+                label(to)
+            )
+        } else {
+            format!(
+                "CloudTrail shows the controller role calling through {} since {}, but also through {} after that (the last at {}): a pod still runs with the old credentials",
+                label(to),
+                first.2,
+                label(from),
+                old.2
+            )
+        });
     }
     Ok(format!(
         "CloudTrail shows the controller role calling through {} ({} call(s), {} to {}) and not through {} since",
@@ -467,8 +477,14 @@ pub(crate) mod tests {
         let ok = seen(Some(&trail(vec![pod(1), pod(2), irsa(5)])), ROLE, Irsa, PodIdentity).unwrap();
         assert!(ok.contains("through Pod Identity (2 call(s)") && ok.contains("not through IRSA since"), "{ok}");
         // Still both: an old pod calls after the first new call.
-        let both = seen(Some(&trail(vec![pod(3), irsa(1)])), ROLE, Irsa, PodIdentity).unwrap_err();
+        let both = seen(Some(&trail(vec![pod(3), irsa(2), pod(1)])), ROLE, Irsa, PodIdentity).unwrap_err();
         assert!(both.contains("but also through IRSA after that"), "{both}");
+        // Pod Identity calls before IRSA ones (an earlier switch): not restarted yet.
+        let earlier = seen(Some(&trail(vec![pod(3), irsa(1)])), ROLE, Irsa, PodIdentity).unwrap_err();
+        assert!(
+            earlier.contains("newest calls through IRSA") && earlier.contains("not been restarted on Pod Identity"),
+            "{earlier}"
+        );
         // The other way round.
         assert!(seen(Some(&trail(vec![irsa(1), pod(4)])), ROLE, PodIdentity, Irsa).is_ok());
         // Another role's calls, and sessions neither path names, do not count.

@@ -500,7 +500,10 @@ impl IdentitySwitch {
             (SwitchStage::Finish, false) => "this plan removes the old path",
             (SwitchStage::Finish, true) => "finished, the old path is removed",
         };
-        let mut lines = vec![(1, format!("why: {}", self.reason))];
+        let mut lines = Vec::new();
+        if !(applied && self.stage == SwitchStage::Finish) {
+            lines.push((1, format!("why: {}", self.reason)));
+        }
         if self.stage != SwitchStage::Finish {
             let when = match (self.stage, applied) {
                 (SwitchStage::Start, false) => "once `karpctl up` has applied this plan, in this order:",

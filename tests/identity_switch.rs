@@ -155,7 +155,15 @@ fn irsa_to_pod_identity_and_back_keeps_the_path_the_controller_uses_until_it_is_
     assert!(r.stdout.contains(RESTART), "{}", r.stdout);
 
     // A pod still on Pod Identity after the first IRSA call: no evidence, both stay.
-    records(&px, vec![call(&role, 2.0, None), call(&role, 1.0, Some(&provider)), call(&role, 0.5, None)]);
+    records(
+        &px,
+        vec![
+            call(&role, 2.0, None),
+            call(&role, 1.0, Some(&provider)),
+            call(&role, 0.7, None),
+            call(&role, 0.5, Some(&provider)),
+        ],
+    );
     let r = run(&["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(

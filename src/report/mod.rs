@@ -136,8 +136,12 @@ impl Printer {
                     Some(a) => out(&human::apply_line(r.command, a)),
                 }
                 match (&r.plan.identity_switch, &r.applied) {
-                    // The switch says the restart itself, in its order (after the Helm change).
-                    (Some(s), Some(_)) => out(&human::identity_switch(s, self.stdout_style(), true)),
+                    // The switch says the restart itself, in its order (after the Helm change);
+                    // after a step failed, as the plan said it (`up` has to run again).
+                    (Some(s), Some(a)) => {
+                        let done = a.failed + a.skipped + a.cancelled == 0;
+                        out(&human::identity_switch(s, self.stdout_style(), done))
+                    }
                     (Some(_), None) => {}
                     (None, _) => {
                         if let Some(cmd) = r.restart_command() {
