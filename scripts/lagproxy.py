@@ -143,7 +143,13 @@ test names, answers the way AWS does during such a window:
                                        "agent": a user agent, or just "karpenter.sh-1.12.3" (appended
                                        to a Go SDK agent), "minutes_ago": 5, "error_code",
                                        "error_message", "resource": an ARN or {type, name},
-                                       "session", "region", "read_only", "request_parameters"}.
+                                       "session", "region", "read_only", "request_parameters",
+                                       "web_identity": an OIDC provider ARN}. A role's session is
+                                       EKS Pod Identity's by default (session name
+                                       eks-<cluster>-<pod>-<id>, webIdFederationData {}, as AWS
+                                       records a session not from web identity); with
+                                       "web_identity" it is IRSA's: webIdFederationData names the
+                                       provider and the session name is the Go SDK's (digits).
                                        "AccessDenied": every lookup answers 400 AccessDeniedException.
                                        The call log's LookupEvents calls carry "lookup": {attributes,
                                        start, end, max_results, next_token}
@@ -585,7 +591,8 @@ def expand_record(e: dict, now: float) -> dict:
         if not m:
             raise BadRules(f"cloudtrail_events: role must be a role ARN (got {role_arn!r})")
         partition, account, role = m.groups()
-        session = e.get("session", "eks-cluster-karpenter-" + event_id[:8])
+        web = web_identity_of(e)
+        session = e.get("session", web["session"] if web else "eks-cluster-karpenter-" + event_id[:8])
         principal = "AROA" + account + "EXAMPLE"
         identity = {
             "type": "AssumedRole", "principalId": f"{principal}:{session}",
@@ -595,6 +602,7 @@ def expand_record(e: dict, now: float) -> dict:
                 "sessionIssuer": {"type": "Role", "principalId": principal, "arn": role_arn, "accountId": account,
                                   "userName": role},
                 "attributes": {"creationDate": iso_time(t - 600), "mfaAuthenticated": "false"},
+                "webIdFederationData": web["data"] if web else {},
             },
         }
         username = session
@@ -638,6 +646,19 @@ def expand_record(e: dict, now: float) -> dict:
         "AccessKeyId": identity["accessKeyId"], "EventTime": t, "EventSource": source, "Username": username,
         "Resources": resources, "CloudTrailEvent": json.dumps(record),
     }
+
+
+def web_identity_of(e: dict) -> dict | None:
+    """A compact entry's "web_identity" (an OIDC provider ARN): the session came from
+    AssumeRoleWithWebIdentity (IRSA). CloudTrail then names the provider in the session's
+    webIdFederationData; the Go SDK names the session by the time in nanoseconds (no
+    AWS_ROLE_SESSION_NAME). None without it."""
+    provider = e.get("web_identity")
+    if provider is None:
+        return None
+    if not isinstance(provider, str) or not re.fullmatch(r"arn:[^:]+:iam::\d{12}:oidc-provider/.+", provider):
+        raise BadRules(f"cloudtrail_events: web_identity must be an OIDC provider ARN (got {provider!r})")
+    return {"data": {"federatedProvider": provider, "attributes": {}}, "session": str(time.time_ns())}
 
 
 def lookup_matches(ev: dict, key: str, value: str) -> bool:

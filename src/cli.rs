@@ -171,6 +171,11 @@ pub struct UpArgs {
     /// AWS changed since
     #[arg(long, value_name = "FILE", conflicts_with = "adopt")]
     pub plan_file: Option<PathBuf>,
+    /// During an identity.mode switch: remove the old path now (the IRSA trust statement, or the
+    /// Pod Identity statement and association) without waiting for CloudTrail to show the
+    /// controller on the new one; only once the new path is in place (docs/reference.md)
+    #[arg(long, conflicts_with = "plan_file")]
+    pub finish_identity_switch: bool,
     /// How far back to read CloudTrail for the running Karpenter (90s, 30m, 2h, 1d; default 1h
     /// or KARPCTL_TRAIL_WINDOW)
     #[arg(long, value_name = "DURATION", value_parser = crate::settings::parse_trail_window)]
@@ -190,6 +195,9 @@ pub struct DiffArgs {
     /// Save the plan to FILE for `up --plan-file`
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Show what `up --finish-identity-switch` would do
+    #[arg(long)]
+    pub finish_identity_switch: bool,
     /// How far back to read CloudTrail for the running Karpenter (90s, 30m, 2h, 1d; default 1h
     /// or KARPCTL_TRAIL_WINDOW)
     #[arg(long, value_name = "DURATION", value_parser = crate::settings::parse_trail_window)]

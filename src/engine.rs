@@ -62,9 +62,12 @@ pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<P
     phase(&p, "prepare", crate::aws::epoch());
     let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
+    let (observed, switch) = identity_switch(&p, observed).await;
     phase(&p, "observe", t);
     let t = Instant::now();
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
+    plan.identity_switch = switch;
+    plan.findings.extend(nothing_to_finish(&p, &plan));
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
     plan.findings.extend(crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
@@ -99,9 +102,12 @@ pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> 
     phase(&p, "prepare", crate::aws::epoch());
     let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
+    let (observed, switch) = identity_switch(&p, observed).await;
     phase(&p, "observe", t);
     let t = Instant::now();
     let mut plan = planner::plan(observed, PlanOptions { adopt });
+    plan.identity_switch = switch;
+    plan.findings.extend(nothing_to_finish(&p, &plan));
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
     plan.findings.extend(queue_in_use_findings(&p, &plan));
@@ -131,6 +137,32 @@ pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> 
         true
     };
     apply_plan("up", &p, plan, shown).await
+}
+
+/// A change of `identity.mode` in progress (`identity_switch`): the observed nodes' desired
+/// state follows its stage. CloudTrail's read is waited for here only when its evidence decides
+/// (the new path is in place and `--finish-identity-switch` was not given).
+async fn identity_switch(
+    p: &Prepared,
+    mut observed: Vec<(Node, Option<Observed>)>,
+) -> (Vec<(Node, Option<Observed>)>, Option<crate::model::IdentitySwitch>) {
+    use crate::identity_switch as sw;
+    let Some(d) = sw::detect(&p.spec, &observed) else { return (observed, None) };
+    let finish = p.global.finish_identity_switch;
+    let trail = if d.needs_evidence(finish) { p.trail_now().await } else { None };
+    let role = crate::arns::controller_role_arn(&p.spec, &p.facts);
+    let (stage, reason) = sw::stage(&d, finish, || sw::seen(trail.as_deref(), &role, d.from, d.to));
+    let switch = sw::apply(&mut observed, &p.spec, &p.facts, &d, stage, reason);
+    (observed, Some(switch))
+}
+
+/// `--finish-identity-switch` with no switch in progress: said, nothing else.
+fn nothing_to_finish(p: &Prepared, plan: &Plan) -> Option<crate::model::Note> {
+    (p.global.finish_identity_switch && plan.identity_switch.is_none()).then(|| crate::model::Note {
+        id: "identity-switch".into(),
+        level: crate::model::Level::Info,
+        message: "--finish-identity-switch: no identity switch is in progress (the controller role trusts only the plan's identity.mode); nothing to finish".into(),
+    })
 }
 
 /// The steps of a plan that delete or replace an object (what `up` asks about).

@@ -18,6 +18,7 @@ mod executor;
 mod exit;
 mod facts;
 mod fleet;
+mod identity_switch;
 mod import;
 mod interrupt;
 mod karpenter_iam;
@@ -106,6 +107,11 @@ fn options(g: &cli::Global, command: &Command, settings: std::sync::Arc<settings
         Some(w) => std::sync::Arc::new(settings::Settings { trail_window: w, ..(*settings).clone() }),
         None => settings,
     };
+    let finish_identity_switch = match command {
+        Command::Up(a) => a.finish_identity_switch,
+        Command::Diff(a) => a.finish_identity_switch,
+        _ => false,
+    };
     options::Options {
         cluster: g.cluster.clone(),
         config: g.config.clone().or_else(|| g.plan.clone()),
@@ -123,6 +129,7 @@ fn options(g: &cli::Global, command: &Command, settings: std::sync::Arc<settings
         account_concurrency: many.account_concurrency,
         scope: None,
         settings,
+        finish_identity_switch,
     }
 }
 

@@ -425,6 +425,100 @@ pub struct Plan {
     pub findings: Vec<Note>,
     /// Ids of nodes that are in sync.
     pub in_sync: Vec<String>,
+    /// A change of `identity.mode` in progress, and where this plan leaves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_switch: Option<IdentitySwitch>,
+}
+
+/// A change of `identity.mode` made in stages (docs/reference.md, "Identity switches"): the new
+/// way for the controller to get credentials is added beside the old one, and the old one goes
+/// only once the controller is seen using the new one, or `--finish-identity-switch` says so.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdentitySwitch {
+    /// The mode the running controller used (`irsa`, `pod_identity`).
+    pub from: String,
+    /// The plan's mode.
+    pub to: String,
+    pub stage: SwitchStage,
+    /// Why the old path stays, or goes now.
+    pub reason: String,
+    /// The change to Karpenter's Helm values, made before the restart.
+    pub helm: HelmChange,
+    /// The command that restarts the controller, so that its new pods take the new path.
+    pub restart: String,
+    /// While the old path stays: the step that removes it, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remaining: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SwitchStage {
+    /// This plan adds the new path beside the old one.
+    Start,
+    /// Both paths are in place; the old one stays until the controller is seen on the new one.
+    Wait,
+    /// This plan removes the old path.
+    Finish,
+}
+
+/// One key of Karpenter's Helm values to change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelmChange {
+    /// The key as a path, `serviceAccount.annotations."eks.amazonaws.com/role-arn"`.
+    pub key: String,
+    /// Its new value, or None: remove the key.
+    pub value: Option<String>,
+}
+
+impl HelmChange {
+    /// The change as one instruction.
+    pub fn instruction(&self) -> String {
+        match &self.value {
+            None => format!(
+                "remove {} from Karpenter's Helm values and upgrade the release (`karpctl output --format helm` prints the values without it)",
+                self.key
+            ),
+            Some(v) => format!(
+                "set {} = {v} in Karpenter's Helm values and upgrade the release (`karpctl output --format helm` prints the values with it)",
+                self.key
+            ),
+        }
+    }
+}
+
+impl IdentitySwitch {
+    /// What every output says of the switch: a headline, then lines with their depth (1, or 2
+    /// for the user's steps). `applied`: said after `up` applied the plan (what to do now), else
+    /// with the plan (what to do once `up` has applied it).
+    pub fn text(&self, applied: bool) -> (String, Vec<(u8, String)>) {
+        let (from, to) = (&self.from, &self.to);
+        let head = match (self.stage, applied) {
+            (SwitchStage::Start, false) => "this plan adds the new path beside the old one",
+            (SwitchStage::Start, true) => "the new path is in place beside the old one",
+            (SwitchStage::Wait, _) => "both paths are in place; the old one stays",
+            (SwitchStage::Finish, false) => "this plan removes the old path",
+            (SwitchStage::Finish, true) => "finished, the old path is removed",
+        };
+        let mut lines = Vec::new();
+        if !(applied && self.stage == SwitchStage::Finish) {
+            lines.push((1, format!("why: {}", self.reason)));
+        }
+        if self.stage != SwitchStage::Finish {
+            let when = match (self.stage, applied) {
+                (SwitchStage::Start, false) => "once `karpctl up` has applied this plan, in this order:",
+                (SwitchStage::Start, true) => "now, in this order:",
+                _ => "if not done yet, in this order:",
+            };
+            lines.push((1, when.to_string()));
+            lines.push((2, format!("1. Helm: {}", self.helm.instruction())));
+            lines.push((2, format!("2. restart the controller: {}", self.restart)));
+        }
+        if let Some(r) = &self.remaining {
+            lines.push((1, format!("then: {r}")));
+        }
+        (format!("Identity switch {from} -> {to}: {head}"), lines)
+    }
 }
 
 impl Plan {

@@ -45,4 +45,7 @@ pub struct Options {
     pub scope: Option<Arc<crate::scope::Scope>>,
     /// What the environment says, read once in `main.rs`.
     pub settings: Arc<crate::settings::Settings>,
+    /// `up`/`diff --finish-identity-switch`: the old identity path goes now, without CloudTrail's
+    /// evidence that the controller uses the new one (`identity_switch`).
+    pub finish_identity_switch: bool,
 }

@@ -41,6 +41,8 @@ pub struct Prepared {
     pub(crate) trail: std::sync::Mutex<Option<resources::Background<Arc<Trail>>>>,
     /// What they show of the plan's controller and node roles (None: not read).
     pub(crate) running: std::sync::Mutex<Option<Running>>,
+    /// The records, once joined (an identity switch joins them before the plan is made).
+    pub(crate) joined_trail: std::sync::Mutex<Option<Arc<Trail>>>,
 }
 
 impl Prepared {
@@ -109,13 +111,19 @@ impl Prepared {
     /// Wait for the CloudTrail read started in preparation and keep what it shows of the plan's
     /// roles for the readiness checks (the engine's report does, after the plan and its writes).
     pub async fn join_trail(&self) {
-        let trail = self.trail.lock().unwrap().take();
-        if let Some(t) = trail
-            && let Some(t) = t.join().await
-        {
+        if let Some(t) = self.trail_now().await {
             let (controller, nodes) = trail_roles(&self.spec, &self.facts);
             *self.running.lock().unwrap() = Some(Running::of(&t, &controller, &nodes));
         }
+    }
+
+    /// The CloudTrail read started in preparation, waited for now and kept (None: not read).
+    pub async fn trail_now(&self) -> Option<Arc<Trail>> {
+        let pending = self.trail.lock().unwrap().take();
+        if let Some(t) = pending {
+            *self.joined_trail.lock().unwrap() = t.join().await;
+        }
+        self.joined_trail.lock().unwrap().clone()
     }
 }
 
@@ -362,6 +370,7 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         observed_checks: Default::default(),
         trail: std::sync::Mutex::new(trail),
         running: Default::default(),
+        joined_trail: Default::default(),
     })
 }
 

@@ -867,6 +867,40 @@ fn cloudtrail_lookups_are_throttled_at_two_a_second_and_can_be_refused() {
     assert!(err.contains("'role'"), "{err}");
 }
 
+#[test]
+fn cloudtrail_records_say_whether_a_session_came_from_pod_identity_or_web_identity() {
+    let px = proxy("ctsession");
+    let provider = "arn:aws:iam::111122223333:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/EXAMPLED539D4633E53DE1B7";
+    px.set(json!({"cloudtrail_events": [
+        {"role": ROLE, "event": "DescribeInstances", "source": "ec2.amazonaws.com", "minutes_ago": 1},
+        {"role": ROLE, "event": "DescribeSubnets", "source": "ec2.amazonaws.com", "minutes_ago": 2, "web_identity": provider},
+    ], "cloudtrail_lookup_rps": 1000}));
+    let ct = aws_sdk_cloudtrail::Client::new(&conf_at(px.url(), 1));
+    let out = rt().block_on(ct.lookup_events().lookup_attributes(by_source("ec2.amazonaws.com")).send()).expect("LookupEvents");
+    let recs: Vec<serde_json::Value> =
+        out.events().iter().map(|e| serde_json::from_str(e.cloud_trail_event().unwrap()).unwrap()).collect();
+    assert_eq!(recs.len(), 2);
+    // Pod Identity (the default): EKS Auth's session name, no web identity (AWS records `{}`).
+    let pod = &recs[0]["userIdentity"];
+    assert_eq!(recs[0]["eventName"], "DescribeInstances");
+    assert_eq!(pod["sessionContext"]["webIdFederationData"], json!({}));
+    let session = pod["arn"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+    assert!(session.starts_with("eks-"), "{pod}");
+    assert_eq!(out.events()[0].username(), Some(session.as_str()), "the lookup's Username is the session name");
+    // IRSA: the provider named, a session of digits (the Go SDK's), the same role as issuer.
+    let web = &recs[1]["userIdentity"];
+    assert_eq!(web["type"], "AssumedRole");
+    assert_eq!(web["sessionContext"]["webIdFederationData"]["federatedProvider"], provider);
+    assert_eq!(web["sessionContext"]["sessionIssuer"]["arn"], ROLE);
+    let session = web["arn"].as_str().unwrap().rsplit('/').next().unwrap();
+    assert!(!session.is_empty() && session.bytes().all(|b| b.is_ascii_digit()), "{web}");
+    // Not a provider ARN: refused with the reason.
+    let err = px
+        .try_set(json!({"cloudtrail_events": [{"role": ROLE, "event": "X", "source": "ec2.amazonaws.com", "web_identity": "oidc.eks"}]}))
+        .unwrap_err();
+    assert!(err.contains("web_identity must be an OIDC provider ARN"), "{err}");
+}
+
 fn metric_query(id: &str, ns: &str, metric: &str, dim: (&str, &str), stat: &str) -> aws_sdk_cloudwatch::types::MetricDataQuery {
     use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
     let m = Metric::builder()

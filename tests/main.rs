@@ -16,6 +16,7 @@ mod faults;
 mod fleet;
 mod iam_edge_cases;
 mod identity;
+mod identity_switch;
 mod import;
 mod interruption;
 mod kms;

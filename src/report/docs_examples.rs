@@ -63,6 +63,12 @@ fn examples() -> Vec<(&'static str, &'static str, &'static str, String)> {
         ("docs/reference.md", "diff-json", "```json", serde_json::to_string_pretty(&one_rule_doc()).unwrap()),
         ("docs/reference.md", "diff-markdown", "````markdown", markdown::render("diff", &[section])),
         (
+            "docs/reference.md",
+            "identity-switch-human",
+            "```",
+            super::human::identity_switch(&crate::identity_switch::tests::waiting_example(), plain, false),
+        ),
+        (
             "docs/ci.md",
             "fleet-summary-human",
             "```",

@@ -129,6 +129,21 @@ pub fn render_plan(plan: &Plan, style: Style) -> String {
     for c in &plan.conflicts {
         let _ = writeln!(out, "{}: {}", style.red("conflict"), c.message());
     }
+    if let Some(s) = &plan.identity_switch {
+        out.push('\n');
+        out.push_str(&identity_switch(s, style, false));
+    }
+    out
+}
+
+/// An identity switch: where the plan leaves it and why, then what the user does (the Helm
+/// change, the restart) and what removes the old path (`IdentitySwitch::text`).
+pub fn identity_switch(s: &crate::model::IdentitySwitch, style: Style, applied: bool) -> String {
+    let (head, lines) = s.text(applied);
+    let mut out = format!("{}\n", style.bold(&head));
+    for (depth, line) in lines {
+        let _ = writeln!(out, "{}{line}", "  ".repeat(depth as usize));
+    }
     out
 }
 
@@ -449,6 +464,7 @@ pub(crate) mod tests {
                 message: "us-east-1c: subnet-0c has 12 free addresses (fewer than 256)".into(),
             }],
             in_sync: vec!["controller-role".into()],
+            identity_switch: None,
         }
     }
 

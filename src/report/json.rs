@@ -31,7 +31,7 @@ pub fn plan_json(
             })
         })
         .collect();
-    json!({
+    let mut doc = json!({
         "format_version": 1,
         "command": command,
         "cluster": cluster,
@@ -45,7 +45,12 @@ pub fn plan_json(
         "unchanged": plan.in_sync,
         "results": results,
         "stats": stats,
-    })
+    });
+    // Only while a change of identity.mode is in progress (docs/reference.md).
+    if let Some(s) = &plan.identity_switch {
+        doc["identity_switch"] = serde_json::to_value(s).unwrap_or(Value::Null);
+    }
+    doc
 }
 
 /// A plan report's document: the plan, each step's outcome, and the failure when steps failed.

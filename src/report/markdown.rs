@@ -176,8 +176,21 @@ fn section_body(s: &Section) -> String {
     for c in doc["conflicts"].as_array().into_iter().flatten() {
         let _ = writeln!(out, "- **conflict:** {}", c["message"].as_str().unwrap_or_default());
     }
+    identity_switch_body(&mut out, &doc["identity_switch"]);
     readiness_body(&mut out, doc);
     out
+}
+
+/// An identity switch in progress, as the terminal says it (`IdentitySwitch::text`): the
+/// headline in bold, then its lines as a list.
+fn identity_switch_body(out: &mut String, s: &Value) {
+    let Ok(s) = serde_json::from_value::<crate::model::IdentitySwitch>(s.clone()) else { return };
+    let (head, lines) = s.text(false);
+    let _ = writeln!(out, "**{head}**\n");
+    for (depth, line) in lines {
+        let _ = writeln!(out, "{}{line}", if depth > 1 { "  " } else { "- " });
+    }
+    out.push('\n');
 }
 
 /// The readiness checks as the terminal shows them: each finding with its fix (all passed: the

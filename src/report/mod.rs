@@ -135,8 +135,19 @@ impl Printer {
                     None => out(&human::render_plan(&r.plan, self.stdout_style())),
                     Some(a) => out(&human::apply_line(r.command, a)),
                 }
-                if let Some(cmd) = r.restart_command() {
-                    out(&human::restart_note(&cmd, self.stdout_style()));
+                match (&r.plan.identity_switch, &r.applied) {
+                    // The switch says the restart itself, in its order (after the Helm change);
+                    // after a step failed, as the plan said it (`up` has to run again).
+                    (Some(s), Some(a)) => {
+                        let done = a.failed + a.skipped + a.cancelled == 0;
+                        out(&human::identity_switch(s, self.stdout_style(), done))
+                    }
+                    (Some(_), None) => {}
+                    (None, _) => {
+                        if let Some(cmd) = r.restart_command() {
+                            out(&human::restart_note(&cmd, self.stdout_style()));
+                        }
+                    }
                 }
                 if let Some(checks) = r.readiness.as_ref().filter(|_| r.plan.conflicts.is_empty() && r.failure.is_none()) {
                     out(&human::readiness(checks, self.stdout_style()));
