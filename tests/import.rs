@@ -477,7 +477,13 @@ fn import_then_adopt(prefix: &str, shape: Shape) -> (Run, Made, LagProxy) {
     assert_eq!(e.access_entry().unwrap().tags().and_then(|t| t.get(OWNER_TAG)).map(String::as_str), Some(m.c.as_str()));
 
     let diff = run(&["diff", "--cluster", &m.c]);
-    assert_eq!(diff.code, 0, "diff right after is clean: {diff:?}");
+    if m.unusable_subnets.is_empty() {
+        assert_eq!(diff.code, 0, "diff right after is clean: {diff:?}");
+    } else {
+        // Nothing to change, but the same error-level check as `up`'s: one verdict (exit 1).
+        assert_eq!(diff.code, 1, "{diff:?}");
+        assert!(diff.stdout.contains("No changes.") && diff.stdout.contains("error subnet-no-way-out"), "{diff:?}");
+    }
     let doctor = run(&["doctor", "--cluster", &m.c]);
     if m.unusable_subnets.is_empty() {
         assert_eq!(doctor.code, 0, "doctor finds nothing: {doctor:?}");
