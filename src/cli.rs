@@ -207,6 +207,10 @@ pub struct OutputArgs {
     /// `kubectl apply`), or everything as JSON (`--output` is the same flag)
     #[arg(long, visible_alias = "output", value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
+    /// With `--format caller-policy`: the commands the policy lets run (comma-separated or
+    /// repeated; default all)
+    #[arg(long = "for", value_name = "COMMAND", value_enum, value_delimiter = ',')]
+    pub for_commands: Vec<crate::caller_policy::For>,
     #[command(flatten)]
     pub many: Many,
 }
@@ -221,6 +225,8 @@ pub enum OutputFormat {
     Manifests,
     /// Everything as one JSON document
     Json,
+    /// The IAM policy karpctl itself needs for the plan (`--for diff,up,...`; docs/security.md)
+    CallerPolicy,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 mod architecture;
 mod arns;
 mod aws;
+mod caller_policy;
 mod catalog;
 mod checks;
 mod cli;
@@ -152,6 +153,11 @@ fn main() {
             let e = error::UserError::new("--all and --clusters name the clusters themselves: not with --cluster or --config")
                 .hint("drop --cluster/--config, or run one cluster without --all/--clusters");
             return ("karpctl", Err(e.into()));
+        }
+        if let Command::Output(a) = &cli.command
+            && a.format == cli::OutputFormat::CallerPolicy
+        {
+            return ("output", caller_policy::run(&opts, &a.for_commands).await.map(|v| printer.values(&v)).map(|_| exit::EXIT_OK));
         }
         if let Some(r) = fleet::dispatch(&opts, &cli.command).await {
             return (fleet_name(&cli.command), r.map(|f| printer.fleet(&f)));
