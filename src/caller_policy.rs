@@ -7,7 +7,7 @@ use crate::model::{Kind, NodeSpec, OWNER_TAG};
 use crate::plan_file::{IdentityMode, Spec};
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// A command whose needs the policy grants (`--for`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
@@ -21,16 +21,6 @@ pub enum For {
 
 impl For {
     pub const ALL: [For; 5] = [For::Diff, For::Up, For::Down, For::Doctor, For::Import];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            For::Diff => "diff",
-            For::Up => "up",
-            For::Down => "down",
-            For::Doctor => "doctor",
-            For::Import => "import",
-        }
-    }
 }
 
 /// IAM's limit on a role's inline policies (whitespace not counted): a policy within it is
@@ -74,7 +64,6 @@ const IAM_READS: &[&str] = &[
     "iam:GetRole",
     "iam:ListAttachedRolePolicies",
     "iam:ListRolePolicies",
-    "iam:GetRolePolicy",
     "iam:ListInstanceProfilesForRole",
     "iam:GetPolicy",
     "iam:GetPolicyVersion",
@@ -90,11 +79,11 @@ const EKS_READS: &[&str] = &[
     "eks:DescribeAccessEntry",
     "eks:ListPodIdentityAssociations",
     "eks:DescribePodIdentityAssociation",
-    "eks:ListNodegroups",
-    "eks:DescribeNodegroup",
     "eks:DescribeAddon",
-    "eks:ListTagsForResource",
 ];
+
+/// What doctor and import read besides: another tool's inline policies and node groups.
+const WIDE_EXTRA_READS: &[&str] = &["iam:GetRolePolicy", "eks:ListNodegroups", "eks:DescribeNodegroup"];
 
 const SQS_READS: &[&str] = &["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:ListQueueTags"];
 const EVENTS_READS: &[&str] = &["events:DescribeRule", "events:ListTargetsByRule", "events:ListTagsForResource"];
@@ -223,14 +212,23 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
     out.push(st("ReadNoResourceType", &star, ["*".to_string()], None));
     if wide {
         // doctor and import find what another tool made: every name in the account is a candidate.
+        let mut iam_reads = IAM_READS.to_vec();
+        iam_reads.extend(WIDE_EXTRA_READS.iter().filter(|a| a.starts_with("iam:")));
+        let mut eks_reads = EKS_READS.to_vec();
+        eks_reads.extend(WIDE_EXTRA_READS.iter().filter(|a| a.starts_with("eks:")));
         out.push(st(
             "ReadIamAccount",
-            IAM_READS,
+            &iam_reads,
             ["role/*", "policy/*", "instance-profile/*", "oidc-provider/*"].map(|k| format!("arn:{p}:iam::{a}:{k}")),
             None,
         ));
-        out.push(st("ReadIamAwsManaged", &["iam:GetPolicy", "iam:GetPolicyVersion"], [format!("arn:{p}:iam::aws:policy/*")], None));
-        out.push(st("ReadEksCluster", EKS_READS, eks.clone(), None));
+        out.push(st(
+            "ReadIamAwsManaged",
+            &["iam:GetPolicy", "iam:GetPolicyVersion"],
+            [format!("arn:{p}:iam::aws:policy/*")],
+            None,
+        ));
+        out.push(st("ReadEksCluster", &eks_reads, eks.clone(), None));
         out.push(st("ReadQueues", SQS_READS, [format!("arn:{p}:sqs:{r}:{a}:*")], None));
         out.push(st("ReadRules", EVENTS_READS, [format!("arn:{p}:events:{r}:{a}:rule/*")], None));
         out.push(st("ReadKeys", KMS_READS, key_arns(), None));
@@ -244,7 +242,8 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
         }
     }
     if scoped && !wide {
-        let mut iam: BTreeSet<String> = o.roles.iter().chain(&o.policies).chain(&o.attached).chain(&o.profiles).cloned().collect();
+        let mut iam: BTreeSet<String> =
+            o.roles.iter().chain(&o.policies).chain(&o.attached).chain(&o.profiles).cloned().collect();
         // What karpctl left under its path (found by listing, removed as leftovers).
         iam.extend(["role", "policy", "instance-profile"].map(|k| format!("arn:{p}:iam::{a}:{k}{path}*")));
         if t.spec.identity.mode == IdentityMode::Irsa {
@@ -256,9 +255,9 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
             out.push(st("ReadQueue", SQS_READS, [q.clone()], None));
         }
         out.push(st("ReadRules", EVENTS_READS, o.rules.iter().cloned(), None));
-        if t.spec.interruption.kms_key_id.is_some() {
-            out.push(st("ReadKeys", KMS_READS, key_arns(), None));
-        }
+        // Also without a key in the plan: the key karpctl would have made (`alias/karpenter-<c>`)
+        // is looked up, to remove it when it is this cluster's.
+        out.push(st("ReadKeys", KMS_READS, key_arns(), None));
     }
     if !(up || down) {
         return out;
@@ -278,7 +277,13 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
         "WriteOwnRoles",
         &pick(
             &["iam:DeleteRole", "iam:DetachRolePolicy", "iam:DeleteRolePolicy", "iam:UntagRole"],
-            &["iam:CreateRole", "iam:TagRole", "iam:UpdateAssumeRolePolicy", "iam:PutRolePermissionsBoundary", "iam:AttachRolePolicy"],
+            &[
+                "iam:CreateRole",
+                "iam:TagRole",
+                "iam:UpdateAssumeRolePolicy",
+                "iam:PutRolePermissionsBoundary",
+                "iam:AttachRolePolicy",
+            ],
         ),
         roles,
         None,
@@ -392,7 +397,12 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
         let mut owner = Map::new();
         owner.insert(format!("aws:RequestTag/{OWNER_TAG}"), json!(c));
         if up {
-            out.push(st("CreateKeyTaggedForCluster", &["kms:CreateKey"], ["*".to_string()], Some(json!({"StringEquals": owner}))));
+            out.push(st(
+                "CreateKeyTaggedForCluster",
+                &["kms:CreateKey"],
+                ["*".to_string()],
+                Some(json!({"StringEquals": owner})),
+            ));
         }
         let mut mine = Map::new();
         mine.insert(format!("aws:ResourceTag/{OWNER_TAG}"), json!(c));
@@ -473,6 +483,7 @@ fn chunks(s: &Statement) -> Vec<Statement> {
     out
 }
 
+#[cfg(test)]
 /// Whether an IAM resource pattern (`*` any run, `?` one character) matches an ARN.
 pub fn arn_matches(pattern: &str, arn: &str) -> bool {
     fn go(p: &[u8], a: &[u8]) -> bool {
@@ -517,9 +528,10 @@ pub fn size(doc: &Value) -> usize {
     doc.to_string().len()
 }
 
+#[cfg(test)]
 /// The actions a policy document allows, by Sid (for docs and tests).
-pub fn actions_by_sid(doc: &Value) -> BTreeMap<String, Vec<String>> {
-    let mut out = BTreeMap::new();
+pub fn actions_by_sid(doc: &Value) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out = std::collections::BTreeMap::new();
     for s in doc["Statement"].as_array().into_iter().flatten() {
         let acts = match &s["Action"] {
             Value::String(a) => vec![a.clone()],
@@ -559,10 +571,8 @@ pub async fn run(global: &crate::options::Options, wanted: &[For]) -> anyhow::Re
         let c = crate::prepare::connect_and_identify(global, &spec).await?;
         known.push((spec, c.account_id, c.partition, c.region));
     }
-    let targets: Vec<Target> = known
-        .iter()
-        .map(|(spec, a, p, r)| Target { spec, account_id: a, partition: p, region: r })
-        .collect();
+    let targets: Vec<Target> =
+        known.iter().map(|(spec, a, p, r)| Target { spec, account_id: a, partition: p, region: r }).collect();
     let parts = build(&targets, wanted);
     let doc = if parts.len() == 1 { parts[0].clone() } else { json!({ "parts": parts }) };
     let text = if parts.len() == 1 {
@@ -608,8 +618,10 @@ mod tests {
         }
     }
 
-    const WRITE_VERBS: &[&str] =
-        &["Create", "Delete", "Put", "Tag", "Untag", "Update", "Attach", "Detach", "Remove", "Add", "Set", "Pass", "Schedule", "Enable", "Cancel"];
+    const WRITE_VERBS: &[&str] = &[
+        "Create", "Delete", "Put", "Tag", "Untag", "Update", "Attach", "Detach", "Remove", "Add", "Set", "Pass", "Schedule",
+        "Enable", "Cancel",
+    ];
 
     fn is_write(action: &str) -> bool {
         let op = action.split(':').nth(1).unwrap();
@@ -660,16 +672,10 @@ mod tests {
         }
         let pass = find(doc, "PassControllerRoleToPodIdentity");
         assert_eq!(pass["Condition"]["StringEquals"]["iam:PassedToService"], "pods.eks.amazonaws.com");
-        assert_eq!(
-            resources(pass),
-            ["arn:aws:iam::123456789012:role/karpctl/prod-east/KarpenterController-prod-east"]
-        );
+        assert_eq!(resources(pass), ["arn:aws:iam::123456789012:role/karpctl/prod-east/KarpenterController-prod-east"]);
         let tag = find(doc, "TagDiscovery");
         assert_eq!(tag["Condition"]["ForAllValues:StringEquals"]["aws:TagKeys"], json!([DISCOVERY_TAG, MARKER_TAG]));
-        assert_eq!(
-            resources(find(doc, "CreateEksObjectsOnCluster")),
-            ["arn:aws:eks:us-east-1:123456789012:cluster/prod-east"]
-        );
+        assert_eq!(resources(find(doc, "CreateEksObjectsOnCluster")), ["arn:aws:eks:us-east-1:123456789012:cluster/prod-east"]);
         assert!(all_actions(doc).contains("iam:CreateRole"));
     }
 
@@ -679,7 +685,8 @@ mod tests {
         let doc = &policy(&[target(&s)], &[For::Down]);
         let acts = all_actions(doc);
         assert!(acts.contains("iam:DeleteRole") && acts.contains("sqs:DeleteQueue") && acts.contains("ec2:DeleteTags"));
-        let creates: Vec<_> = acts.iter().filter(|a| a.contains(":Create") || a.contains(":Put") || *a == "iam:PassRole").collect();
+        let creates: Vec<_> =
+            acts.iter().filter(|a| a.contains(":Create") || a.contains(":Put") || *a == "iam:PassRole").collect();
         assert!(creates.is_empty(), "{creates:?}");
     }
 
