@@ -166,6 +166,14 @@ fn main() {
             return ("karpctl", Err(e.into()));
         }
         if let Command::Output(a) = &cli.command
+            && a.format != cli::OutputFormat::CallerPolicy
+            && !a.for_commands.is_empty()
+        {
+            let e = error::UserError::new("--for names the commands of `--format caller-policy` only")
+                .hint("add --format caller-policy, or drop --for");
+            return ("output", Err(e.into()));
+        }
+        if let Command::Output(a) = &cli.command
             && a.format == cli::OutputFormat::CallerPolicy
         {
             return (
