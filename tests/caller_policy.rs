@@ -18,11 +18,9 @@ fn actions_called(doc: &Value) -> BTreeSet<String> {
                     for k in ops.keys() {
                         let (svc, op) = k.split_once(':').expect("Service:Operation");
                         let prefix = match svc {
-                            "EventBridge" => "events",
-                            "CloudWatch" => "cloudwatch",
-                            s => &s.to_lowercase(),
-                        }
-                        .to_string();
+                            "EventBridge" => "events".to_string(),
+                            s => s.to_lowercase(),
+                        };
                         out.insert(format!("{prefix}:{op}"));
                     }
                 }
