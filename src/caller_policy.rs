@@ -9,19 +9,11 @@ use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;
 
-/// A command whose needs the policy grants (`--for`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
-pub enum For {
-    Diff,
-    Up,
-    Down,
-    Doctor,
-    Import,
-}
+/// A command whose needs the policy grants (`--for`; the enum lives with the flags in cli.rs).
+pub use crate::cli::PolicyFor as For;
 
-impl For {
-    pub const ALL: [For; 5] = [For::Diff, For::Up, For::Down, For::Doctor, For::Import];
-}
+/// Every command: what the policy grants without `--for`.
+const ALL_COMMANDS: [For; 5] = [For::Diff, For::Up, For::Down, For::Doctor, For::Import];
 
 /// IAM's limit on a role's inline policies (whitespace not counted): a policy within it is
 /// printed as one document, for `aws iam put-role-policy`.
@@ -505,7 +497,7 @@ fn document(statements: &[Value]) -> Value {
 /// The policy for `targets` and the commands `wanted` (all when empty): one document when it fits
 /// an inline role policy, else parts that each fit a managed policy (compact JSON sizes).
 pub fn build(targets: &[Target], wanted: &[For]) -> Vec<Value> {
-    let wanted: BTreeSet<For> = if wanted.is_empty() { For::ALL.into() } else { wanted.iter().copied().collect() };
+    let wanted: BTreeSet<For> = if wanted.is_empty() { ALL_COMMANDS.into() } else { wanted.iter().copied().collect() };
     let merged = merge(targets.iter().flat_map(|t| statements(t, &wanted)).collect());
     let whole = document(&merged.iter().map(statement_json).collect::<Vec<_>>());
     if size(&whole) <= INLINE_POLICY_LIMIT {

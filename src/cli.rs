@@ -210,7 +210,7 @@ pub struct OutputArgs {
     /// With `--format caller-policy`: the commands the policy lets run (comma-separated or
     /// repeated; default all)
     #[arg(long = "for", value_name = "COMMAND", value_enum, value_delimiter = ',')]
-    pub for_commands: Vec<crate::caller_policy::For>,
+    pub for_commands: Vec<PolicyFor>,
     #[command(flatten)]
     pub many: Many,
 }
@@ -227,6 +227,16 @@ pub enum OutputFormat {
     Json,
     /// The IAM policy karpctl itself needs for the plan (`--for diff,up,...`; docs/security.md)
     CallerPolicy,
+}
+
+/// A command whose needs `output --format caller-policy` grants (`--for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum PolicyFor {
+    Diff,
+    Up,
+    Down,
+    Doctor,
+    Import,
 }
 
 #[derive(Debug, Args)]
