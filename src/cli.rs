@@ -215,6 +215,10 @@ pub struct OutputArgs {
     /// `kubectl apply`), or everything as JSON (`--output` is the same flag)
     #[arg(long, visible_alias = "output", value_enum, default_value_t = OutputFormat::Json)]
     pub format: OutputFormat,
+    /// With `--format caller-policy`: the commands the policy lets run (comma-separated or
+    /// repeated; default all)
+    #[arg(long = "for", value_name = "COMMAND", value_enum, value_delimiter = ',')]
+    pub for_commands: Vec<PolicyFor>,
     #[command(flatten)]
     pub many: Many,
 }
@@ -229,6 +233,18 @@ pub enum OutputFormat {
     Manifests,
     /// Everything as one JSON document
     Json,
+    /// The IAM policy karpctl itself needs for the plan (`--for diff,up,...`; docs/security.md)
+    CallerPolicy,
+}
+
+/// A command whose needs `output --format caller-policy` grants (`--for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum)]
+pub enum PolicyFor {
+    Diff,
+    Up,
+    Down,
+    Doctor,
+    Import,
 }
 
 #[derive(Debug, Args)]

@@ -28,7 +28,7 @@ pub async fn dispatch(global: &Options, command: &Command) -> Option<Result<Flee
     Some(run(global, command).await)
 }
 
-fn names(global: &Options) -> Result<Vec<String>, UserError> {
+pub fn names(global: &Options) -> Result<Vec<String>, UserError> {
     let mut names: Vec<String> = if global.all {
         let dir = Path::new("plans");
         let mut found: Vec<String> = std::fs::read_dir(dir)

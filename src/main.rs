@@ -4,6 +4,7 @@
 mod architecture;
 mod arns;
 mod aws;
+mod caller_policy;
 mod catalog;
 mod checks;
 mod cli;
@@ -152,6 +153,17 @@ fn main() {
     let opts = options(&cli.global, &cli.command, settings);
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let printer = report::Printer::new(&opts);
+    report::set_run(
+        fleet_name(&cli.command),
+        &match (&opts.cluster, &opts.clusters) {
+            (_, Some(c)) => format!("--clusters {}", c.join(",")),
+            _ if opts.all => "--all".to_string(),
+            (Some(c), _) => format!("--cluster {c}"),
+            (None, None) => {
+                opts.settings.cluster.as_ref().map(|c| format!("--cluster {c}")).unwrap_or_else(|| "--cluster <cluster>".into())
+            }
+        },
+    );
     let (name, result) = rt.block_on(async {
         interrupt::install_interrupt_handler();
         if (opts.all || opts.clusters.is_some()) && (opts.cluster.is_some() || opts.config.is_some()) {
@@ -159,6 +171,22 @@ fn main() {
             let e = error::UserError::new("--all and --clusters name the clusters themselves: not with --cluster or --config")
                 .hint("drop --cluster/--config, or run one cluster without --all/--clusters");
             return ("karpctl", Err(e.into()));
+        }
+        if let Command::Output(a) = &cli.command
+            && a.format != cli::OutputFormat::CallerPolicy
+            && !a.for_commands.is_empty()
+        {
+            let e = error::UserError::new("--for names the commands of `--format caller-policy` only")
+                .hint("add --format caller-policy, or drop --for");
+            return ("output", Err(e.into()));
+        }
+        if let Command::Output(a) = &cli.command
+            && a.format == cli::OutputFormat::CallerPolicy
+        {
+            return (
+                "output",
+                caller_policy::run(&opts, &a.for_commands).await.map(|v| printer.values(&v)).map(|_| exit::EXIT_OK),
+            );
         }
         if let Some(r) = fleet::dispatch(&opts, &cli.command).await {
             return (fleet_name(&cli.command), r.map(|f| printer.fleet(&f)));

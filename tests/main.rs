@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bad_input;
+mod caller_policy;
 mod cli;
 mod common;
 mod discovery;

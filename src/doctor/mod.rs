@@ -31,8 +31,9 @@ fn discovery_tag(arg: Option<&str>, cluster: &str) -> Result<(String, String), U
     }
 }
 
-/// A read AWS refused: say which permission doctor needs.
-fn explain(e: anyhow::Error) -> anyhow::Error {
+/// A read AWS refused: say which permission doctor needs, and the command printing all of them
+/// (`caller_policy`, the one source of what karpctl needs).
+fn explain(e: anyhow::Error, cluster: &str) -> anyhow::Error {
     let denied = crate::aws::refusal_in(&e).cloned();
     match denied {
         Some(a) => UserError::new(format!(
@@ -42,8 +43,9 @@ fn explain(e: anyhow::Error) -> anyhow::Error {
             if a.message.is_empty() { String::new() } else { format!(": {}", a.message) }
         ))
         .hint(format!(
-            "grant these credentials the read permission {} (doctor needs only read permissions: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents, cloudwatch:GetMetricData; with --simulate iam:SimulatePrincipalPolicy, iam:GetContextKeysForPrincipalPolicy)",
-            a.operation
+            "grant these credentials the read permission {} (doctor needs only read permissions): `{}` prints the IAM policy that grants every call doctor makes",
+            a.operation,
+            crate::caller_policy::grant_command(cluster, "doctor")
         ))
         .into(),
         None => e,
@@ -99,7 +101,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         metrics: true,
         simulate: args.simulate,
     };
-    let mut setup = discover::gather(&connected.readers, &inputs).await.map_err(explain)?;
+    let mut setup = discover::gather(&connected.readers, &inputs).await.map_err(|e| explain(e, &cluster))?;
     setup.today = Some(global.settings.today);
     let outcome = crate::checks::catalog::doctor(&setup);
     Ok(DoctorReport { setup, outcome, stats: connected.stats.report() })

@@ -15,7 +15,7 @@ mod style;
 mod values;
 
 pub use crate::events::{Event, Reporter, Silent};
-pub use hint::hint_of;
+pub use hint::{hint_of, set_run};
 pub use import::{ImportReport, LetGo, Stack};
 pub use progress::{Prefixed, Progress};
 pub use style::Style;
