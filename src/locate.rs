@@ -84,43 +84,49 @@ pub async fn without_plan(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Locat
             found
         }
     };
-    let Some(controller) = controller else {
-        return Ok(Located { spec: out, notes, incomplete });
-    };
-    if controller.name != *default_controller || controller.path != spec.identity.path {
-        notes.push(format!("controller role {} (path {}), through {}", controller.name, controller.path, controller.how));
+    if let Some(r) = &controller {
+        if r.name != *default_controller || r.path != spec.identity.path {
+            notes.push(format!("controller role {} (path {}), through {}", r.name, r.path, r.how));
+        }
+        out.identity.controller_role = Named { name: r.name.clone(), note: None };
+        out.identity.path = r.path.clone();
     }
-    out.identity.controller_role = Named { name: controller.name.clone(), note: None };
-    out.identity.path = controller.path.clone();
     if let Some((ns, sa)) = association {
         out.identity.namespace = ns;
         out.identity.service_account = sa;
     }
 
     // What the controller role's own policies name: the node role it may pass, the queue it reads.
-    let docs = owned_policy_documents(ctx, c, &controller.name).await?;
+    let docs = match &controller {
+        Some(r) => owned_policy_documents(ctx, c, &r.name).await?,
+        None => vec![],
+    };
     let docs: Vec<&Value> = docs.iter().collect();
-    let passed = pass_role(&docs).0;
 
     // The node role: an access entry of ours names it, or the controller's iam:PassRole, or its
-    // default name; the first that is this cluster's, under the controller role's path.
+    // default name; the first that is this cluster's (under the controller role's path: karpctl
+    // keeps a cluster's IAM objects under one path).
     let default_node = spec.identity.node_role_name();
     let candidates: Vec<(String, String)> = entries
         .iter()
         .map(|arn| (role_name(arn).to_string(), "its access entry".to_string()))
-        .chain(passed.iter().map(|arn| (role_name(arn).to_string(), "the controller's iam:PassRole".to_string())))
+        .chain(pass_role(&docs).0.iter().map(|arn| (role_name(arn).to_string(), "the controller's iam:PassRole".to_string())))
         .chain(std::iter::once((default_node.clone(), "its default name".to_string())))
         .collect();
     let mut node = None;
     for (name, how) in candidates {
-        if let Some(r) = owned_role(ctx, c, &name).await?.filter(|r| r.path == controller.path) {
+        let same_path = |r: &Found| controller.as_ref().is_none_or(|ctl| ctl.path == r.path);
+        if let Some(r) = owned_role(ctx, c, &name).await?.filter(same_path) {
             node = Some(Found { how, ..r });
             break;
         }
     }
     if let Some(n) = &node {
-        if n.name != default_node {
-            notes.push(format!("node role {}, through {}", n.name, n.how));
+        if n.name != default_node || (controller.is_none() && n.path != spec.identity.path) {
+            notes.push(format!("node role {} (path {}), through {}", n.name, n.path, n.how));
+        }
+        if controller.is_none() {
+            out.identity.path = n.path.clone();
         }
         out.identity.node_role = Some(Named { name: n.name.clone(), note: None });
         out.identity.existing_node_role = None;
@@ -245,8 +251,8 @@ async fn search(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<(Vec<Found>, Op
         }
     };
     let cluster_arn = crate::arns::cluster_arn(spec, facts);
-    let issuer = facts.cluster.oidc_issuer.trim_start_matches("https://").trim_end_matches('/').to_string();
-    let issuer = (!issuer.is_empty()).then_some(issuer.as_str());
+    let issuer = facts.cluster.oidc_issuer.trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
+    let issuer = (!issuer.is_empty()).then_some(issuer);
     let candidates: Vec<String> = roles
         .into_iter()
         .filter(|r| {
