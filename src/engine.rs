@@ -250,7 +250,7 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
     let t = Instant::now();
     // Without a plan file, the names come from what this cluster's objects link to
     // (docs/reference.md, "`down` without a plan").
-    let mut incomplete = None;
+    let (mut incomplete, mut extra) = (None, Vec::new());
     if p.spec.source.is_none() {
         let located = crate::aws::in_unit("discovery:locate", crate::locate::without_plan(&p.ctx, &p.spec, &p.facts)).await?;
         for n in &located.notes {
@@ -258,8 +258,10 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
         }
         p.spec = located.spec;
         incomplete = located.incomplete;
+        extra = located.extra;
     }
     let mut nodes = p.nodes();
+    nodes.extend(extra);
     let attached = crate::aws::in_unit("discovery:unlisted", resources::iam_orphans::attached_to_roles(&p.ctx, &nodes)).await?;
     nodes.extend(attached);
     let observed = p.observe(nodes).await?;

@@ -6,7 +6,7 @@ use crate::aws::{Classify, refusal_in};
 use crate::doctor::analysis::{pass_role, receive_queues, role_name};
 use crate::error::UserError;
 use crate::facts::{CLUSTER_NOT_FOUND, Facts};
-use crate::model::{Owner, Plan, RESOURCE_TAG, Tags};
+use crate::model::{Node, Owner, Plan, RESOURCE_TAG, Tags};
 use crate::plan_file::Spec;
 use crate::resources::Ctx;
 use crate::spec::Named;
@@ -22,6 +22,8 @@ pub const MAX_CANDIDATES: usize = 100;
 #[derive(Debug)]
 pub struct Located {
     pub spec: Spec,
+    /// Roles of ours the plan cannot name (a second one the search found), without desired fields.
+    pub extra: Vec<Node>,
     /// One line per object found away from its default name or path, and how it was found.
     pub notes: Vec<String>,
     /// Why the controller role could not be searched for (refused, or too many roles to read):
@@ -32,6 +34,7 @@ pub struct Located {
 /// A role found, and how.
 struct Found {
     name: String,
+    arn: String,
     path: String,
     resource: String,
     how: String,
@@ -64,22 +67,28 @@ pub async fn without_plan(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Locat
     // The controller role: its default name, else the role of an association of ours, else the
     // account's roles whose trust could be it.
     let mut incomplete = None;
-    let mut association = None;
+    let mut extra = Vec::new();
     let controller = match by_default {
         Some(r) => Some(Found { how: "its default name".into(), ..r }),
         None => {
             let mut found = None;
             for (ns, sa, arn) in &associations {
                 if let Some(r) = owned_role(ctx, c, role_name(arn)).await? {
-                    association = Some((ns.clone(), sa.clone()));
                     found = Some(Found { how: format!("the Pod Identity association {ns}/{sa}"), ..r });
                     break;
                 }
             }
             if found.is_none() {
-                let (roles, why) = search(ctx, spec, facts).await?;
+                let (mut roles, why) = search(ctx, spec, facts).await?;
                 incomplete = why;
-                found = roles.into_iter().min_by_key(|r| r.resource != "controller-role");
+                roles.sort_by_key(|r| r.resource != "controller-role");
+                let mut roles = roles.into_iter();
+                found = roles.next();
+                // More than one of ours (a renamed one, say): the others go too.
+                for r in roles {
+                    notes.push(format!("role {} (path {}), through {}", r.name, r.path, r.how));
+                    extra.push(crate::resources::iam_orphans::found_role(&r.name, &r.arn, &r.how));
+                }
             }
             found
         }
@@ -91,9 +100,11 @@ pub async fn without_plan(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Locat
         out.identity.controller_role = Named { name: r.name.clone(), note: None };
         out.identity.path = r.path.clone();
     }
-    if let Some((ns, sa)) = association {
-        out.identity.namespace = ns;
-        out.identity.service_account = sa;
+    // The service account of the association of ours that hands out the controller role.
+    let controller_name = controller.as_ref().map(|r| r.name.as_str());
+    if let Some((ns, sa, _)) = associations.iter().find(|(_, _, arn)| Some(role_name(arn)) == controller_name) {
+        out.identity.namespace = ns.clone();
+        out.identity.service_account = sa.clone();
     }
 
     // What the controller role's own policies name: the node role it may pass, the queue it reads.
@@ -156,7 +167,7 @@ pub async fn without_plan(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Locat
             break;
         }
     }
-    Ok(Located { spec: out, notes, incomplete })
+    Ok(Located { spec: out, extra, notes, incomplete })
 }
 
 /// The role `name` when it is this cluster's (None: missing or not ours).
@@ -167,6 +178,7 @@ async fn owned_role(ctx: &Ctx, cluster: &str, name: &str) -> Result<Option<Found
     Ok(ctx.readers.iam.role(name).await?.filter(|r| ours(&r.tags, cluster)).map(|r| Found {
         resource: r.tags.get(RESOURCE_TAG).cloned().unwrap_or_default(),
         name: r.name,
+        arn: r.arn,
         path: r.path,
         how: String::new(),
     }))

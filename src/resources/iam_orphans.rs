@@ -22,6 +22,12 @@ fn unlisted(spec: NodeSpec, prefix: &str, name: &str, note: String, deps: Vec<St
     Node::new(format!("unlisted-{prefix}-{name}"), name, spec).with_deps(deps).with_notes([note]).unlisted()
 }
 
+/// `down` without a plan file: a role of this cluster found by `locate` that the plan does not
+/// name, found `how`; its read decides ownership, as for any node.
+pub fn found_role(name: &str, arn: &str, how: &str) -> Node {
+    unlisted(NodeSpec::IamRole(ArnSpec::new(arn)), "role", name, format!("found through {how}, but not in the plan"), vec![])
+}
+
 /// `down`: this cluster's customer managed policies attached to the plan's roles, and its
 /// instance profiles holding them, that the plan does not name, wherever they live (`discover`
 /// lists only under a path other than `/`): an older release's policy, say, after a takeover.
