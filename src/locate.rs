@@ -257,7 +257,7 @@ async fn search(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<(Vec<Found>, Op
         Ok(r) => r,
         Err(e) => {
             return match refusal_in(&e) {
-                Some(a) => Ok((vec![], Some(format!("{} was refused ({})", a.operation, a.code)))),
+                Some(a) => Ok((vec![], Some(format!("{} was refused: {}", a.operation, a.code)))),
                 None => Err(e).context("listing the account's roles to find the controller role"),
             };
         }
@@ -298,7 +298,7 @@ async fn search(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<(Vec<Found>, Op
 pub fn refusal(cluster: &str, why: &str, plan: &Plan) -> UserError {
     let listed: Vec<String> = plan.steps.iter().map(|s| format!("  - {} {} ({})", s.kind.label(), s.name, s.id)).collect();
     UserError::new(format!(
-        "down without a plan file cannot find everything cluster {cluster}'s tags mark: its controller role is not under its default name and could not be searched for ({why}). It would remove only these {} object(s) and leave the controller role, its policies and the node role behind:\n{}\nnothing was changed",
+        "down without a plan file cannot find everything cluster {cluster}'s tags mark: its controller role is not under its default name and could not be searched for ({why}). It would remove only these {} object(s), and could leave the controller role and what only it leads to (its policies, the node role, the queue):\n{}\nnothing was changed",
         plan.steps.len(),
         listed.join("\n")
     ))
