@@ -277,12 +277,37 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
             .hint("pass --yes to confirm")
             .into());
     }
-    let p = prepare(global, Intent::Down, true).await?;
+    let mut p = prepare(global, Intent::Down, true).await?;
     phase(&p, "prepare", crate::aws::epoch());
     let t = Instant::now();
-    let observed = p.observe(p.nodes()).await?;
+    // Without a plan file, the names come from what this cluster's objects link to
+    // (docs/reference.md, "`down` without a plan").
+    let (mut incomplete, mut extra) = (None, Vec::new());
+    if p.spec.source.is_none() {
+        let located = crate::aws::in_unit("discovery:locate", crate::locate::without_plan(&p.ctx, &p.spec, &p.facts)).await?;
+        for n in &located.notes {
+            p.info(&format!("Without a plan file, found {n}"));
+        }
+        p.spec = located.spec;
+        incomplete = located.incomplete;
+        extra = located.extra;
+    }
+    let mut nodes = p.nodes();
+    nodes.extend(extra);
+    let attached = crate::aws::in_unit("discovery:unlisted", resources::iam_orphans::attached_to_roles(&p.ctx, &nodes)).await?;
+    nodes.extend(attached);
+    let observed = p.observe(nodes).await?;
     phase(&p, "observe", t);
     let plan = planner::plan(observed, PlanOptions::default());
+    if let Some(why) = &incomplete {
+        if !plan.steps.is_empty() {
+            return Err(crate::locate::refusal(&p.spec.cluster, why, &plan).into());
+        }
+        p.info(&format!(
+            "Without a plan file, the controller role could not be searched for ({why}); nothing else of cluster {} was found",
+            p.spec.cluster
+        ));
+    }
     let shown = !yes && !plan.steps.is_empty();
     if shown {
         confirm(

@@ -115,6 +115,9 @@ pub struct Found {
     pub subnets_left: Vec<(String, String)>,
     pub security_group: Option<String>,
     pub version: KarpenterVersion,
+    /// A release before 1.0 that CloudTrail shows the controller running (`0.37.2`): Karpenter's
+    /// pre-v1 policy then stays, whatever `version` says.
+    pub pre_v1_running: Option<String>,
 }
 
 /// What becomes of each controller policy another tool made (pure: `sort_policies`).
@@ -126,8 +129,10 @@ pub struct Policies {
     pub keep: Vec<String>,
     /// Inline policies that are not Karpenter's: karpctl never touches them.
     pub keep_inline: Vec<String>,
-    /// Karpenter's pre-v1 policy: kept until Karpenter runs 1.0 or later.
+    /// Karpenter's pre-v1 policy, kept: CloudTrail shows a release before 1.0 still running.
     pub pre_v1: Vec<String>,
+    /// Karpenter's pre-v1 policies among `retire`: the release that runs is 1.0 or later.
+    pub pre_v1_retired: Vec<String>,
     /// A policy grants `arc-zonal-shift:GetManagedResource`: the plan keeps zonal shift on.
     pub zonal_shift: bool,
     /// Why a policy that looks like Karpenter's is kept anyway.
@@ -155,11 +160,13 @@ fn karpenter_actions() -> std::collections::BTreeSet<String> {
     crate::doctor::analysis::actions_of(&docs)
 }
 
-/// Pure: which controller policies are Karpenter's (retired), which are the pre-v1 policy (kept
-/// until Karpenter runs 1.0), and which are someone else's (kept). `own` are the ARNs of the
-/// plan's own policies (adopted in place, never retired). Karpenter's own: the module's
-/// `KarpenterController-<suffix>`, `KarpenterController<Part>Policy-<c>`, the seed's
-/// `KarpenterInstanceProfileGarbageCollection`, or a document holding Karpenter's statements.
+/// Pure: which controller policies are Karpenter's (retired), and which are someone else's
+/// (kept). `own` are the ARNs of the plan's own policies (adopted in place, never retired).
+/// Karpenter's own: the module's `KarpenterController-<suffix>`, `KarpenterController<Part>Policy-<c>`,
+/// the seed's `KarpenterInstanceProfileGarbageCollection`, a document holding Karpenter's
+/// statements, or Karpenter's pre-v1 policy: retired like the others, since the release that runs
+/// (`--karpenter-version`, or CloudTrail's) is 1.0 or later, unless CloudTrail shows a pre-v1
+/// release still running (then kept, said so).
 pub fn sort_policies(f: &Found, own: &[String]) -> Policies {
     use crate::doctor::analysis::{allows, is_karpenter_policy, is_pre_v1_policy, names_cluster, pass_role};
     let actions = karpenter_actions();
@@ -193,14 +200,16 @@ pub fn sort_policies(f: &Found, own: &[String]) -> Policies {
         let keep = |out: &mut Policies| {
             if p.managed() { out.keep.push(p.id.clone()) } else { out.keep_inline.push(p.id.clone()) }
         };
-        if doc.is_some_and(is_pre_v1_policy) {
-            if p.managed() {
-                out.pre_v1.push(p.id.clone());
-            } else {
-                out.keep_inline.push(p.id.clone());
-                out.notes.push(pre_v1_note(&p.id));
-            }
-        } else if (by_name || by_doc) && !other_roles.is_empty() {
+        let pre_v1 = doc.is_some_and(is_pre_v1_policy);
+        if let (true, Some(running)) = (pre_v1, &f.pre_v1_running) {
+            // A managed one is kept attached (`extra_controller_policy_arns`); an inline one is
+            // left as it is, like every inline policy karpctl does not retire.
+            out.pre_v1.push(p.id.clone());
+            out.notes.push(pre_v1_note(&p.id, running));
+            continue;
+        }
+        let by_doc = by_doc || pre_v1;
+        if (by_name || by_doc) && !other_roles.is_empty() {
             keep(&mut out);
             out.notes.push(format!(
                 "{} looks like Karpenter's, but it lets the controller pass {} besides the node role: kept, since karpctl's policy passes only {}",
@@ -216,6 +225,13 @@ pub fn sort_policies(f: &Found, own: &[String]) -> Policies {
             ));
         } else if by_name || by_doc {
             out.retire.push(p.id.clone());
+            if pre_v1 {
+                out.pre_v1_retired.push(p.id.clone());
+                out.notes.push(format!(
+                    "{} is Karpenter's pre-v1 controller policy (v0.33-v0.37); Karpenter {} runs, so karpctl's v1 policies replace it: retired once they are all attached",
+                    p.id, f.version
+                ));
+            }
         } else {
             keep(&mut out);
         }
@@ -223,11 +239,12 @@ pub fn sort_policies(f: &Found, own: &[String]) -> Policies {
     out
 }
 
-/// What import says of Karpenter's pre-v1 controller policy.
-fn pre_v1_note(id: &str) -> String {
+/// What import says of Karpenter's pre-v1 controller policy while CloudTrail shows a pre-v1
+/// release (`running`) still calling AWS with the controller role.
+fn pre_v1_note(id: &str, running: &str) -> String {
     format!(
-        "{id} is Karpenter's pre-v1 controller policy (v0.33-v0.37): karpctl's permissions need Karpenter 1.0 or later. \
-         Upgrade Karpenter first; until then the plan keeps it on the controller role. Once 1.0 or later runs, move it to retire_policies"
+        "{id} is Karpenter's pre-v1 controller policy (v0.33-v0.37), and CloudTrail shows Karpenter {running} still running: \
+         the plan keeps it on the controller role. Upgrade Karpenter first; once only 1.0 or later runs, import again (or move it to retire_policies)"
     )
 }
 
@@ -386,7 +403,7 @@ pub fn plan_toml(f: &Found, pol: &Policies) -> (String, Vec<String>) {
     if f.service_account != "karpenter" {
         t.push_str(&format!("service_account = {}\n", q(&f.service_account)));
     }
-    let kept: Vec<&String> = pol.keep.iter().chain(&pol.pre_v1).collect();
+    let kept: Vec<&String> = pol.keep.iter().chain(pol.pre_v1.iter().filter(|k| k.starts_with("arn:"))).collect();
     if !kept.is_empty() {
         t.push_str("# On the controller role today and not replaced by karpctl's policies: kept attached.\nextra_controller_policy_arns = [\n");
         for k in &kept {
@@ -398,12 +415,16 @@ pub fn plan_toml(f: &Found, pol: &Policies) -> (String, Vec<String>) {
     for k in &pol.keep_inline {
         notes.push(format!("inline policy {k} on the controller role is not Karpenter's: kept as it is"));
     }
-    notes.extend(pol.pre_v1.iter().map(|k| pre_v1_note(k)));
     notes.extend(pol.notes.iter().cloned());
     if !pol.retire.is_empty() {
         t.push_str("# Karpenter's own, replaced by karpctl's split policies: detached once those are attached;\n# a customer managed one that nothing else uses is then deleted.\nretire_policies = [\n");
         for r in &pol.retire {
-            t.push_str(&format!("  {},\n", q(r)));
+            let why = if pol.pre_v1_retired.contains(r) {
+                format!("   # Karpenter's pre-v1 policy: Karpenter {} runs", f.version)
+            } else {
+                String::new()
+            };
+            t.push_str(&format!("  {},{why}\n", q(r)));
         }
         t.push_str("]\n");
     }
@@ -568,6 +589,11 @@ fn found_of(s: &Setup, version: KarpenterVersion) -> Found {
             _ => None,
         },
         version,
+        pre_v1_running: s
+            .running
+            .as_ref()
+            .and_then(|r| r.versions.iter().find(|v| v.version.major == 0))
+            .map(|v| v.version.recorded.clone()),
     }
 }
 
@@ -751,6 +777,13 @@ fn running_version(setup: &crate::doctor::model::Setup, namespace: &str) -> Resu
             .into());
     };
     let newest = r.newest().cloned().unwrap_or_else(|| unreachable!());
+    if newest.major == 0 {
+        return Err(UserError::new(format!(
+            "CloudTrail shows Karpenter {newest} running, a release before 1.0: karpctl's permissions start at Karpenter 1.0"
+        ))
+        .hint("upgrade Karpenter to 1.0 or later first, then import; or pass --karpenter-version with the 1.x release you move to (the pre-v1 policy stays on the role while CloudTrail shows a pre-v1 release); nothing was written")
+        .into());
+    }
     let Some(v) = newest.known() else {
         return Err(UserError::new(format!(
             "CloudTrail shows Karpenter {newest} running, newer than karpctl knows (up to {})",
@@ -871,6 +904,7 @@ mod tests {
             subnets_left: vec![("subnet-2".into(), "public (default route to igw-1) but MapPublicIpOnLaunch is false".into())],
             security_group: Some("sg-1".into()),
             version: KarpenterVersion::LATEST,
+            pre_v1_running: None,
         }
     }
 
@@ -940,38 +974,64 @@ mod tests {
         assert!(p.notes.iter().any(|n| n.contains("1.12")), "{:?}", p.notes);
     }
 
-    #[test]
-    fn an_inline_pre_v1_policy_stays_inline() {
-        let mut f = tf();
-        f.controller_policies = vec![FoundPolicy {
-            id: "KarpenterControllerPolicy".into(),
-            document: doc(
-                json!([{"Sid": "AllowScopedEC2InstanceActions", "Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": "*"}]),
-            ),
-        }];
-        let p = sort_policies(&f, &[]);
-        assert!(p.pre_v1.is_empty() && p.keep_inline == ["KarpenterControllerPolicy"], "{p:?}");
-        let (text, notes) = plan_toml(&f, &p);
-        crate::plan_file::parse(&text, "x.toml", Some("say-when-east")).expect(&text);
-        assert!(notes.iter().any(|n| n.contains("pre-v1")), "{notes:?}");
+    /// The module's pre-v1 document (v0.33's instance statement), managed, and an inline copy.
+    fn pre_v1_policies() -> Vec<FoundPolicy> {
+        let stmts =
+            json!([{"Sid": "AllowScopedEC2InstanceActions", "Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": "*"}]);
+        vec![
+            managed(&format!("arn:aws:iam::123456789012:policy/KarpenterController-{TS}"), doc(stmts.clone())),
+            FoundPolicy { id: "KarpenterControllerPolicy".into(), document: doc(stmts) },
+        ]
     }
 
     #[test]
-    fn a_pre_v1_policy_is_kept_and_said() {
+    fn the_pre_v1_policy_is_retired_when_the_release_that_runs_is_1_0_or_later() {
+        let mut f = tf();
+        f.version = KarpenterVersion { minor: 10 };
+        f.controller_policies = pre_v1_policies();
+        let p = sort_policies(&f, &[]);
+        let ids: Vec<String> = f.controller_policies.iter().map(|p| p.id.clone()).collect();
+        assert_eq!(p.retire, ids, "managed and inline alike: {p:?}");
+        assert_eq!(p.pre_v1_retired, ids);
+        assert!(p.pre_v1.is_empty() && p.keep.is_empty() && p.keep_inline.is_empty(), "{p:?}");
+        let (text, notes) = plan_toml(&f, &p);
+        let spec = crate::plan_file::parse(&text, "x.toml", Some("say-when-east")).expect(&text);
+        assert_eq!(spec.identity.retire_policies, ids, "{text}");
+        assert!(spec.identity.extra_controller_policy_arns.is_empty(), "{text}");
+        assert!(text.contains("# Karpenter's pre-v1 policy: Karpenter 1.10 runs"), "{text}");
+        assert!(notes.iter().any(|n| n.contains("pre-v1") && n.contains("Karpenter 1.10 runs")), "{notes:?}");
+        assert!(!notes.iter().any(|n| n.contains("Upgrade Karpenter first")), "{notes:?}");
+    }
+
+    #[test]
+    fn the_pre_v1_policy_stays_while_cloudtrail_shows_a_pre_v1_release_running() {
+        let mut f = tf();
+        f.controller_policies = pre_v1_policies();
+        f.pre_v1_running = Some("0.37.2".into());
+        let p = sort_policies(&f, &[]);
+        assert!(p.retire.is_empty(), "{p:?}");
+        assert_eq!(p.pre_v1.len(), 2);
+        let (text, notes) = plan_toml(&f, &p);
+        let spec = crate::plan_file::parse(&text, "x.toml", Some("say-when-east")).expect(&text);
+        assert_eq!(spec.identity.extra_controller_policy_arns, p.pre_v1[..1].to_vec(), "the managed one is kept attached");
+        assert!(!text.contains("KarpenterControllerPolicy\""), "an inline policy is left as it is: {text}");
+        assert!(notes.iter().filter(|n| n.contains("0.37.2") && n.contains("Upgrade Karpenter first")).count() == 2, "{notes:?}");
+    }
+
+    #[test]
+    fn a_pre_v1_policy_that_passes_another_role_stays() {
         let mut f = tf();
         f.controller_policies = vec![managed(
             &format!("arn:aws:iam::123456789012:policy/KarpenterController-{TS}"),
             doc(
-                json!([{"Sid": "AllowScopedEC2InstanceActions", "Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": "*"}]),
+                json!([{"Sid": "AllowScopedEC2InstanceActions", "Effect": "Allow", "Action": ["ec2:RunInstances"], "Resource": "*"},
+                       {"Sid": "AllowPassingInstanceRole", "Effect": "Allow", "Action": "iam:PassRole",
+                        "Resource": "arn:aws:iam::123456789012:role/gpu-nodes"}]),
             ),
         )];
         let p = sort_policies(&f, &[]);
-        assert!(p.retire.is_empty(), "{p:?}");
-        assert_eq!(p.pre_v1.len(), 1);
-        let (text, notes) = plan_toml(&f, &p);
-        let spec = crate::plan_file::parse(&text, "x.toml", Some("say-when-east")).expect(&text);
-        assert_eq!(spec.identity.extra_controller_policy_arns, p.pre_v1, "kept attached");
-        assert!(notes.iter().any(|n| n.contains("pre-v1") && n.contains("Upgrade Karpenter first")), "{notes:?}");
+        assert!(p.retire.is_empty() && p.keep.len() == 1, "{p:?}");
+        assert!(p.notes.iter().any(|n| n.contains("gpu-nodes")), "{:?}", p.notes);
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod import;
 mod interrupt;
 mod karpenter_iam;
 mod karpenter_values;
+mod locate;
 mod model;
 mod names;
 mod observe;

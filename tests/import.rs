@@ -60,7 +60,7 @@ struct Made {
     rules: Vec<(&'static str, String)>,
     /// The tool's own controller policies (ARNs) that karpctl's replace.
     old_policies: Vec<String>,
-    /// Policies on the controller role that are not Karpenter's (or its pre-v1 one): kept.
+    /// Policies on the controller role that are not Karpenter's: kept.
     kept_policies: Vec<String>,
     /// The managed node group's role (never Karpenter's), when the shape has one.
     nodegroup_role: Option<String>,
@@ -178,9 +178,10 @@ fn make(prefix: &str, shape: Shape) -> Made {
                 attach.push(create(format!("KarpenterController{part}Policy-{c}"), stmts.clone()).await);
             }
         } else if shape == Shape::TfV20Defaults {
+            // Retired like the module's v1 policy: the release that runs (the tests pass one) is 1.0+.
             let arn = create(format!("KarpenterController-{}", ts(&c, 3)), pre_v1_policy(&c, &a, &node_arn, &queue_arn)).await;
             attach.push(arn.clone());
-            kept.push(arn);
+            old.push(arn);
         } else {
             let all: Vec<Value> = parts.values().flatten().cloned().collect();
             let arn = create(format!("KarpenterController-{}", ts(&c, 3)), all).await;
@@ -330,6 +331,11 @@ fn needed(m: &Made, a: &str) -> BTreeSet<String> {
 /// import, then `up --adopt --concurrency 1` with the controller role watched; everything the
 /// issue asks is asserted. Returns the import run (for the transcript) and the setup.
 fn import_then_adopt(prefix: &str, shape: Shape) -> (Run, Made, LagProxy) {
+    import_then_adopt_at(prefix, shape, "1.14")
+}
+
+/// `import_then_adopt` with `--karpenter-version version`.
+fn import_then_adopt_at(prefix: &str, shape: Shape, version: &str) -> (Run, Made, LagProxy) {
     let m = make(prefix, shape);
     let sdk = sdk();
     let a = m.queue_arn.split(':').nth(4).unwrap().to_string();
@@ -360,7 +366,7 @@ fn import_then_adopt(prefix: &str, shape: Shape) -> (Run, Made, LagProxy) {
     assert!(!plan_path.exists(), "nothing written without the version");
 
     // import: reads only, writes the plan file, refuses to overwrite it.
-    let json_run = run(&["import", "--cluster", &m.c, "--karpenter-version", "1.14", "--output", "json"]);
+    let json_run = run(&["import", "--cluster", &m.c, "--karpenter-version", version, "--output", "json"]);
     assert_eq!(json_run.code, 0, "{json_run:?}");
     assert_eq!(json_run.writes(), 0, "import makes no write call: {}", json_run.stdout);
     let doc = json_run.json();
@@ -384,10 +390,10 @@ fn import_then_adopt(prefix: &str, shape: Shape) -> (Run, Made, LagProxy) {
         let ids = text.lines().find(|l| l.starts_with("subnet_ids")).unwrap_or_default();
         assert!(!ids.contains(s.as_str()), "{ids}");
     }
-    let again = run(&["import", "--cluster", &m.c, "--karpenter-version", "1.14"]);
+    let again = run(&["import", "--cluster", &m.c, "--karpenter-version", version]);
     assert_eq!(again.code, 1, "never overwrites: {again:?}");
     assert!(again.stderr.contains("--force"), "{again:?}");
-    let human = run(&["import", "--cluster", &m.c, "--karpenter-version", "1.14", "--force"]);
+    let human = run(&["import", "--cluster", &m.c, "--karpenter-version", version, "--force"]);
     assert_eq!(human.code, 0, "{human:?}");
     match shape {
         Shape::Cfn => {
@@ -415,15 +421,19 @@ fn import_then_adopt(prefix: &str, shape: Shape) -> (Run, Made, LagProxy) {
     }
     let watched = px.state()["iam_watch"][&m.controller_role].as_array().cloned().unwrap_or_default();
     assert!(!watched.is_empty(), "IAM writes were watched: {:?}", px.state());
-    // A setup that granted every action Karpenter 1.14 needs never loses one mid-way (the pre-v1
-    // policy never granted them all).
-    if shape != Shape::TfV20Defaults {
-        let want = needed(&m, &a);
-        for w in &watched {
-            let has: BTreeSet<String> = strings(&w["actions"]).into_iter().collect();
-            let missing: Vec<&String> = want.iter().filter(|x| !has.contains(*x)).collect();
-            assert!(missing.is_empty(), "after {} the controller lacked {missing:?}\n{up:?}", w["after"]);
-        }
+    // A setup that granted every action Karpenter 1.14 needs never loses one mid-way.
+    // The pre-v1 policy never granted them all: what it granted is never lost either, as it goes
+    // only once karpctl's policies are attached.
+    let want: BTreeSet<String> = if shape == Shape::TfV20Defaults {
+        let node_arn = format!("arn:aws:iam::{a}:role/{}", m.node_role);
+        pre_v1_policy(&m.c, &a, &node_arn, &m.queue_arn).iter().flat_map(|s| strings(&s["Action"])).collect()
+    } else {
+        needed(&m, &a)
+    };
+    for w in &watched {
+        let has: BTreeSet<String> = strings(&w["actions"]).into_iter().collect();
+        let missing: Vec<&String> = want.iter().filter(|x| !has.contains(*x)).collect();
+        assert!(missing.is_empty(), "after {} the controller lacked {missing:?}\n{up:?}", w["after"]);
     }
 
     // Nothing remade.
@@ -484,7 +494,9 @@ fn import_then_adopt(prefix: &str, shape: Shape) -> (Run, Made, LagProxy) {
         assert_eq!(diff.code, 1, "{diff:?}");
         assert!(diff.stdout.contains("No changes.") && diff.stdout.contains("error subnet-no-way-out"), "{diff:?}");
     }
-    let doctor = run(&["doctor", "--cluster", &m.c]);
+    // (judged on a day the release was still supported: out of support is a warning of its own)
+    let day: &[(&str, &str)] = if version == "1.14" { &[] } else { &[("KARPCTL_TODAY", "2026-03-25")] };
+    let doctor = karpctl_at(&m.wd, px.url(), &["doctor", "--cluster", &m.c, "--karpenter-version", version], day);
     if m.unusable_subnets.is_empty() {
         assert_eq!(doctor.code, 0, "doctor finds nothing: {doctor:?}");
     } else {
@@ -500,16 +512,49 @@ fn role_tags(sdk: &Sdk, name: &str) -> Vec<(String, String)> {
     r.role().unwrap().tags().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect()
 }
 
-/// `down` after a takeover removes what karpctl took over, and only that.
-fn down_removes_only_what_was_taken(m: &Made, px: &LagProxy) {
+/// Whether `down` runs with the plan file `import` wrote, or without any (it was lost, or `down`
+/// runs elsewhere): the result must be the same.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum PlanFile {
+    Kept,
+    Gone,
+}
+
+/// `down` after a takeover removes everything this cluster's tags mark (the adopted roles,
+/// access entry, association, queue and rules, karpctl's own policies) and nothing else: a node
+/// group's role and entry and the user's own policies stay.
+fn down_removes_only_what_was_taken(m: &Made, px: &LagProxy, plan: PlanFile) {
     let sdk = sdk();
     let a = m.queue_arn.split(':').nth(4).unwrap().to_string();
+    if plan == PlanFile::Gone {
+        std::fs::remove_file(m.wd.path().join("plans").join(format!("{}.toml", m.c))).unwrap();
+    }
     let down = karpctl_at(&m.wd, px.url(), &["down", "--cluster", &m.c, "--yes"], &[]);
     assert_eq!(down.code, 0, "{down:?}");
+    if plan == PlanFile::Gone {
+        assert!(down.stderr.contains(&format!("Without a plan file, found controller role {}", m.controller_role)), "{down:?}");
+    }
     let node_arn = format!("arn:aws:iam::{a}:role/{}", m.node_role);
     let entry = rt().block_on(sdk.eks.describe_access_entry().cluster_name(&m.c).principal_arn(&node_arn).send());
     assert!(entry.is_err(), "the node role's adopted access entry went with it: {entry:?}");
-    assert!(rt().block_on(sdk.iam.get_role().role_name(&m.node_role).send()).is_err(), "the node role went");
+    assert!(rt().block_on(sdk.iam.get_role().role_name(&m.node_role).send()).is_err(), "the node role went: {down:?}");
+    assert!(
+        rt().block_on(sdk.iam.get_role().role_name(&m.controller_role).send()).is_err(),
+        "the controller role went: {down:?}"
+    );
+    // karpctl's own policies, made at the adopted roles' path (/).
+    for part in CONTROLLER_PARTS.iter().chain(["ZonalShift"].iter()) {
+        let arn = format!("arn:aws:iam::{a}:policy/KarpenterController{part}Policy-{}", m.c);
+        assert!(rt().block_on(sdk.iam.get_policy().policy_arn(&arn).send()).is_err(), "{arn} went: {down:?}");
+    }
+    assert!(queue(&sdk, queue_name_of(m)).is_none(), "the adopted queue went: {down:?}");
+    for (_, name) in &m.rules {
+        assert!(rt().block_on(sdk.events.describe_rule().name(name).send()).is_err(), "the adopted rule {name} went: {down:?}");
+    }
+    for part in RULE_PARTS {
+        assert!(rt().block_on(sdk.events.describe_rule().name(rule_name(&m.c, part)).send()).is_err(), "{part}: {down:?}");
+    }
+    assert!(karpenter_associations(&sdk, &m.c).is_empty(), "the association went: {down:?}");
     if let Some(ng) = &m.nodegroup_role {
         assert!(rt().block_on(sdk.iam.get_role().role_name(ng).send()).is_ok(), "the node group's role stays");
         let ng_arn = format!("arn:aws:iam::{a}:role/{ng}");
@@ -519,6 +564,10 @@ fn down_removes_only_what_was_taken(m: &Made, px: &LagProxy) {
     for p in &m.kept_policies {
         assert!(rt().block_on(sdk.iam.get_policy().policy_arn(p).send()).is_ok(), "{p}, not karpctl's, is never deleted");
     }
+}
+
+fn queue_name_of(m: &Made) -> &str {
+    m.queue_arn.rsplit(':').next().unwrap()
 }
 
 #[test]
@@ -534,7 +583,7 @@ fn a_terraform_v21_setup_is_imported_and_adopted_in_one_run() {
         text = text.replace(&ts(&c, n), &ts("say-when-east", n));
     }
     crate::common::transcript::check("import.md", "import-terraform", &crate::common::transcript::stable(&text, &c));
-    down_removes_only_what_was_taken(&m, &px);
+    down_removes_only_what_was_taken(&m, &px, PlanFile::Kept);
 }
 
 #[test]
@@ -543,10 +592,62 @@ fn a_terraform_v20_setup_with_four_rules_and_an_inline_policy_is_imported_and_ad
 }
 
 #[test]
-fn the_v20_defaults_keep_the_pre_v1_policy_and_adopt_the_unassociated_role() {
-    let (run, _, _) = import_then_adopt("im-tf20d", Shape::TfV20Defaults);
-    assert!(run.stdout.contains("pre-v1") && run.stdout.contains("Upgrade Karpenter first"), "{run:?}");
+fn the_v20_defaults_retire_the_pre_v1_policy_and_adopt_the_unassociated_role() {
+    // Karpenter 1.10 runs: the module's pre-v1 policy is retired (a counted `-` step), after
+    // karpctl's v1 policies are attached (import_then_adopt checks it is gone after up --adopt
+    // and that the controller never lost an action it granted).
+    let (run, m, _) = import_then_adopt_at("im-tf20d", Shape::TfV20Defaults, "1.10");
+    let pre_v1 = &m.old_policies[0];
+    let name = pre_v1.rsplit('/').next().unwrap();
+    assert!(run.stdout.contains(&format!("  \"{pre_v1}\",   # Karpenter's pre-v1 policy: Karpenter 1.10 runs")), "{run:?}");
+    assert!(run.stdout.contains(&format!("  - retired-policy-{name} retired_policy")), "a - step: {run:?}");
+    assert!(run.stdout.contains(", 1 to destroy."), "counted: {run:?}");
+    assert!(run.stdout.contains("Karpenter 1.10 runs, so karpctl's v1 policies replace it"), "{run:?}");
+    assert!(!run.stdout.contains("Upgrade Karpenter first"), "{run:?}");
     assert!(run.stdout.contains("no association uses it"), "{run:?}");
+}
+
+/// A call of the controller role naming `version` in its user agent, as CloudTrail records it.
+fn call(role: &str, version: &str, minutes_ago: u64) -> Value {
+    json!({"role": role, "event": "DescribeInstances", "source": "ec2.amazonaws.com", "agent": format!("karpenter.sh-{version}"), "minutes_ago": minutes_ago})
+}
+
+#[test]
+fn the_pre_v1_policy_follows_the_release_cloudtrail_shows() {
+    let m = make("im-pre1", Shape::TfV20Defaults);
+    let a = m.queue_arn.split(':').nth(4).unwrap().to_string();
+    let role = format!("arn:aws:iam::{a}:role/{}", m.controller_role);
+    let pre_v1 = m.old_policies[0].clone();
+    let px = LagProxy::start(&cluster_name("im-pre1-px"), &endpoint());
+    let import = |records: Value, extra: &[&str]| {
+        px.set(json!({"cloudtrail_events": records, "cloudtrail_lookup_rps": 1000}));
+        let mut args = vec!["import", "--cluster", m.c.as_str(), "--force"];
+        args.extend_from_slice(extra);
+        let r = karpctl_at(&m.wd, px.url(), &args, &[]);
+        let text = std::fs::read_to_string(m.wd.path().join("plans").join(format!("{}.toml", m.c))).unwrap_or_default();
+        (r, text)
+    };
+    let retired = |text: &str| text.contains(&format!("retire_policies = [\n  \"{pre_v1}\""));
+
+    // CloudTrail shows 1.12.3: the plan follows it and retires the pre-v1 policy.
+    let (r, text) = import(json!([call(&role, "1.12.3", 2)]), &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(text.contains("karpenter_version = \"1.12\"") && retired(&text), "{text}");
+    assert!(r.stdout.contains(", 1 to destroy."), "{r:?}");
+
+    // A rollout from 0.37 is still under way: kept, and said why, whatever the flag says.
+    let (r, text) = import(json!([call(&role, "0.37.2", 3), call(&role, "1.12.3", 1)]), &["--karpenter-version", "1.12"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!retired(&text) && text.contains(&format!("  \"{pre_v1}\",   # Karpenter's pre-v1 policy: see the note")), "{text}");
+    assert!(r.stdout.contains("0.37.2") && r.stdout.contains("Upgrade Karpenter first"), "{r:?}");
+    assert!(r.stdout.contains(", 0 to destroy."), "{r:?}");
+
+    // Only 0.37 runs and no flag: no plan karpctl could apply; said plainly, nothing written.
+    std::fs::remove_file(m.wd.path().join("plans").join(format!("{}.toml", m.c))).unwrap();
+    let (r, text) = import(json!([call(&role, "0.37.2", 2)]), &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("Karpenter 0.37.2 running, a release before 1.0"), "{r:?}");
+    assert!(text.is_empty(), "nothing written: {text}");
 }
 
 #[test]
@@ -554,13 +655,13 @@ fn the_modules_example_keeps_the_users_policies_and_the_node_groups_role() {
     let (run, m, px) = import_then_adopt("im-tfex", Shape::TfExample);
     assert!(run.stdout.contains("zonal_shift = true"), "{run:?}");
     assert!(run.stdout.contains("backs managed node group ng-1"), "{run:?}");
-    down_removes_only_what_was_taken(&m, &px);
+    down_removes_only_what_was_taken(&m, &px, PlanFile::Gone);
 }
 
 #[test]
 fn a_cloudformation_setup_is_imported_and_adopted() {
     let (_, m, px) = import_then_adopt("im-cfn", Shape::Cfn);
-    down_removes_only_what_was_taken(&m, &px);
+    down_removes_only_what_was_taken(&m, &px, PlanFile::Gone);
 }
 
 #[test]

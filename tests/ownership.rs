@@ -4,6 +4,7 @@
 
 use crate::common::*;
 use aws_sdk_iam::types::Tag as IamTag;
+use serde_json::json;
 
 const SOME_POLICY: &str =
     r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"ec2:DescribeInstances","Resource":"*"}]}"#;
@@ -234,4 +235,77 @@ fn adopt_takes_over_unowned_objects_and_converges_them() {
     assert_eq!(r.code, 0, "adopted objects are karpctl's now: {r:?}");
     let gone = rt().block_on(sdk.iam.get_role().role_name(node_role(&c)).send());
     assert!(gone.is_err(), "the adopted role was removed by down");
+}
+
+/// `down` without a plan file, on a setup whose names and IAM path the cluster's name does not
+/// give (an IRSA controller role, so no association points at it): with iam:ListRoles refused it
+/// cannot look for the controller role, so it refuses before any write, listing what it would
+/// have removed; allowed, it finds the role by its trust (this cluster's OIDC provider), and
+/// through it the node role and the queue, and removes everything this cluster's tags mark.
+#[test]
+fn down_without_a_plan_finds_an_irsa_controller_role_or_refuses_to_leave_half() {
+    let c = cluster_name("own-loc");
+    let a = seed(&c, &[])["account_id"].as_str().unwrap_or("000000000000").to_string();
+    let sdk = sdk();
+    create_oidc_provider(&sdk, &c);
+    let (ctrl, node, q) = (format!("ctl-{c}"), format!("nodes-{c}"), format!("q-{c}"));
+    let wd = Workdir::new();
+    let plan_path = wd.plan(
+        &c,
+        &format!(
+            "cluster = \"{c}\"\nregion = \"us-east-1\"\n\n[interruption]\nqueue_name = \"{q}\"\n\n[identity]\nmode = \"irsa\"\npath = \"/\"\ncontroller_role_name = \"{ctrl}\"\nnode_role_name = \"{node}\"\n"
+        ),
+    );
+    let up = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "{up:?}");
+    std::fs::remove_file(&plan_path).unwrap();
+    let policies: Vec<String> =
+        CONTROLLER_PARTS.iter().map(|p| format!("arn:aws:iam::{a}:policy/KarpenterController{p}Policy-{c}")).collect();
+    let all_there = |sdk: &Sdk| {
+        rt().block_on(async {
+            sdk.iam.get_role().role_name(&ctrl).send().await.is_ok()
+                && sdk.iam.get_role().role_name(&node).send().await.is_ok()
+                && sdk.sqs.get_queue_url().queue_name(&q).send().await.is_ok()
+        })
+    };
+    assert!(all_there(&sdk));
+
+    let denied = format!(
+        "User: arn:aws:sts::{a}:assumed-role/ci/karpctl is not authorized to perform: iam:ListRoles on resource: arn:aws:iam::{a}:role/ because no identity-based policy allows the iam:ListRoles action"
+    );
+    let px = Proxy::start(
+        &wd,
+        &c,
+        &endpoint(),
+        json!([{"service": "iam", "operation": "ListRoles", "error": {"code": "AccessDenied", "status": 403, "message": denied}}]),
+    );
+    let r = karpctl_at(&wd, px.url(), &["down", "--cluster", &c, "--yes", "--output", "json"], &[]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    assert_eq!(doc["stats"]["writes"], 0, "nothing written: {doc}");
+    let msg = doc["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("iam:ListRoles was refused") && msg.contains("controller role"), "{doc}");
+    assert!(msg.contains(&rule_name(&c, "HealthEvent")), "names what it would remove: {doc}");
+    let hint = doc["error"]["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains(&format!("--config plans/{c}.toml")), "{doc}");
+    assert!(all_there(&sdk), "nothing removed");
+    for p in &policies {
+        assert!(rt().block_on(sdk.iam.get_policy().policy_arn(p).send()).is_ok(), "{p} stays");
+    }
+
+    let r = karpctl(&wd, &["down", "--cluster", &c, "--yes"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stderr.contains(&format!("found controller role {ctrl} (path /), through its trust policy")), "{r:?}");
+    assert!(r.stderr.contains(&format!("found interruption queue {q}")), "{r:?}");
+    rt().block_on(async {
+        assert!(sdk.iam.get_role().role_name(&ctrl).send().await.is_err(), "{ctrl} removed: {r:?}");
+        assert!(sdk.iam.get_role().role_name(&node).send().await.is_err(), "{node} removed: {r:?}");
+        assert!(sdk.sqs.get_queue_url().queue_name(&q).send().await.is_err(), "{q} removed: {r:?}");
+        for p in &policies {
+            assert!(sdk.iam.get_policy().policy_arn(p).send().await.is_err(), "{p} removed: {r:?}");
+        }
+        for part in RULE_PARTS {
+            assert!(sdk.events.describe_rule().name(rule_name(&c, part)).send().await.is_err(), "{part} removed: {r:?}");
+        }
+    });
 }
