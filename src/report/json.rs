@@ -56,6 +56,9 @@ pub fn plan_doc(r: &super::values::PlanReport) -> Value {
         doc["checks"] =
             json!({"checked": checks.checked, "found": checks.found, "passed": checks.passed(), "karpenter": checks.karpenter});
     }
+    if r.command == "up" {
+        doc["next_steps"] = super::handoff::handoff_json(r.handoff.as_ref());
+    }
     if let Some(f) = &r.failure {
         doc["error"] = json!({"message": f.message, "causes": [], "hint": f.hint});
     }

@@ -177,6 +177,7 @@ fn section_body(s: &Section) -> String {
         let _ = writeln!(out, "- **conflict:** {}", c["message"].as_str().unwrap_or_default());
     }
     readiness_body(&mut out, doc);
+    out.push_str(&super::handoff::handoff_markdown(doc));
     out
 }
 
