@@ -192,7 +192,7 @@ fn check(schema: &Value, v: &Value, path: &str, out: &mut Vec<String>, root: boo
 /// regex library (`find`).
 pub fn eval(rule: &str, v: &Value) -> Result<bool, String> {
     let mut env = cel::Env::stdlib();
-    cel::extensions::strings::extension(&mut env).map_err(|e| format!("{e:?}"))?;
+    cel::extensions::strings(&mut env).map_err(|e| format!("{e:?}"))?;
     let env = Arc::new(env);
     let program = env.compile(rule).map_err(|e| format!("compile: {e}"))?;
     let mut ctx = cel::Context::with_env(env);
