@@ -45,7 +45,7 @@ pub fn yaml_1_1(text: &str) -> Vec<Value> {
         Seq(Vec<Value>),
         Map(Map<String, Value>, Option<String>),
     }
-    fn put(stack: &mut Vec<Frame>, docs: &mut Vec<Value>, v: Value) {
+    fn put(stack: &mut [Frame], docs: &mut Vec<Value>, v: Value) {
         match stack.last_mut() {
             None => docs.push(v),
             Some(Frame::Seq(items)) => items.push(v),
