@@ -29,6 +29,10 @@ async fn report(
     failure: Option<UserError>,
 ) -> PlanReport {
     p.join_trail().await;
+    let handoff = results
+        .as_ref()
+        .filter(|_| command == "up")
+        .map(|r| crate::karpenter_values::handoff(&plan, r, &p.spec, &p.facts, p.global.config.as_deref()));
     PlanReport {
         command,
         cluster: p.spec.cluster.clone(),
@@ -39,6 +43,7 @@ async fn report(
         applied,
         failure,
         readiness: p.readiness(),
+        handoff,
         stats: p.stats.report(),
     }
 }

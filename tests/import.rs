@@ -655,6 +655,38 @@ fn the_modules_example_keeps_the_users_policies_and_the_node_groups_role() {
     let (run, m, px) = import_then_adopt("im-tfex", Shape::TfExample);
     assert!(run.stdout.contains("zonal_shift = true"), "{run:?}");
     assert!(run.stdout.contains("backs managed node group ng-1"), "{run:?}");
+    // Before the module block goes, the let-go names every module output the example reads, as
+    // a local with the value `karpctl output --format json` gives for it now that karpctl
+    // manages the objects.
+    let out = karpctl_at(&m.wd, px.url(), &["output", "--cluster", &m.c, "--format", "json"], &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let doc = out.json();
+    let text = &run.stdout;
+    let from = text.find("  locals {\n").unwrap_or_else(|| panic!("the locals: {run:?}"));
+    let locals = &text[from..from + text[from..].find("\n  }\n").unwrap()];
+    let mut checked = Vec::new();
+    for line in locals.lines().skip(1) {
+        let (name, rest) = line.trim().split_once(" = ").unwrap_or_else(|| panic!("{line}"));
+        let (value, source) = rest.split_once(" # ").unwrap_or_else(|| panic!("{line}"));
+        let Some(path) = source.strip_prefix('.') else {
+            assert_eq!(value, "null", "no karpctl value, said how to read it: {line}");
+            continue;
+        };
+        let got = path.split('.').fold(&doc, |v, k| &v[k]);
+        let want: Value = if value == "null" { Value::Null } else { serde_json::from_str(value).unwrap() };
+        assert_eq!(&want, got, "{name}: the let-go's value is what output gives at {source}: {out:?}");
+        checked.push(name.trim().to_string());
+    }
+    for name in [
+        "karpenter_queue_name",
+        "karpenter_node_iam_role_name",
+        "karpenter_iam_role_name",
+        "karpenter_iam_role_arn",
+        "karpenter_namespace",
+    ] {
+        assert!(checked.contains(&name.to_string()), "{name} checked against output: {checked:?}");
+    }
+    assert!(text.contains("`module.karpenter.queue_name` to its helm_release"), "{run:?}");
     down_removes_only_what_was_taken(&m, &px, PlanFile::Gone);
 }
 

@@ -3,6 +3,7 @@
 
 use crate::common::*;
 use aws_sdk_sqs::types::QueueAttributeName;
+use serde_json::{Value, json};
 
 fn retention(sdk: &Sdk, queue: &str) -> String {
     rt().block_on(async {
@@ -254,4 +255,95 @@ fn up_on_a_terminal_asks_before_it_deletes_and_only_yes_goes_on() {
     let r = karpctl_on_terminal(&wd, &["up", "--clusters", &c, "--yes"], "no");
     assert_eq!(r.code, 0, "{r:?}");
     assert!(!profile_exists(&sdk, &c));
+}
+
+/// Cluster names YAML 1.1 reads as numbers, booleans or null (EKS allows each) come out of
+/// `output` as the strings they are, in every format: read back by a YAML 1.2 loader and the way
+/// Kubernetes and Helm read YAML (go-yaml v2: `yes` and `on` are booleans, `0x1f` an integer).
+#[test]
+fn output_of_clusters_named_like_numbers_or_booleans_reads_back_as_strings() {
+    use crate::common::yaml::{yaml_1_1, yaml_1_2};
+    let names = ["2024", "true", "yes", "null", "1e3", "0x1f", "on"];
+    let wd = Workdir::new();
+    for c in names {
+        seed(c, &[]);
+    }
+    let r = karpctl(&wd, &["up", "--clusters", &names.join(",")]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for c in names {
+        let discovery = json!([{"tags": {"karpenter.sh/discovery": c}}]);
+        for format in ["helm", "nodeclass", "manifests", "json"] {
+            let r = karpctl(&wd, &["output", "--cluster", c, "--format", format]);
+            assert_eq!(r.code, 0, "{format} for {c}: {r:?}");
+            let (as_1_1, as_1_2) = (yaml_1_1(&r.stdout), yaml_1_2(&r.stdout));
+            assert_eq!(as_1_1, as_1_2, "{format} for {c:?} reads the same as YAML 1.1 and 1.2:\n{}", r.stdout);
+            let d = &as_1_1[0];
+            match format {
+                "helm" => {
+                    assert_eq!(d["settings"]["clusterName"], json!(c), "{}", r.stdout);
+                    assert_eq!(d["settings"]["interruptionQueue"], json!(queue_name(c)), "{}", r.stdout);
+                }
+                "nodeclass" | "manifests" => {
+                    assert_eq!(d["spec"]["role"], json!(node_role(c)), "{}", r.stdout);
+                    assert_eq!(d["spec"]["subnetSelectorTerms"], discovery, "{}", r.stdout);
+                    assert_eq!(d["spec"]["securityGroupSelectorTerms"], discovery, "{}", r.stdout);
+                }
+                _ => assert_eq!(d["cluster_name"], json!(c), "{}", r.stdout),
+            }
+        }
+    }
+}
+
+/// After `up`, the next step when what `output` hands on changed, and only then: the `helm
+/// upgrade` line for the values (a fresh setup, the pin), `kubectl` for the EC2NodeClass (the
+/// instance profile), nothing when in sync; in human and JSON output.
+#[test]
+fn up_says_to_run_helm_upgrade_only_when_the_values_it_hands_on_changed() {
+    let c = cluster_name("next");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let helm = |v: &str| {
+        format!(
+            "helm upgrade --install karpenter oci://public.ecr.aws/karpenter/karpenter --version \"~{v}.0\" --namespace kube-system --reset-then-reuse-values -f values.yaml"
+        )
+    };
+    let values = format!("karpctl output --cluster {c} --format helm > values.yaml");
+
+    // A fresh setup: Karpenter is installed against it, with the NodePool too.
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("next: Karpenter's Helm values changed ("), "{r:?}");
+    assert!(r.stdout.contains(&format!("SQS queue {} was created (settings.interruptionQueue)", queue_name(&c))), "{r:?}");
+    let lines: Vec<&str> = r.stdout.lines().map(str::trim).collect();
+    let at = lines.iter().position(|l| *l == values).unwrap_or_else(|| panic!("{r:?}"));
+    assert_eq!(lines[at + 1], helm("1.14"), "{r:?}");
+    assert!(lines.contains(&format!("karpctl output --cluster {c} --format manifests | kubectl apply -f -").as_str()), "{r:?}");
+
+    // In sync: nothing to pass on.
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stdout.contains("next:") && !r.stdout.contains("helm upgrade"), "{r:?}");
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.json()["next_steps"], Value::Null, "{r:?}");
+
+    // The instance profile: the EC2NodeClass changes, the Helm values do not.
+    wd.plan(&c, &format!("cluster = \"{c}\"\n[identity]\ninstance_profile = true\n"));
+    let r = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("next: the EC2NodeClass changed ("), "{r:?}");
+    assert!(r.stdout.contains(&format!("karpctl output --cluster {c} --format nodeclass | kubectl diff -f -")), "{r:?}");
+    assert!(!r.stdout.contains("helm upgrade"), "the values did not change: {r:?}");
+
+    // The pin: the chart version, in JSON too.
+    wd.plan(&c, &format!("cluster = \"{c}\"\n[identity]\ninstance_profile = true\nkarpenter_version = \"1.10\"\n"));
+    let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let next = &r.json()["next_steps"];
+    assert_eq!(next["helm_commands"], json!([values, helm("1.10")]), "{r:?}");
+    let why = next["helm_values"].to_string();
+    assert!(
+        why.contains("the controller's policies were ") && why.contains("1.14") && why.contains("and are now 1.10's"),
+        "{r:?}"
+    );
+    assert_eq!(next["nodeclass"], json!([]), "{r:?}");
 }

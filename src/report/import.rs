@@ -15,12 +15,46 @@ pub enum LetGo {
     /// whatever stays in state once the module block is deleted.
     Terraform {
         module: String,
+        /// What must change in the configuration before the block can go.
+        steps: TerraformSteps,
     },
     /// Give every resource of each stack `DeletionPolicy: Retain`, then delete the stack.
     CloudFormation {
         stacks: Vec<Stack>,
     },
     Unknown,
+}
+
+/// Before the module block can go: the module's outputs the configuration may still read (the
+/// module's own example feeds `module.karpenter.queue_name` to its `helm_release`), each with the
+/// value `karpctl output --format json` gives for it, and where the policies added to the
+/// controller role outside the module go.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TerraformSteps {
+    pub outputs: Vec<ModuleOutput>,
+    pub policies: Vec<HandAddedPolicy>,
+}
+
+/// One output of the terraform-aws-eks `karpenter` module.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModuleOutput {
+    /// The output's name (`queue_name`).
+    pub name: &'static str,
+    /// Its value once karpctl manages the objects (None: karpctl output has no value for it).
+    pub value: Option<String>,
+    /// Where the value comes from: the `karpctl output --format json` key (`.interruption_queue`),
+    /// or how to read it when karpctl gives none.
+    pub source: String,
+}
+
+/// A policy on the controller role that the module did not make (a user's `aws_iam_role_policy`
+/// or attachment next to the module block).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HandAddedPolicy {
+    /// A managed policy's ARN or an inline policy's name.
+    pub id: String,
+    /// karpctl's policies replace it and `up --adopt` takes it off the role.
+    pub retired: bool,
 }
 
 /// A CloudFormation stack to let go of, with the parameters it really has (eksctl's role stacks
@@ -59,16 +93,17 @@ fn sh(s: &str) -> String {
 pub fn let_go_text(l: &LetGo) -> String {
     let mut t = String::new();
     match l {
-        LetGo::Terraform { module } => {
+        LetGo::Terraform { module, steps } => {
             t.push_str(
-                "Let go of them in Terraform first (no AWS change), so that it neither fights karpctl nor destroys them:\n\n",
+                "Let go of them in Terraform first (no AWS change), so that it neither fights karpctl nor destroys them.\n",
             );
-            t.push_str(&format!("  terraform state rm {}\n", sh(module)));
+            t.push_str(&terraform_before(module, steps));
+            t.push_str(&format!("\nThen forget the module (no AWS change):\n\n  terraform state rm {}\n", sh(module)));
             t.push_str(&format!(
                 "\nthen delete the `{m}` block from your configuration (else the next apply makes them again).\n\
                  Or, with Terraform 1.7 or later, instead of state rm: delete the block and add\n\n\
                  \x20 removed {{\n    from = {m}\n    lifecycle {{\n      destroy = false\n    }}\n  }}\n\n\
-                 Either way, `terraform plan` must show 0 to destroy before you apply.\n",
+                 Either way, `terraform validate` must pass and `terraform plan` must show 0 to destroy before you apply.\n",
                 m = module
             ));
         }
@@ -95,6 +130,67 @@ pub fn let_go_text(l: &LetGo) -> String {
         ),
     }
     t
+}
+
+/// The local value that stands for a module output (`local.karpenter_queue_name`).
+pub fn local_name(module: &str, output: &str) -> String {
+    format!("{}_{output}", module.trim_start_matches("module."))
+}
+
+/// What must change before the module block goes: the outputs as `locals` (HCL) with the
+/// references to replace, then the hand-added policies.
+fn terraform_before(module: &str, steps: &TerraformSteps) -> String {
+    let mut t = String::new();
+    if !steps.outputs.is_empty() {
+        t.push_str(&format!(
+            "\nFirst, wherever your configuration reads `{module}.<output>` (the module's own example feeds\n\
+             `{module}.queue_name` to its helm_release; `grep -rn '{module}\\.' --include='*.tf' .` lists them),\n\
+             add these locals and replace each `{module}.<output>` with `local.{}<output>`: once the block is\n\
+             gone, a reference to it fails `terraform validate` (\"Reference to undeclared module\"). The values\n\
+             are what `karpctl output --format json` gives after `up --adopt` (the key after each; null: it\n\
+             gives none, read it as the comment says):\n\n",
+            local_name(module, "")
+        ));
+        t.push_str(&terraform_locals(module, &steps.outputs));
+    }
+    if !steps.policies.is_empty() {
+        let role = local_name(module, "iam_role_name");
+        t.push_str(&format!(
+            "\nThe controller role's policies that the module did not make (declared next to it, such as an\n\
+             `aws_iam_role_policy` with `role = {module}.iam_role_name`; `grep -rn` their names to find them):\n"
+        ));
+        for p in &steps.policies {
+            let kind = if p.id.starts_with("arn:") { "managed" } else { "inline" };
+            if p.retired {
+                t.push_str(&format!(
+                    "  - {} ({kind}): karpctl's policies replace it and `up --adopt` takes it off the role: forget its\n\
+                     \x20   resource too (`terraform state rm '<its address>'`, or a `removed` block) and delete its block.\n",
+                    p.id
+                ));
+            } else {
+                t.push_str(&format!("  - {} ({kind}): kept; keep its resource, with `role = local.{role}`.\n", p.id));
+            }
+        }
+    }
+    t
+}
+
+/// The module's outputs as one `locals` block, indented two spaces.
+pub fn terraform_locals(module: &str, outputs: &[ModuleOutput]) -> String {
+    let width = outputs.iter().map(|o| local_name(module, o.name).len()).max().unwrap_or(0);
+    let mut t = String::from("  locals {\n");
+    for o in outputs {
+        let value = o.value.as_deref().map(hcl_string).unwrap_or_else(|| "null".to_string());
+        t.push_str(&format!("    {:width$} = {value} # {}\n", local_name(module, o.name), o.source));
+    }
+    t.push_str("  }\n");
+    t
+}
+
+/// An HCL string literal (`"` and `\\` escaped, `${` and `%{` not read as templates).
+fn hcl_string(s: &str) -> String {
+    let escaped = s.replace('\\', "\\\\").replace('"', "\\\"").replace("${", "$${").replace("%{", "%%{");
+    format!("\"{escaped}\"")
 }
 
 /// One stack's chained steps. `get-template --output json` keeps a JSON template whole (text
@@ -177,7 +273,14 @@ fn up_adopt_summary(plan: &crate::model::Plan) -> String {
 
 pub fn json_doc(r: &ImportReport) -> Value {
     let let_go = match &r.let_go {
-        LetGo::Terraform { module } => json!({"tool": "terraform", "module": module, "state_rm": [module]}),
+        LetGo::Terraform { module, steps } => json!({
+            "tool": "terraform", "module": module, "state_rm": [module],
+            "outputs": steps.outputs.iter().map(|o| json!({
+                "output": format!("{module}.{}", o.name), "local": format!("local.{}", local_name(module, o.name)),
+                "value": o.value, "source": o.source,
+            })).collect::<Vec<_>>(),
+            "policies": steps.policies.iter().map(|p| json!({"policy": p.id, "retired": p.retired})).collect::<Vec<_>>(),
+        }),
         LetGo::CloudFormation { stacks } => json!({
             "tool": "cloudformation",
             "stacks": stacks.iter().map(|s| json!({"name": s.name, "parameters": s.parameters})).collect::<Vec<_>>(),

@@ -61,6 +61,9 @@ pub fn plan_doc(r: &super::values::PlanReport) -> Value {
         doc["checks"] =
             json!({"checked": checks.checked, "found": checks.found, "passed": checks.passed(), "karpenter": checks.karpenter});
     }
+    if r.command == "up" {
+        doc["next_steps"] = super::handoff::handoff_json(r.handoff.as_ref());
+    }
     // A failed step, or (diff and up) an error-level readiness check: the run's exit 1 explained.
     let failure = r.failure.clone().or_else(|| r.not_ready().then(|| r.error()).flatten());
     if let Some(f) = &failure {

@@ -178,6 +178,7 @@ fn section_body(s: &Section) -> String {
     }
     identity_switch_body(&mut out, &doc["identity_switch"]);
     readiness_body(&mut out, doc);
+    out.push_str(&super::handoff::handoff_markdown(doc));
     out
 }
 

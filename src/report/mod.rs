@@ -5,6 +5,7 @@
 #[cfg(test)]
 mod docs_examples;
 pub mod doctor;
+mod handoff;
 mod hint;
 pub mod human;
 pub mod import;
@@ -15,8 +16,9 @@ mod style;
 mod values;
 
 pub use crate::events::{Event, Reporter, Silent};
+pub use handoff::Handoff;
 pub use hint::{hint_of, set_run};
-pub use import::{ImportReport, LetGo, Stack};
+pub use import::{HandAddedPolicy, ImportReport, LetGo, ModuleOutput, Stack, TerraformSteps};
 pub use progress::{Prefixed, Progress};
 pub use style::Style;
 pub use values::{AccountUse, Applied, ClusterRun, DoctorReport, FleetReport, PlanReport, ValuesReport};
@@ -148,6 +150,9 @@ impl Printer {
                             out(&human::restart_note(&cmd, self.stdout_style()));
                         }
                     }
+                }
+                if let Some(h) = &r.handoff {
+                    out(&handoff::handoff_text(h, self.stdout_style()));
                 }
                 if let Some(checks) = r.readiness.as_ref().filter(|_| r.plan.conflicts.is_empty() && r.failure.is_none()) {
                     out(&human::readiness(checks, self.stdout_style()));

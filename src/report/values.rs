@@ -39,6 +39,8 @@ pub struct PlanReport {
     pub failure: Option<UserError>,
     /// The readiness checks on what `up` made or `diff` would make (none for `down`).
     pub readiness: Option<Readiness>,
+    /// After `up`: what `karpctl output` hands on that this run changed, and how to pass it on.
+    pub handoff: Option<super::Handoff>,
     pub stats: StatsReport,
 }
 

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub mod names;
 pub mod proxy;
 pub mod transcript;
+pub mod yaml;
 pub use names::*;
 pub use proxy::{Proxy, stop_all};
 
