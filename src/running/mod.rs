@@ -6,6 +6,7 @@
 // until then nothing outside the tests calls this module.
 #![allow(dead_code)]
 
+pub mod launch;
 pub mod metrics;
 pub mod record;
 pub mod refusal;
