@@ -169,7 +169,7 @@ impl Running {
     /// would not when every lookup was cut short by its bound; nothing when the read failed.
     pub fn window_hint(&self) -> &'static str {
         if self.longer_window_helps {
-            "; or read further back with --trail-window (e.g. 1d)"
+            "; or read further back in CloudTrail with --trail-window (e.g. 1d)"
         } else if !self.cut_short.is_empty() && self.problem.is_none() {
             "; a longer --trail-window would read the same newest pages"
         } else {
