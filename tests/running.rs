@@ -490,3 +490,17 @@ fn doctor_and_diff_judge_with_the_same_version() {
         (Some("1.11"), Some("--karpenter-version"))
     );
 }
+
+#[test]
+fn a_pin_whose_grants_differ_from_what_runs_is_not_read_as_nothing_missing() {
+    // 1.8 runs; the plan pins 1.9: the same action names, but 1.9 dropped capacity reservations
+    // from the resources created with tags (the v1.9 split).
+    let (c, a, wd, px) = setup("run-grants", "[identity]\nkarpenter_version = \"1.9\"\n");
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    records(&px, json!([call(&controller, "1.8.2", 2)]));
+    let r = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c, "--output", "json"], &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let lacks = with_code(&found(&r.json()), "running-version-lacks-permissions");
+    let m = lacks.first().and_then(|f| f["message"].as_str()).unwrap_or_else(|| panic!("{r:?}"));
+    assert!(m.contains("1.8.2") && m.contains("pinned to 1.9") && m.contains("on capacity-reservation/*"), "{m}");
+}
