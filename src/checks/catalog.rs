@@ -536,6 +536,7 @@ mod tests {
                 role_arn: "arn:aws:iam::111122223333:role/KarpenterController-demo".into(),
                 ..Default::default()
             }),
+            tags: Default::default(),
         });
         s.mode = Some(IdentityMode::PodIdentity);
         s.pod_identity_agent = true;
@@ -633,6 +634,7 @@ mod tests {
     fn decision(action: &str, decision: &str, org: Option<bool>, boundary: Option<bool>) -> crate::running::simulation::Decision {
         crate::running::simulation::Decision {
             action: action.into(),
+            resource: "*".into(),
             decision: decision.into(),
             allowed_by_organizations: org,
             allowed_by_boundary: boundary,

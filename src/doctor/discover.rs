@@ -95,8 +95,7 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
     // `--simulate` simulates the version doctor judges with, so it waits for the trail when
     // that version is the running one.
     if i.simulate {
-        let role = s.controller.as_ref().filter(|r| r.exists).map(|r| r.arn.clone());
-        let simulated = simulate(aws, i, s.version, role, queue_found).await;
+        let simulated = simulate(aws, &s, queue_found).await;
         s.simulation = records_read(&mut s, Code::SimulationUnreadable, "the IAM policy simulator's answer", simulated);
     }
     // The current values of the vCPU quotas the fleets' launches hit (none read otherwise).
@@ -372,21 +371,29 @@ fn records_read<T>(s: &mut Setup, code: Code, what: &str, r: Result<T>) -> Optio
 }
 
 /// `--simulate`: the context keys the role's policies use, then the pinned action set (for the
-/// version doctor judges with) simulated with the values a Karpenter launch would carry.
-async fn simulate(
-    aws: &Readers,
-    i: &Inputs,
-    version: KarpenterVersion,
-    role: Option<String>,
-    queue: bool,
-) -> Result<super::model::Simulated> {
-    use crate::running::{PermissionShape, permission_set, simulation::karpenter_context};
-    let Some(role) = role else { return Ok(super::model::Simulated::default()) };
-    let keys = aws.simulator.context_keys(&role).await?;
-    let (context, unknown_keys) = karpenter_context(&keys, &i.cluster.name, &i.region, &i.partition);
-    let actions: Vec<String> = permission_set(version, PermissionShape { queue, zonal_shift: false }).into_iter().collect();
-    let decisions = aws.simulator.simulate(&role, &actions, &context).await?;
-    Ok(super::model::Simulated { role_arn: Some(role), actions, context, unknown_keys, decisions })
+/// version doctor judges with) simulated with the values a Karpenter launch would carry and the
+/// principal's own keys, each group of actions on the resource karpctl knows it acts on.
+async fn simulate(aws: &Readers, s: &Setup, queue: bool) -> Result<super::model::Simulated> {
+    use crate::running::simulation::{Place, by_resource, karpenter_context, principal_context, with_principal};
+    use crate::running::{PermissionShape, permission_set};
+    let Some(role) = s.controller.as_ref().filter(|r| r.exists) else { return Ok(super::model::Simulated::default()) };
+    let keys = aws.simulator.context_keys(&role.arn).await?;
+    let principal = principal_context(&role.arn, &s.account_id, &role.tags);
+    let (context, unknown_keys) = with_principal(principal, karpenter_context(&keys, &s.cluster, &s.region, &s.partition));
+    let actions: Vec<String> = permission_set(s.version, PermissionShape { queue, zonal_shift: false }).into_iter().collect();
+    let place = Place {
+        partition: &s.partition,
+        region: &s.region,
+        account: &s.account_id,
+        cluster: &s.cluster,
+        node_role_arn: s.node_roles.iter().find(|n| n.exists).map(|n| n.arn.as_str()),
+        queue_arn: s.queue.as_ref().filter(|q| q.exists).map(|q| q.arn.as_str()),
+    };
+    let mut decisions = Vec::new();
+    for (resource, group) in by_resource(&actions, &place) {
+        decisions.extend(aws.simulator.simulate(&role.arn, &group, resource.as_deref(), &context).await?);
+    }
+    Ok(super::model::Simulated { role_arn: Some(role.arn.clone()), actions, context, unknown_keys, decisions })
 }
 
 /// A key id, ARN or alias -> (its ARN, its key policy; None when GetKeyPolicy is refused: the
@@ -641,6 +648,7 @@ async fn read_controller(aws: &Readers, role: &str, how: &str) -> Result<Control
         exists: true,
         trust: doc(r.trust.as_deref()),
         policies,
+        tags: r.tags.into_iter().collect(),
         ..Default::default()
     })
 }

@@ -42,6 +42,8 @@ pub struct ControllerRole {
     pub assumed_through: Option<String>,
     /// The Pod Identity association it was found through (its session tags and session policy).
     pub association: Option<crate::checks::facts::Association>,
+    /// Its tags (the simulator's `aws:PrincipalTag/*`).
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
