@@ -42,7 +42,7 @@ fn explain(e: anyhow::Error) -> anyhow::Error {
             if a.message.is_empty() { String::new() } else { format!(": {}", a.message) }
         ))
         .hint(format!(
-            "grant these credentials the read permission {} (doctor needs only read permissions: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents, cloudwatch:GetMetricData; with --simulate iam:SimulatePrincipalPolicy, iam:GetContextKeysForPrincipalPolicy)",
+            "grant these credentials the read permission {} (doctor needs only read permissions: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents, cloudwatch:GetMetricData, servicequotas:GetServiceQuota; with --simulate iam:SimulatePrincipalPolicy, iam:GetContextKeysForPrincipalPolicy)",
             a.operation
         ))
         .into(),
