@@ -310,6 +310,8 @@ fn an_instance_profile_refusal_recorded_in_us_east_1_is_seen_for_a_cluster_in_us
     // Karpenter's client calls it.
     let up = run(&["up", "--cluster", &c]);
     assert_eq!(up.code, 0, "{up:?}");
+    px.set(json!({"cloudtrail_lookup_rps": 1000}));
+    let before = px.calls_json().len();
     let r = run(&["doctor", "--cluster", &c, "--output", "json"]);
     let doc = r.json();
     let fs = doc["findings"].as_array().unwrap_or_else(|| panic!("{r:?}")).clone();
@@ -326,6 +328,19 @@ fn an_instance_profile_refusal_recorded_in_us_east_1_is_seen_for_a_cluster_in_us
         })
         .collect();
     assert!(!pricing.is_empty() && pricing.iter().all(|c| c["lookup"]["region"] == "us-east-1"), "{pricing:?}");
+    // Each Region has its own two lookups a second: us-east-1's two (IAM, pricing) do not wait
+    // behind us-east-2's five (one pace for all seven would put pricing, the fourth source, 1.5 s
+    // after the first lookup).
+    let lookups: Vec<Value> = px.calls_json().into_iter().skip(before).filter(|c| c["operation"] == "LookupEvents").collect();
+    let t = |c: &Value| c["time"].as_f64().unwrap();
+    let first = lookups.iter().map(t).fold(f64::MAX, f64::min);
+    let pricing_at = lookups
+        .iter()
+        .filter(|c| c["lookup"]["attributes"][0]["AttributeValue"] == "pricelist.amazonaws.com")
+        .map(t)
+        .next()
+        .unwrap();
+    assert!(pricing_at - first < 1.2, "pricing looked up {:.2} s after the first lookup: {lookups:?}", pricing_at - first);
 }
 
 #[test]
