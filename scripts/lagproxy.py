@@ -144,17 +144,37 @@ test names, answers the way AWS does during such a window:
                                        to a Go SDK agent), "minutes_ago": 5, "error_code",
                                        "error_message", "resource": an ARN or {type, name},
                                        "session", "region", "read_only", "request_parameters",
-                                       "web_identity": an OIDC provider ARN}. A role's session is
-                                       EKS Pod Identity's by default (session name
-                                       eks-<cluster>-<pod>-<id>, webIdFederationData {}, as AWS
-                                       records a session not from web identity); with
+                                       "web_identity": an OIDC provider ARN,
+                                       "fleet_errors": [{code, message, lifecycle, type, zone,
+                                       subnet}] (a CreateFleet that succeeded with launches failed
+                                       inside it: responseElements.CreateFleetResponse.errorSet.item,
+                                       an object for one entry and a list for several, as XML made
+                                       JSON)}. A role's session is EKS Pod Identity's by default
+                                       (session name eks-<cluster>-<pod>-<id>, webIdFederationData
+                                       {}, as AWS records a session not from web identity); with
                                        "web_identity" it is IRSA's: webIdFederationData names the
                                        provider and the session name is the Go SDK's (digits).
+                                       Or {"others": N, "source", "region", "minutes_ago":
+                                       [newest, oldest]}: N records of other callers of that source
+                                       spread over those minutes (the EKS control plane and the VPC
+                                       CNI of nodes: DescribeNetworkInterfaces,
+                                       AssignPrivateIpAddresses, ...), as a busy account has.
+                                       Each Region keeps its own history: a record's Region is
+                                       "region", else the partition's global Region for IAM and STS
+                                       (us-east-1, cn-north-1, us-gov-west-1, by the caller ARN's
+                                       partition), else us-east-1; a lookup sees the records of the
+                                       Region its SigV4 credential scope names, and each Region has
+                                       its own two lookups a second.
                                        "AccessDenied": every lookup answers 400 AccessDeniedException.
                                        The call log's LookupEvents calls carry "lookup": {attributes,
-                                       start, end, max_results, next_token}
+                                       start, end, max_results, next_token, region}
   cloudtrail_lookup_rps  N             the lookup rate instead of 2 (the bucket holds max(1, N)), so
-                                       a test can make the second lookup throttled for sure
+                                       a test can make the second lookup throttled for sure; per Region
+  servicequotas_quotas   {quota code: N | "AccessDenied"}
+                                       Service Quotas GetServiceQuota (awsJson 1.1, signing name
+                                       servicequotas) of that quota code answered with Value N (EC2's
+                                       vCPU quotas: L-1216C47A On-Demand standard, L-34B43A08 Spot
+                                       standard), or 400 AccessDeniedException; other codes go upstream
   cloudwatch_metrics     [series, ...] | "AccessDenied"
                                        CloudWatch GetMetricData (Smithy RPC v2 CBOR, the wire the
                                        Rust SDK uses; signing name monitoring) answered per
@@ -178,13 +198,20 @@ test names, answers the way AWS does during such a window:
                                        AllowedByOrganizations false), "boundary" (implicitDeny,
                                        AllowedByPermissionsBoundary false) or {"decision",
                                        "organizations": bool, "boundary": bool, "matched": [policy
-                                       ids]}. One result per action and ResourceArns entry (else
+                                       ids], "unless": {context key: [patterns]}, "resources":
+                                       [patterns]}: with "unless", the denial does not apply when
+                                       a ContextEntries value of that key matches a pattern (an SCP
+                                       exempting aws:PrincipalArn: a missing key denies, as AWS's
+                                       negated operators do); with "resources", it applies only to
+                                       ResourceArns matching a pattern ("*", no ResourceArns, does
+                                       not: an ARN-scoped statement), else "allowed". One result
+                                       per action and ResourceArns entry (else
                                        "*"); MaxItems (default 100) a page with IsTruncated/Marker;
                                        MissingContextValues lists the context_keys no ContextEntries
                                        gave; GetContextKeysForPrincipalPolicy answers context_keys.
                                        "AccessDenied": 403 AccessDenied. The call log's Simulate calls
-                                       carry "actions", "context_entries" [{key, values, type}] and
-                                       "marker", and their resource is the role name
+                                       carry "actions", "resources", "context_entries" [{key,
+                                       values, type}] and "marker", and their resource is the role name
   upstreams              {service: URL} send that service (SigV4 signing name) elsewhere,
                                        e.g. {"iam": moto} with EKS on ministack
   ec2_shared_vpc         {vpc: account} not a lag: an emulator gap. The VPC is shared with the
@@ -257,7 +284,8 @@ NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_dele
 BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "events_rules_full",
               "events_targets_full", "kms_keys_full", "eks_access_entry_tags")
 MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams",
-                                         "eks_association_fields", "ec2_shared_vpc", "iam_simulate")
+                                         "eks_association_fields", "ec2_shared_vpc", "iam_simulate",
+                                         "servicequotas_quotas")
 OTHER_RULES = ("eks_cluster_gone", "sts_partition", "iam_account_summary", "cloudtrail_events",
                "cloudtrail_lookup_rps", "cloudwatch_metrics")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
@@ -296,6 +324,11 @@ class Req:
             if k.lower() == name:
                 return v
         return None
+
+    def region(self) -> str:
+        """The Region of the SigV4 credential scope (us-east-1 when unsigned)."""
+        m = SCOPE_RE.search(self.header("authorization") or "")
+        return m.group(1) if m else "us-east-1"
 
     def _service(self) -> str:
         m = SCOPE_RE.search(self.header("authorization") or "")
@@ -583,7 +616,8 @@ def expand_record(e: dict, now: float) -> dict:
             raise BadRules(f"cloudtrail_events: each entry needs {key!r} (got {e!r})")
     source, name = e["source"], e["event"]
     t = now - float(e.get("minutes_ago", 0)) * 60.0
-    region = e.get("region", "us-east-1")
+    caller = e.get("role") or e.get("user") or ""
+    region = e.get("region") or home_region(source, caller)
     event_id = e.get("id") or str(uuid.uuid4())
     if isinstance(e.get("role"), str):
         role_arn = e["role"]
@@ -632,6 +666,23 @@ def expand_record(e: dict, now: float) -> dict:
     for key, wire in (("error_code", "errorCode"), ("error_message", "errorMessage")):
         if e.get(key) is not None:
             record[wire] = e[key]
+    if e.get("fleet_errors") is not None:
+        errs = e["fleet_errors"]
+        if not (isinstance(errs, list) and errs and all(isinstance(x, dict) and isinstance(x.get("code"), str)
+                                                        for x in errs)):
+            raise BadRules("cloudtrail_events: fleet_errors must be a list of {code, message, lifecycle, type, zone, "
+                           f"subnet}} (got {errs!r})")
+        items = [{"errorCode": x["code"], "errorMessage": x.get("message", x["code"]),
+                  "lifecycle": x.get("lifecycle", "on-demand"),
+                  "launchTemplateAndOverrides": {
+                      "launchTemplateSpecification": {"launchTemplateId": "lt-0123456789abcdef0", "version": "1"},
+                      "overrides": {k2: x[k] for k, k2 in (("type", "instanceType"), ("zone", "availabilityZone"),
+                                                           ("subnet", "subnetId")) if x.get(k)}}}
+                 for x in errs]
+        record["responseElements"] = {"CreateFleetResponse": {
+            "xmlns": "http://ec2.amazonaws.com/doc/2016-11-15/", "requestId": str(uuid.uuid4()),
+            "fleetId": "fleet-" + event_id.replace("-", "")[:17],
+            "errorSet": {"item": items[0] if len(items) == 1 else items}}}
     resources = []
     res = e.get("resource")
     if isinstance(res, str):
@@ -644,7 +695,7 @@ def expand_record(e: dict, now: float) -> dict:
     return {
         "EventId": event_id, "EventName": name, "ReadOnly": "true" if read_only else "false",
         "AccessKeyId": identity["accessKeyId"], "EventTime": t, "EventSource": source, "Username": username,
-        "Resources": resources, "CloudTrailEvent": json.dumps(record),
+        "Resources": resources, "CloudTrailEvent": json.dumps(record), "_region": region,
     }
 
 
@@ -659,6 +710,60 @@ def web_identity_of(e: dict) -> dict | None:
     if not isinstance(provider, str) or not re.fullmatch(r"arn:[^:]+:iam::\d{12}:oidc-provider/.+", provider):
         raise BadRules(f"cloudtrail_events: web_identity must be an OIDC provider ARN (got {provider!r})")
     return {"data": {"federatedProvider": provider, "attributes": {}}, "session": str(time.time_ns())}
+
+
+# The Region whose event history keeps a partition's global services (IAM, STS's global endpoint).
+GLOBAL_REGIONS = {"aws": "us-east-1", "aws-cn": "cn-north-1", "aws-us-gov": "us-gov-west-1"}
+# Other callers of EC2 in a busy account: (role name, event names), the EKS control plane and the
+# VPC CNI on every node.
+OTHER_CALLERS = (
+    ("AWSServiceRoleForAmazonEKS", ("DescribeNetworkInterfaces", "DescribeInstances", "CreateNetworkInterface")),
+    ("eks-node-aws-node", ("AssignPrivateIpAddresses", "DescribeNetworkInterfaces", "AttachNetworkInterface",
+                           "UnassignPrivateIpAddresses")),
+)
+
+
+def home_region(source: str, caller_arn: str) -> str:
+    """The Region whose history keeps a record of `source` by `caller_arn` when none is named."""
+    if source.split(".", 1)[0] in ("iam", "sts"):
+        m = re.match(r"arn:([^:]+):", caller_arn)
+        return GLOBAL_REGIONS.get(m.group(1) if m else "aws", "us-east-1")
+    return "us-east-1"
+
+
+def expand_entries(entries: list, now: float) -> list:
+    """Every scripted entry as LookupEvents answers it; an {"others": N, ...} entry becomes N."""
+    out = []
+    for e in entries:
+        if "others" not in e:
+            out.append(expand_record(e, now))
+            continue
+        n, span = e.get("others"), e.get("minutes_ago", [0, 5])
+        ok = (isinstance(n, int) and not isinstance(n, bool) and 0 <= n <= 100000 and isinstance(e.get("source"), str)
+              and isinstance(span, list) and len(span) == 2 and all(isinstance(x, (int, float)) for x in span))
+        if not ok:
+            raise BadRules("cloudtrail_events: an others entry is {\"others\": N, \"source\", \"region\", "
+                           f"\"minutes_ago\": [newest, oldest]}} (got {e!r})")
+        account = e.get("account", "000000000000")
+        for i in range(n):
+            role, names = OTHER_CALLERS[i % len(OTHER_CALLERS)]
+            ago = span[0] + (span[1] - span[0]) * (i / max(1, n - 1))
+            out.append(expand_record({"role": f"arn:aws:iam::{account}:role/{role}", "source": e["source"],
+                                      "event": names[(i // len(OTHER_CALLERS)) % len(names)],
+                                      "region": e.get("region", "us-east-1"), "minutes_ago": ago,
+                                      "agent": "aws-sdk-go-v2/1.36.3 os/linux lang/go#1.24.4 api/ec2#1.211.0",
+                                      "session": f"i-{i:017x}"}, now))
+    return out
+
+
+def event_region(ev: dict) -> str:
+    """The Region whose history keeps a scripted event (`_region`, else its record's awsRegion)."""
+    if ev.get("_region"):
+        return ev["_region"]
+    try:
+        return json.loads(ev["CloudTrailEvent"]).get("awsRegion") or "us-east-1"
+    except (ValueError, TypeError, KeyError):
+        return "us-east-1"
 
 
 def lookup_matches(ev: dict, key: str, value: str) -> bool:
@@ -822,9 +927,11 @@ def simulate_params(form: dict) -> dict:
     return {"actions": members("ActionNames"), "resources": members("ResourceArns"), "context_entries": entries}
 
 
-def simulate_decision(rule: dict, action: str) -> dict:
-    """iam_simulate: the decision of `action` (exact name, then a pattern such as "ec2:*", then
-    "*", else allowed), as {decision, organizations, boundary, matched}."""
+def simulate_decision(rule: dict, action: str, resource: str = "*", context: list | None = None) -> dict:
+    """iam_simulate: the decision of `action` on `resource` with `context` (the request's
+    ContextEntries) (exact name, then a pattern such as "ec2:*", then "*", else allowed), as
+    {decision, organizations, boundary, matched}. A decision's "unless" {key: [patterns]} lifts it
+    when a context value of that key matches; its "resources" [patterns] limit it to those ARNs."""
     decisions = rule.get("decisions") or {}
     d = decisions.get(action)
     if d is None:
@@ -834,9 +941,22 @@ def simulate_decision(rule: dict, action: str) -> dict:
                 break
     if d is None:
         d = decisions.get("*", "allowed")
+    if isinstance(d, dict) and d.get("decision") in ("scp", "boundary"):
+        d = {**{"scp": {"decision": "explicitDeny", "organizations": False},
+                "boundary": {"decision": "implicitDeny", "boundary": False}}[d["decision"]],
+             **{k: v for k, v in d.items() if k != "decision"}}
     if isinstance(d, str):
         d = {"scp": {"decision": "explicitDeny", "organizations": False},
              "boundary": {"decision": "implicitDeny", "boundary": False}}.get(d, {"decision": d})
+    given = {}
+    for entry in context or []:
+        given.setdefault(entry["key"].lower(), []).extend(entry["values"])
+    exempt = any(fnmatch.fnmatchcase(v, pat) for key, pats in (d.get("unless") or {}).items()
+                 for v in given.get(key.lower(), []) for pat in pats)
+    scoped = d.get("resources")
+    outside = scoped is not None and not any(fnmatch.fnmatchcase(resource, pat) for pat in scoped if resource != "*")
+    if exempt or outside:
+        d = {"decision": "allowed"}
     out = {"decision": d.get("decision", "allowed"), "organizations": d.get("organizations", True),
            "boundary": d.get("boundary", True), "matched": d.get("matched")}
     if out["matched"] is None:
@@ -927,6 +1047,10 @@ class Lag:
                         elif key == "iam_simulate" and not (v == "AccessDenied" or isinstance(v, dict)):
                             raise BadRules(f"iam_simulate.{name} must be {{decisions, context_keys}} or "
                                            f"\"AccessDenied\" (got {v!r})")
+                        elif key == "servicequotas_quotas" and not (v == "AccessDenied" or (
+                                isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0)):
+                            raise BadRules(f"servicequotas_quotas.{name} must be a number >= 0 or \"AccessDenied\" "
+                                           f"(got {v!r})")
                         elif key == "ec2_shared_vpc" and not (isinstance(v, str) and re.fullmatch(r"[0-9]{12}", v)):
                             raise BadRules(f"ec2_shared_vpc.{name} must be the owner's 12-digit account id (got {v!r})")
                         else:
@@ -945,8 +1069,7 @@ class Lag:
                     if val == "AccessDenied":
                         new[key] = val
                     elif isinstance(val, list) and all(isinstance(e, dict) for e in val):
-                        now = time.time()
-                        new[key] = [expand_record(e, now) for e in val]
+                        new[key] = expand_entries(val, time.time())
                     else:
                         raise BadRules("cloudtrail_events must be a list of records (compact entries or AWS's "
                                        "shape) or \"AccessDenied\"")
@@ -1097,7 +1220,7 @@ class Lag:
             j = req.json or {}
             call["lookup"] = {"attributes": j.get("LookupAttributes") or [], "start": j.get("StartTime"),
                               "end": j.get("EndTime"), "max_results": j.get("MaxResults"),
-                              "next_token": j.get("NextToken")}
+                              "next_token": j.get("NextToken"), "region": req.region()}
         if req.service == "monitoring" and isinstance(req.cbor, dict):
             call["queries"] = [{"id": q.get("Id"), "metric": ((q.get("MetricStat") or {}).get("Metric") or {})}
                                for q in req.cbor.get("MetricDataQueries") or []]
@@ -1106,6 +1229,7 @@ class Lag:
             if req.operation == "SimulatePrincipalPolicy":
                 asked = simulate_params(req.form)
                 call["actions"], call["context_entries"] = asked["actions"], asked["context_entries"]
+                call["resources"] = asked["resources"]
                 call["marker"] = req.form.get("Marker")
         with self.lock:
             self.calls.append(call)
@@ -1262,6 +1386,10 @@ class Lag:
             return self.handle_iam(req)
         if req.service == "cloudtrail" and req.operation == "LookupEvents":
             answered = self.handle_cloudtrail(req)
+            if answered is not None:
+                return answered
+        if req.service == "servicequotas" and req.operation == "GetServiceQuota":
+            answered = self.handle_servicequotas(req)
             if answered is not None:
                 return answered
         if req.service == "monitoring" and req.operation == "GetMetricData":
@@ -1946,11 +2074,13 @@ class Lag:
                                 "User: arn:aws:sts::000000000000:assumed-role/karpctl/session is not authorized to "
                                 "perform: cloudtrail:LookupEvents because no identity-based policy allows the "
                                 "cloudtrail:LookupEvents action"), "cloudtrail_events")
-        # Two lookups a second per account and Region: a bucket of two tokens, refilled at the rate.
+        # Two lookups a second per account and Region: a bucket of two tokens per Region (the one
+        # the request is signed for), refilled at the rate.
+        region = req.region()
         now = time.monotonic()
         with self.lock:
             burst = max(1.0, rate)
-            b = self.buckets.setdefault("cloudtrail:LookupEvents", {"tokens": burst, "at": now})
+            b = self.buckets.setdefault(f"cloudtrail:LookupEvents:{region}", {"tokens": burst, "at": now})
             b["tokens"] = min(burst, b["tokens"] + (now - b["at"]) * rate)
             b["at"] = now
             allowed = b["tokens"] >= 1.0
@@ -1977,16 +2107,34 @@ class Lag:
         start, end = epoch_of(j.get("StartTime")), epoch_of(j.get("EndTime"))
         wall = time.time()
         events = [e for e in rule
-                  if (start is None or e["EventTime"] >= start) and (end is None or e["EventTime"] <= end)
+                  if event_region(e) == region
+                  and (start is None or e["EventTime"] >= start) and (end is None or e["EventTime"] <= end)
                   and e["EventTime"] >= wall - 90 * 86400
                   and all(lookup_matches(e, a["AttributeKey"], str(a.get("AttributeValue", ""))) for a in attrs)]
         events.sort(key=lambda e: e["EventTime"], reverse=True)
-        page = events[offset:offset + limit]
+        page = [{k: v for k, v in e.items() if not k.startswith("_")} for e in events[offset:offset + limit]]
         doc = {"Events": page}
         if offset + limit < len(events):
             doc["NextToken"] = page_token(offset + limit)
         return (200, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))],
                 json.dumps(doc).encode(), "cloudtrail_events")
+
+    def handle_servicequotas(self, req: Req):
+        """servicequotas_quotas: GetServiceQuota of a scripted quota code."""
+        j = req.json or {}
+        code = j.get("QuotaCode")
+        rule = self.rule("servicequotas_quotas", code)
+        if rule is None:
+            return None
+        if rule == "AccessDenied":
+            return (*json_error("AccessDeniedException", "User: arn:aws:sts::000000000000:assumed-role/karpctl/session "
+                                "is not authorized to perform: servicequotas:GetServiceQuota"), "servicequotas_quotas")
+        service = j.get("ServiceCode", "ec2")
+        quota = {"ServiceCode": service, "ServiceName": "Amazon Elastic Compute Cloud (Amazon EC2)",
+                 "QuotaArn": f"arn:aws:servicequotas:{req.region()}:000000000000:{service}/{code}", "QuotaCode": code,
+                 "QuotaName": code, "Value": float(rule), "Unit": "None", "Adjustable": True, "GlobalQuota": False}
+        return (200, [("Content-Type", "application/x-amz-json-1.1"), ("x-amzn-RequestId", str(uuid.uuid4()))],
+                json.dumps({"Quota": quota}).encode(), "servicequotas_quotas")
 
     def handle_cloudwatch(self, req: Req):
         """cloudwatch_metrics: GetMetricData (Smithy RPC v2 CBOR) answered from scripted datapoints."""
@@ -2052,7 +2200,7 @@ class Lag:
             return (*query_error(400, "InvalidInput", "Invalid Marker or MaxItems."), "iam_simulate")
         members = []
         for action, resource in pairs[offset:offset + limit]:
-            d = simulate_decision(rule, action)
+            d = simulate_decision(rule, action, resource, asked["context_entries"])
             matched = "".join(f"<member><SourcePolicyId>{html.escape(m)}</SourcePolicyId>"
                               "<SourcePolicyType>IAM Policy</SourcePolicyType>"
                               "<StartPosition><Line>1</Line><Column>1</Column></StartPosition>"

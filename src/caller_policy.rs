@@ -202,6 +202,10 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
         star.extend(DOCTOR_STAR_READS);
     }
     out.push(st("ReadNoResourceType", &star, ["*".to_string()], None));
+    if wanted.iter().any(|f| matches!(f, For::Diff | For::Up | For::Doctor)) {
+        // The EC2 vCPU quotas a fleet's launches hit (read only then; the quota's own ARN).
+        out.push(st("ReadEc2Quotas", &["servicequotas:GetServiceQuota"], [format!("arn:{p}:servicequotas:{r}:{a}:ec2/*")], None));
+    }
     if wide {
         // doctor and import find what another tool made: every name in the account is a candidate.
         let mut iam_reads = IAM_READS.to_vec();

@@ -750,6 +750,8 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         partition: connected.partition.clone(),
         region: connected.region.clone(),
         version: flagged.unwrap_or(KarpenterVersion::LATEST),
+        follow_running: false,
+        version_from: String::new(),
         namespace: args.namespace.clone(),
         service_account: args.service_account.clone(),
         controller_role: None,
@@ -864,13 +866,14 @@ fn running_version(setup: &crate::doctor::model::Setup, namespace: &str) -> Resu
             format!("CloudTrail could not be read ({})", r.problem.as_ref().map(|p| p.warning()).unwrap_or_default())
         }
         Some(r) if r.controller_roles.is_empty() => "no controller role was found to look for in CloudTrail".to_string(),
-        Some(r) => format!("CloudTrail shows no call of the controller role in {}", r.window_text()),
+        Some(r) => format!("CloudTrail shows no call of the controller role in {}{}", r.window_text(), r.cut_short_text()),
         None => "CloudTrail was not read".to_string(),
     };
     let Some(r) = running.filter(|r| r.newest().is_some()) else {
+        let window = running.map(|r| r.window_hint()).unwrap_or("");
         return Err(UserError::new(format!("import needs the Karpenter release that runs: pass --karpenter-version ({why})"))
             .hint(format!(
-                "read it with `helm list -n {namespace}` (the karpenter chart's APP VERSION, e.g. 1.6.3 -> --karpenter-version 1.6), or --trail-window 1d to look further back in CloudTrail; nothing was written"
+                "read it with `helm list -n {namespace}` (the karpenter chart's APP VERSION, e.g. 1.6.3 -> --karpenter-version 1.6){window}; nothing was written"
             ))
             .into());
     };

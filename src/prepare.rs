@@ -2,7 +2,7 @@
 //! describe the cluster and run preflight. Returns the facts (`Prepared`); starts the read-ahead.
 
 use crate::aws::read::Readers;
-use crate::aws::read::cloudtrail::{READINESS_MAX_PAGES, READINESS_SOURCES, Trail};
+use crate::aws::read::cloudtrail::{READINESS, Trail};
 use crate::aws::{self, CallStats, Classify, ConnectOptions, ConsistencyPolicy, in_unit};
 use crate::checks::finding::{Code, Finding, Readiness};
 use crate::checks::running::Running;
@@ -113,7 +113,9 @@ impl Prepared {
     pub async fn join_trail(&self) {
         if let Some(t) = self.trail_now().await {
             let (controller, nodes) = trail_roles(&self.spec, &self.facts);
-            *self.running.lock().unwrap() = Some(Running::of(&t, &controller, &nodes));
+            let mut running = Running::of(&t, &controller, &nodes);
+            read_quotas(&self.ctx.readers, &mut running).await;
+            *self.running.lock().unwrap() = Some(running);
         }
     }
 
@@ -124,6 +126,15 @@ impl Prepared {
             *self.joined_trail.lock().unwrap() = t.join().await;
         }
         self.joined_trail.lock().unwrap().clone()
+    }
+}
+
+/// The current values of the vCPU quotas the launches inside Karpenter's fleets hit (none read
+/// when no launch hit one).
+async fn read_quotas(readers: &Readers, running: &mut Running) {
+    for code in running.quota_codes() {
+        let value = readers.quotas.ec2(code).await;
+        running.quotas.insert(code.to_string(), value);
     }
 }
 
@@ -159,10 +170,15 @@ fn follow_running(
     let Some(newest) = r.newest() else {
         let why = match &r.problem {
             Some(p) => p.warning(),
-            None => format!("CloudTrail shows no call by the controller role {} in {}", controller[0], r.window_text()),
+            None => format!(
+                "CloudTrail shows no call by the controller role {} in {}{}",
+                controller[0],
+                r.window_text(),
+                r.cut_short_text()
+            ),
         };
         return Err(UserError::new(format!("identity.karpenter_version = \"running\", but {why}"))
-            .hint(format!("{what}; or read further back with --trail-window (e.g. 1d)")));
+            .hint(format!("{what}{}", r.window_hint())));
     };
     let Some(v) = newest.known() else {
         return Err(UserError::new(format!(
@@ -293,18 +309,12 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         let trail = (cmd != Intent::Down).then(|| {
             let readers = readers.clone();
             let window = global.settings.trail_window;
-            resources::Background::spawn(in_unit("prepare:trail", async move {
-                readers.trail.recent(window, &READINESS_SOURCES, READINESS_MAX_PAGES).await
-            }))
+            resources::Background::spawn(in_unit("prepare:trail", async move { readers.trail.recent(window, &READINESS).await }))
         });
         let mut spec_now = spec.clone();
         let mut followed = None;
         if spec.identity.follow_running && trail.is_some() {
-            let read = in_unit(
-                "prepare:trail",
-                readers.trail.recent(global.settings.trail_window, &READINESS_SOURCES, READINESS_MAX_PAGES),
-            )
-            .await;
+            let read = in_unit("prepare:trail", readers.trail.recent(global.settings.trail_window, &READINESS)).await;
             let (v, line) = follow_running(&spec, &account_facts, &read)?;
             reporter.event(Event::Info(&line));
             spec_now.identity.karpenter_version = v;

@@ -200,7 +200,9 @@ fn simulate_reports_scp_and_boundary_denials_by_action_with_karpenters_context()
     let r = doctor(&wd, &px, &c, &["--simulate"]);
     assert_eq!(r.code, 2, "{r:?}");
     let scp = finding(&r, "simulation-scp-denied");
-    assert_eq!((scp["severity"].as_str(), scp["resource"].as_str()), (Some("error"), Some(format!("role/{role}").as_str())));
+    // A hint, not a fact: CloudTrail shows no such refusal, so a warning.
+    assert_eq!((scp["severity"].as_str(), scp["resource"].as_str()), (Some("warning"), Some(format!("role/{role}").as_str())));
+    assert!(scp["message"].as_str().unwrap().contains("a hint"), "{scp}");
     let m = scp["message"].as_str().unwrap();
     assert!(m.contains("ec2:CreateFleet") && m.contains("ec2:RunInstances") && !m.contains("iam:PassRole"), "{m}");
     let b = finding(&r, "simulation-boundary-denied");
@@ -253,4 +255,53 @@ fn simulate_reports_scp_and_boundary_denials_by_action_with_karpenters_context()
     let f = finding(&denied, "simulation-unreadable");
     assert_eq!(f["severity"], "warning", "{f}");
     assert!(!codes(&denied).contains("simulation-scp-denied"), "{denied:?}");
+}
+
+#[test]
+fn simulate_passes_the_principal_and_the_resource_and_cloudtrail_makes_a_denial_an_error() {
+    let (c, wd, px, _spot) = setup("drec-simctx");
+    let role = controller_role(&c);
+    no_datapoints(&px, &c);
+    let a = "000000000000";
+    let role_arn_pattern = format!("arn:aws:iam::*:role/karpctl/{c}/{role}");
+    // An SCP denying launches to everyone but the controller role (by aws:PrincipalArn), and one
+    // denying fleets by ARN (a statement scoped to fleet ARNs: Resource "*" misses it).
+    px.set(json!({"iam_simulate": {&role: {
+        "decisions": {
+            "ec2:RunInstances": {"decision": "scp", "unless": {"aws:PrincipalArn": [role_arn_pattern]}},
+            "ec2:CreateFleet": {"decision": "scp", "resources": ["arn:aws:ec2:*:*:fleet/*"]}},
+        "context_keys": ["aws:RequestedRegion"]}}}));
+    let r = doctor(&wd, &px, &c, &["--simulate"]);
+    let scp = finding(&r, "simulation-scp-denied");
+    let m = scp["message"].as_str().unwrap();
+    assert!(m.contains("ec2:CreateFleet"), "the ARN-scoped denial is seen with ResourceArns: {m}");
+    assert!(!m.contains("ec2:RunInstances"), "the role is exempted by aws:PrincipalArn: no denial: {m}");
+    assert_eq!(scp["severity"], "warning", "nothing recorded: a hint: {scp}");
+    let sims: Vec<Value> = px.calls_json().into_iter().filter(|c| c["operation"] == "SimulatePrincipalPolicy").collect();
+    let fleet = sims
+        .iter()
+        .find(|s| s["actions"].as_array().unwrap().iter().any(|x| x == "ec2:CreateFleet"))
+        .unwrap_or_else(|| panic!("{sims:?}"));
+    assert_eq!(fleet["resources"], json!([format!("arn:aws:ec2:us-east-1:{a}:fleet/*")]), "{fleet}");
+    let keys: BTreeSet<(String, String)> = fleet["context_entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["key"].as_str().unwrap().to_string(), e["values"][0].as_str().unwrap().to_string()))
+        .collect();
+    assert!(keys.iter().any(|(k, v)| k == "aws:PrincipalArn" && v.ends_with(&format!("role/karpctl/{c}/{role}"))), "{keys:?}");
+    assert!(keys.contains(&("aws:PrincipalAccount".to_string(), a.to_string())), "{keys:?}");
+    assert!(keys.contains(&("aws:PrincipalType".to_string(), "AssumedRole".to_string())), "{keys:?}");
+    assert!(keys.iter().any(|(k, _)| k.starts_with("aws:PrincipalTag/karpctl.io/cluster")), "the role's tags: {keys:?}");
+
+    // CloudTrail shows the same refusal (CreateFleet, by an SCP): an error.
+    let controller_arn = format!("arn:aws:iam::{a}:role/karpctl/{c}/{role}");
+    px.set(json!({"cloudtrail_lookup_rps": 1000, "cloudtrail_events": [
+        {"role": controller_arn, "event": "CreateFleet", "source": "ec2.amazonaws.com", "agent": "karpenter.sh-1.14.0", "minutes_ago": 3,
+         "error_code": "Client.UnauthorizedOperation",
+         "error_message": format!("You are not authorized to perform this operation. User: x is not authorized to perform: ec2:CreateFleet on resource: arn:aws:ec2:us-east-1:{a}:fleet/* with an explicit deny in a service control policy.")}]}));
+    let r = doctor(&wd, &px, &c, &["--simulate"]);
+    let scp = finding(&r, "simulation-scp-denied");
+    assert_eq!(scp["severity"], "error", "{scp}");
+    assert!(scp["message"].as_str().unwrap().contains("CloudTrail shows AWS refusing ec2:CreateFleet"), "{scp}");
 }

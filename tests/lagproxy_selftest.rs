@@ -1061,3 +1061,170 @@ fn iam_simulate_answers_decisions_per_action_paged_and_records_context_entries()
     let e = rt().block_on(iam.get_context_keys_for_principal_policy().policy_source_arn(&arn).send()).expect_err("refused");
     assert_eq!(e.code(), Some("AccessDenied"));
 }
+
+// --- Records where a real account keeps them (issue #42) ----------------------------------------
+
+/// As `conf_at`, signed for `region`.
+fn conf_in(url: &str, region: &str, attempts: u32) -> aws_types::SdkConfig {
+    conf_at(url, attempts).into_builder().region(aws_types::region::Region::new(region.to_string())).build()
+}
+
+fn records_of(out: &aws_sdk_cloudtrail::operation::lookup_events::LookupEventsOutput) -> Vec<serde_json::Value> {
+    out.events().iter().map(|e| serde_json::from_str(e.cloud_trail_event().unwrap()).unwrap()).collect()
+}
+
+#[test]
+fn cloudtrail_each_region_keeps_its_records_and_paces_its_own_lookups() {
+    let px = proxy("ctregion");
+    let boundary = "User: x is not authorized to perform: iam:CreateInstanceProfile on resource: arn:aws:iam::111122223333:instance-profile/p with an explicit deny in a permissions boundary";
+    px.set(json!({"cloudtrail_events": [
+        {"role": ROLE, "event": "DescribeInstances", "source": "ec2.amazonaws.com", "region": "us-east-2", "minutes_ago": 1},
+        {"role": ROLE, "event": "DescribeSubnets", "source": "ec2.amazonaws.com", "minutes_ago": 2},
+        {"role": ROLE, "event": "CreateInstanceProfile", "source": "iam.amazonaws.com", "minutes_ago": 3,
+         "error_code": "AccessDenied", "error_message": boundary},
+        {"role": "arn:aws-cn:iam::111122223333:role/r", "event": "GetRole", "source": "iam.amazonaws.com", "minutes_ago": 4},
+    ], "cloudtrail_lookup_rps": 1000}));
+    let east2 = aws_sdk_cloudtrail::Client::new(&conf_in(px.url(), "us-east-2", 1));
+    let east1 = aws_sdk_cloudtrail::Client::new(&conf_in(px.url(), "us-east-1", 1));
+    let cn = aws_sdk_cloudtrail::Client::new(&conf_in(px.url(), "cn-north-1", 1));
+    let names = |c: &aws_sdk_cloudtrail::Client| -> Vec<String> {
+        let out = rt().block_on(c.lookup_events().send()).expect("LookupEvents");
+        records_of(&out)
+            .iter()
+            .map(|r| format!("{}@{}", r["eventName"].as_str().unwrap(), r["awsRegion"].as_str().unwrap()))
+            .collect()
+    };
+    assert_eq!(names(&east2), ["DescribeInstances@us-east-2"], "a lookup signed for us-east-2 sees us-east-2's records only");
+    assert_eq!(
+        names(&east1),
+        ["DescribeSubnets@us-east-1", "CreateInstanceProfile@us-east-1"],
+        "IAM's records are us-east-1's (a global service), whatever the caller's Region"
+    );
+    assert_eq!(names(&cn), ["GetRole@cn-north-1"], "aws-cn's IAM records are cn-north-1's");
+    let iam_east2 = rt().block_on(east2.lookup_events().lookup_attributes(by_source("iam.amazonaws.com")).send()).unwrap();
+    assert!(iam_east2.events().is_empty(), "us-east-2 has no IAM record, ever");
+    let regions: Vec<String> = px
+        .calls_json()
+        .into_iter()
+        .filter(|c| c["operation"] == "LookupEvents")
+        .map(|c| c["lookup"]["region"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(regions, ["us-east-2", "us-east-1", "cn-north-1", "us-east-2"], "the call log names each lookup's Region");
+
+    // Each Region has its own two a second: us-east-1's second lookup is throttled, us-east-2's
+    // first is not.
+    px.set(json!({"cloudtrail_lookup_rps": 0.001}));
+    px.reset();
+    px.set(json!({"cloudtrail_events": [], "cloudtrail_lookup_rps": 0.001}));
+    rt().block_on(east1.lookup_events().send()).expect("us-east-1's first");
+    let e = rt().block_on(east1.lookup_events().send()).expect_err("us-east-1's second");
+    assert_eq!(e.code(), Some("ThrottlingException"));
+    rt().block_on(east2.lookup_events().send()).expect("us-east-2's first: a bucket of its own");
+}
+
+#[test]
+fn cloudtrail_serves_fleet_errors_and_a_busy_accounts_other_callers() {
+    use aws_sdk_cloudtrail::types::LookupAttributeKey as Key;
+    let px = proxy("ctfleet");
+    let scp = "You are not authorized to perform this operation. User: x is not authorized to perform: ec2:RunInstances on resource: arn:aws:ec2:us-east-1:111122223333:instance/* with an explicit deny in a service control policy.";
+    px.set(json!({"cloudtrail_events": [
+        {"role": ROLE, "event": "CreateFleet", "source": "ec2.amazonaws.com", "agent": "karpenter.sh-1.12.3", "minutes_ago": 20,
+         "fleet_errors": [{"code": "UnauthorizedOperation", "message": scp, "lifecycle": "spot", "type": "m5.large", "zone": "us-east-1a", "subnet": "subnet-1"}]},
+        {"role": ROLE, "event": "CreateFleet", "source": "ec2.amazonaws.com", "agent": "karpenter.sh-1.12.3", "minutes_ago": 21,
+         "fleet_errors": [{"code": "VcpuLimitExceeded", "lifecycle": "on-demand", "type": "c5.large"},
+                          {"code": "InsufficientInstanceCapacity", "lifecycle": "spot", "type": "c5.xlarge"}]},
+        {"others": 600, "source": "ec2.amazonaws.com", "minutes_ago": [0, 10]},
+    ], "cloudtrail_lookup_rps": 1000}));
+    let ct = aws_sdk_cloudtrail::Client::new(&conf_at(px.url(), 1));
+    // By source: the newest 50 are other callers', and so are the next 11 pages.
+    let mut token: Option<String> = None;
+    let mut seen = Vec::new();
+    for _ in 0..13 {
+        let out = rt()
+            .block_on(ct.lookup_events().lookup_attributes(by_source("ec2.amazonaws.com")).set_next_token(token.clone()).send())
+            .unwrap();
+        seen.extend(records_of(&out));
+        token = out.next_token().map(str::to_string);
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(seen.len(), 602);
+    assert!(seen[..600].iter().all(|r| r["eventName"] != "CreateFleet"), "600 newer records of others");
+    let issuers: std::collections::BTreeSet<&str> =
+        seen[..600].iter().map(|r| r["userIdentity"]["sessionContext"]["sessionIssuer"]["arn"].as_str().unwrap()).collect();
+    assert!(issuers.len() >= 2 && !issuers.contains(ROLE), "{issuers:?}");
+    assert!(seen[..100].iter().any(|r| r["eventName"] == "AssignPrivateIpAddresses"), "the VPC CNI's calls");
+    // By name: the fleets, a page deep.
+    let fleets = rt().block_on(ct.lookup_events().lookup_attributes(lookup_attr(Key::EventName, "CreateFleet")).send()).unwrap();
+    let recs = records_of(&fleets);
+    assert_eq!(recs.len(), 2);
+    let one = &recs[0]["responseElements"]["CreateFleetResponse"]["errorSet"]["item"];
+    assert!(one.is_object(), "one entry: an object, as XML made JSON: {one}");
+    assert_eq!((one["errorCode"].as_str(), one["lifecycle"].as_str()), (Some("UnauthorizedOperation"), Some("spot")));
+    assert_eq!(one["launchTemplateAndOverrides"]["overrides"]["instanceType"], "m5.large");
+    assert_eq!(one["launchTemplateAndOverrides"]["overrides"]["availabilityZone"], "us-east-1a");
+    assert!(recs[0].get("errorCode").is_none(), "the fleet call itself succeeded");
+    let several = &recs[1]["responseElements"]["CreateFleetResponse"]["errorSet"]["item"];
+    assert_eq!(several.as_array().map(|a| a.len()), Some(2), "several entries: a list: {several}");
+    assert_eq!(several[0]["errorCode"], "VcpuLimitExceeded");
+    let err = px.try_set(json!({"cloudtrail_events": [{"others": "many", "source": "ec2.amazonaws.com"}]})).unwrap_err();
+    assert!(err.contains("others"), "{err}");
+    let err = px
+        .try_set(json!({"cloudtrail_events": [{"role": ROLE, "event": "CreateFleet", "source": "ec2.amazonaws.com", "fleet_errors": [{}]}]}))
+        .unwrap_err();
+    assert!(err.contains("fleet_errors"), "{err}");
+}
+
+#[test]
+fn iam_simulate_decisions_depend_on_the_principal_arn_and_the_resource() {
+    use aws_sdk_iam::types::{ContextEntry, ContextKeyTypeEnum, PolicyEvaluationDecisionType as D};
+    let role = cluster_name("simctx");
+    let arn = format!("arn:aws:iam::000000000000:role/{role}");
+    let px = proxy("iamsimctx");
+    px.set(json!({"iam_simulate": {&role: {"decisions": {
+        "ec2:RunInstances": {"decision": "scp", "unless": {"aws:PrincipalArn": ["arn:aws:iam::*:role/simctx-*"]}},
+        "ec2:CreateFleet": {"decision": "scp", "resources": ["arn:aws:ec2:*:*:fleet/*"]},
+    }}}}));
+    let iam = aws_sdk_iam::Client::new(&conf_at(px.url(), 1));
+    let decide = |action: &str, resources: &[&str], principal: Option<&str>| -> (D, Option<bool>) {
+        let mut call = iam.simulate_principal_policy().policy_source_arn(&arn).action_names(action);
+        for r in resources {
+            call = call.resource_arns(*r);
+        }
+        if let Some(p) = principal {
+            call = call.context_entries(
+                ContextEntry::builder()
+                    .context_key_name("aws:PrincipalArn")
+                    .context_key_values(p)
+                    .context_key_type(ContextKeyTypeEnum::String)
+                    .build(),
+            );
+        }
+        let out = rt().block_on(call.send()).expect("SimulatePrincipalPolicy");
+        let r = &out.evaluation_results()[0];
+        (r.eval_decision().clone(), r.organizations_decision_detail().map(|d| d.allowed_by_organizations()))
+    };
+    assert_eq!(decide("ec2:RunInstances", &[], None), (D::ExplicitDeny, Some(false)), "no aws:PrincipalArn: the SCP denies");
+    assert_eq!(decide("ec2:RunInstances", &[], Some(&arn)).0, D::Allowed, "the exempted role");
+    assert_eq!(decide("ec2:RunInstances", &[], Some("arn:aws:iam::000000000000:role/other")).0, D::ExplicitDeny);
+    assert_eq!(decide("ec2:CreateFleet", &[], None).0, D::Allowed, "Resource * misses an ARN-scoped statement");
+    assert_eq!(decide("ec2:CreateFleet", &["arn:aws:ec2:us-east-1:000000000000:fleet/*"], None).0, D::ExplicitDeny);
+    let sims: Vec<_> = px.calls_json().into_iter().filter(|c| c["operation"] == "SimulatePrincipalPolicy").collect();
+    assert_eq!(sims.last().unwrap()["resources"], json!(["arn:aws:ec2:us-east-1:000000000000:fleet/*"]));
+}
+
+#[test]
+fn servicequotas_get_service_quota_answers_scripted_values_or_refuses() {
+    let px = proxy("sqquota");
+    px.set(json!({"servicequotas_quotas": {"L-1216C47A": 32, "L-34B43A08": "AccessDenied"}}));
+    let sq = aws_sdk_servicequotas::Client::new(&conf_in(px.url(), "us-east-2", 1));
+    let out = rt().block_on(sq.get_service_quota().service_code("ec2").quota_code("L-1216C47A").send()).expect("GetServiceQuota");
+    let q = out.quota().unwrap();
+    assert_eq!((q.quota_code(), q.value()), (Some("L-1216C47A"), Some(32.0)));
+    assert!(q.quota_arn().unwrap().contains(":us-east-2:"), "{q:?}");
+    let e = rt().block_on(sq.get_service_quota().service_code("ec2").quota_code("L-34B43A08").send()).expect_err("refused");
+    assert_eq!(e.code(), Some("AccessDeniedException"), "{e:?}");
+    assert!(e.message().unwrap().contains("servicequotas:GetServiceQuota"));
+    assert!(px.try_set(json!({"servicequotas_quotas": {"L-1": -1}})).unwrap_err().contains("servicequotas_quotas"));
+}

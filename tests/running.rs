@@ -150,8 +150,9 @@ fn the_running_version_is_judged_against_the_pin_and_refusals_are_reported() {
     assert!(refusals.iter().any(|f| f["message"].as_str().unwrap().contains("ecr:GetAuthorizationToken")), "{refusals:?}");
     let kinds: BTreeSet<String> = refusals.iter().map(|f| f["message"].as_str().unwrap().to_string()).collect();
     assert_eq!(kinds.len(), 4, "one per action and kind: {refusals:?}");
-    // The 1.14 pin doctor judges with is newer than 1.10: a note, not a failure.
-    assert_eq!(with_code(&fs, "pin-newer-than-running")[0]["severity"], "note", "{fs:?}");
+    // doctor judges with the plan's pin, 1.10, as diff does: what runs, so no pin note.
+    assert_eq!(doc["karpenter_version"], "1.10", "{doc}");
+    assert!(with_code(&fs, "pin-newer-than-running").is_empty(), "{fs:?}");
 
     // A lookup AWS refuses: a warning naming the permission; the exit code is unchanged.
     px.set(json!({"cloudtrail_events": "AccessDenied"}));
@@ -251,4 +252,270 @@ fn karpenter_version_running_follows_cloudtrail_and_stops_without_records() {
     assert!(r.all().contains("Permissions follow Karpenter 1.12") && r.all().contains("rollout"), "{r:?}");
     let actions = controller_actions(&sdk, &format!("KarpenterController-{c}"));
     assert!(actions.contains("ec2:DescribePlacementGroups") && actions.contains("ec2:DescribeInstanceStatus"), "{actions:?}");
+}
+
+// --- Records where a real account keeps them (issue #42) ----------------------------------------
+
+/// A karpenter.sh user agent's call of `role` of `event` (`source`), `minutes_ago`.
+fn event(role: &str, source: &str, name: &str, version: &str, minutes_ago: f64) -> Value {
+    json!({"role": role, "event": name, "source": source, "agent": format!("karpenter.sh-{version}"), "minutes_ago": minutes_ago})
+}
+
+#[test]
+fn an_instance_profile_refusal_recorded_in_us_east_1_is_seen_for_a_cluster_in_us_east_2() {
+    let c = cluster_name("run-east2");
+    let s = seed(&c, &["--region", "us-east-2"]);
+    let a = s["account_id"].as_str().unwrap_or("000000000000").to_string();
+    let wd = Workdir::new();
+    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-2\"\n"));
+    let px = LagProxy::start(&c, &endpoint());
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    let boundary = format!(
+        "User: arn:aws:sts::{a}:assumed-role/KarpenterController-{c}/s is not authorized to perform: iam:CreateInstanceProfile on resource: arn:aws:iam::{a}:instance-profile/{c}_1234 with an explicit deny in a permissions boundary"
+    );
+    // The controller's EC2 calls are us-east-2's; its IAM calls are recorded in us-east-1 only.
+    let mut refused = event(&controller, "iam.amazonaws.com", "CreateInstanceProfile", "1.14.0", 3.0);
+    refused["error_code"] = json!("AccessDenied");
+    refused["error_message"] = json!(boundary);
+    let mut ec2 = event(&controller, "ec2.amazonaws.com", "DescribeInstances", "1.14.0", 1.0);
+    ec2["region"] = json!("us-east-2");
+    records(&px, json!([ec2, refused]));
+    let run = |args: &[&str]| karpctl_at(&wd, px.url(), args, &[]);
+
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert!(r.code == 0 || r.code == 2, "{r:?}");
+    let refusals = with_code(&found(&r.json()), "calls-refused");
+    let f = refusals
+        .iter()
+        .find(|f| f["message"].as_str().unwrap().contains("iam:CreateInstanceProfile"))
+        .unwrap_or_else(|| panic!("the boundary's refusal, from us-east-1's history: {r:?}"));
+    assert_eq!(f["severity"], "warning");
+    assert!(f["message"].as_str().unwrap().contains("permissions boundary"), "{f}");
+    assert!(f["fix"].as_str().unwrap().contains("boundary"), "{f}");
+    let lookups: Vec<Value> = px.calls_json().into_iter().filter(|c| c["operation"] == "LookupEvents").collect();
+    let by: BTreeSet<(String, String)> = lookups
+        .iter()
+        .map(|l| {
+            (
+                l["lookup"]["attributes"][0]["AttributeValue"].as_str().unwrap_or("").to_string(),
+                l["lookup"]["region"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(by.contains(&("iam.amazonaws.com".into(), "us-east-1".into())), "IAM looked up in us-east-1: {by:?}");
+    assert!(by.contains(&("ec2.amazonaws.com".into(), "us-east-2".into())), "EC2 in the cluster's Region: {by:?}");
+    assert!(!by.contains(&("iam.amazonaws.com".into(), "us-east-2".into())), "never IAM in us-east-2: {by:?}");
+
+    // doctor (on what `up` made): the same refusal, an error; pricing looked up where
+    // Karpenter's client calls it.
+    let up = run(&["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "{up:?}");
+    px.set(json!({"cloudtrail_lookup_rps": 1000}));
+    let before = px.calls_json().len();
+    let r = run(&["doctor", "--cluster", &c, "--output", "json"]);
+    let doc = r.json();
+    let fs = doc["findings"].as_array().unwrap_or_else(|| panic!("{r:?}")).clone();
+    let f = with_code(&fs, "calls-refused")
+        .into_iter()
+        .find(|f| f["message"].as_str().unwrap().contains("iam:CreateInstanceProfile"))
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(f["severity"], "error", "{f}");
+    let pricing: Vec<Value> = px
+        .calls_json()
+        .into_iter()
+        .filter(|c| {
+            c["operation"] == "LookupEvents" && c["lookup"]["attributes"][0]["AttributeValue"] == "pricelist.amazonaws.com"
+        })
+        .collect();
+    assert!(!pricing.is_empty() && pricing.iter().all(|c| c["lookup"]["region"] == "us-east-1"), "{pricing:?}");
+    // Each Region has its own two lookups a second: us-east-1's two (IAM, pricing) do not wait
+    // behind us-east-2's five (one pace for all seven would put pricing, the fourth source, 1.5 s
+    // after the first lookup).
+    let lookups: Vec<Value> = px.calls_json().into_iter().skip(before).filter(|c| c["operation"] == "LookupEvents").collect();
+    let t = |c: &Value| c["time"].as_f64().unwrap();
+    let first = lookups.iter().map(t).fold(f64::MAX, f64::min);
+    let pricing_at = lookups
+        .iter()
+        .filter(|c| c["lookup"]["attributes"][0]["AttributeValue"] == "pricelist.amazonaws.com")
+        .map(t)
+        .next()
+        .unwrap();
+    assert!(pricing_at - first < 1.2, "pricing looked up {:.2} s after the first lookup: {lookups:?}", pricing_at - first);
+}
+
+#[test]
+fn launches_refused_inside_a_fleet_and_a_vcpu_quota_are_found_with_their_fixes() {
+    let (c, a, wd, px) = setup("run-fleet", "");
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    let run = |args: &[&str]| karpctl_at(&wd, px.url(), args, &[]);
+    let _spot = spot_role_present(&sdk());
+    let scp = format!(
+        "You are not authorized to perform this operation. User: arn:aws:sts::{a}:assumed-role/KarpenterController-{c}/s is not authorized to perform: ec2:RunInstances on resource: arn:aws:ec2:us-east-1:{a}:instance/* with an explicit deny in a service control policy. Encoded authorization failure message: EncFleet"
+    );
+    let mut spot = event(&controller, "ec2.amazonaws.com", "CreateFleet", "1.14.0", 4.0);
+    spot["fleet_errors"] = json!([
+        {"code": "UnauthorizedOperation", "message": scp, "lifecycle": "spot", "type": "m5.large", "zone": "us-east-1a"},
+        {"code": "UnauthorizedOperation", "message": scp, "lifecycle": "spot", "type": "c5.large", "zone": "us-east-1b"}
+    ]);
+    let mut quota = event(&controller, "ec2.amazonaws.com", "CreateFleet", "1.14.0", 2.0);
+    quota["fleet_errors"] = json!([{"code": "VcpuLimitExceeded", "message": "You have requested more vCPU capacity than your current vCPU limit of 32 allows for the instance bucket that the specified instance type belongs to.", "lifecycle": "on-demand", "type": "m5.xlarge", "zone": "us-east-1a"}]);
+    records(&px, json!([spot, quota, event(&controller, "ec2.amazonaws.com", "DescribeInstances", "1.14.0", 1.0)]));
+    px.set(json!({"servicequotas_quotas": {"L-1216C47A": 32}}));
+
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let fs = found(&r.json());
+    let refused = with_code(&fs, "calls-refused");
+    assert_eq!(refused.len(), 1, "{fs:?}");
+    let m = refused[0]["message"].as_str().unwrap();
+    for want in
+        ["ec2:RunInstances", "service control policy", "2 time(s)", "inside CreateFleet", "spot launches of c5.large, m5.large"]
+    {
+        assert!(m.contains(want), "{want}: {m}");
+    }
+    assert_eq!(refused[0]["severity"], "warning");
+    assert!(refused[0]["fix"].as_str().unwrap().contains("EncFleet"), "{}", refused[0]);
+    let q = with_code(&fs, "launch-quota-exceeded");
+    assert_eq!((q.len(), q[0]["severity"].as_str()), (1, Some("warning")), "{fs:?}");
+    let m = q[0]["message"].as_str().unwrap();
+    for want in ["VcpuLimitExceeded", "L-1216C47A", "is 32 vCPUs", "on-demand launches of m5.xlarge", "us-east-1"] {
+        assert!(m.contains(want), "{want}: {m}");
+    }
+    let hint = q[0]["fix"].as_str().unwrap();
+    assert!(
+        hint.contains("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-1216C47A --desired-value 64 --region us-east-1"),
+        "{hint}"
+    );
+    assert_eq!(px.count("GetServiceQuota"), 1);
+
+    // doctor (on what `up` made): both errors.
+    let up = run(&["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "warnings only: {up:?}");
+    let r = run(&["doctor", "--cluster", &c, "--output", "json"]);
+    let doc = r.json();
+    let fs = doc["findings"].as_array().unwrap_or_else(|| panic!("{r:?}")).clone();
+    assert_eq!(with_code(&fs, "launch-quota-exceeded")[0]["severity"], "error", "{doc}");
+    assert!(
+        with_code(&fs, "calls-refused")
+            .iter()
+            .any(|f| f["severity"] == "error" && f["message"].as_str().unwrap().contains("spot launches")),
+        "{doc}"
+    );
+
+    // The quota's value refused: said so, with the permission; the finding stays.
+    px.set(json!({"servicequotas_quotas": {"L-1216C47A": "AccessDenied"}}));
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    let q = with_code(&found(&r.json()), "launch-quota-exceeded");
+    let m = q[0]["message"].as_str().unwrap_or_else(|| panic!("{r:?}"));
+    assert!(m.contains("servicequotas:GetServiceQuota was refused"), "{m}");
+    assert!(q[0]["fix"].as_str().unwrap().contains("--desired-value N"), "{}", q[0]);
+}
+
+#[test]
+fn in_a_busy_account_running_and_the_version_check_find_karpenters_launches_by_name() {
+    let (c, a, wd, px) = setup("run-busy", "[identity]\nkarpenter_version = \"1.10\"\n");
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    let run = |args: &[&str]| karpctl_at(&wd, px.url(), args, &[]);
+    // 600 EC2 records of other callers (the EKS control plane, the VPC CNI) newer than any of
+    // Karpenter's: the 100 newest EC2 records up/diff read are all theirs.
+    let busy = |karpenter: Vec<Value>| {
+        let mut all = karpenter;
+        all.push(json!({"others": 600, "source": "ec2.amazonaws.com", "account": a, "minutes_ago": [0, 10]}));
+        records(&px, Value::Array(all));
+    };
+    busy(vec![
+        event(&controller, "ec2.amazonaws.com", "DescribeInstances", "1.12.3", 20.0),
+        event(&controller, "ec2.amazonaws.com", "CreateFleet", "1.12.3", 15.0),
+    ]);
+    let r = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let fs = found(&r.json());
+    let lacks = with_code(&fs, "running-version-lacks-permissions");
+    assert_eq!(lacks.len(), 1, "Karpenter 1.12.3 found by its CreateFleet: {fs:?}");
+    assert!(lacks[0]["message"].as_str().unwrap().contains("1.12.3"), "{}", lacks[0]);
+    let cut = with_code(&fs, "cloudtrail-read-cut-short");
+    assert_eq!((cut.len(), cut[0]["severity"].as_str()), (1, Some("note")), "{fs:?}");
+    let m = cut[0]["message"].as_str().unwrap();
+    assert!(m.contains("ec2.amazonaws.com in us-east-1") && m.contains("CreateFleet (1 found)"), "{m}");
+    let names: Vec<String> = px
+        .calls_json()
+        .into_iter()
+        .filter(|c| c["operation"] == "LookupEvents" && c["lookup"]["attributes"][0]["AttributeKey"] == "EventName")
+        .map(|c| c["lookup"]["attributes"][0]["AttributeValue"].as_str().unwrap().to_string())
+        .collect();
+    for n in ["CreateFleet", "RunInstances", "CreateLaunchTemplate", "TerminateInstances"] {
+        assert!(names.contains(&n.to_string()), "{n} looked up by name: {names:?}");
+    }
+
+    // karpenter_version = "running" follows it, before any write.
+    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[identity]\nkarpenter_version = \"running\"\n"));
+    let r = run(&["diff", "--cluster", &c]);
+    assert!(r.all().contains("Permissions follow Karpenter 1.12"), "{r:?}");
+
+    // No launch in the window: nothing found; the hint reads further back, since the lookups by
+    // name reached the window's start, and says which lookup was cut short.
+    busy(vec![event(&controller, "ec2.amazonaws.com", "DescribeInstances", "1.12.3", 20.0)]);
+    let r = run(&["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!((r.code, r.writes()), (1, 0), "{r:?}");
+    let doc = r.json();
+    let m = doc["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("stopped at their page bound") && m.contains("ec2.amazonaws.com in us-east-1"), "{doc}");
+    assert!(doc["error"]["hint"].as_str().unwrap_or_default().contains("--trail-window"), "{doc}");
+}
+
+#[test]
+fn doctor_and_diff_judge_with_the_same_version() {
+    let (c, a, wd, px) = setup("run-same", "[identity]\nkarpenter_version = \"1.10\"\n");
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    let run = |args: &[&str]| karpctl_at(&wd, px.url(), args, &[]);
+    records(&px, json!([call(&controller, "1.12.3", 2)]));
+
+    // A plan pins 1.10 while 1.12.3 runs: both judge 1.12.3 against the 1.10 pin (doctor on
+    // what `up` made).
+    let up = run(&["up", "--cluster", &c]);
+    assert_eq!(up.code, 1, "1.12.3 lacks permissions under the 1.10 pin: {up:?}");
+    let diff = run(&["diff", "--cluster", &c, "--output", "json"]).json();
+    let doctor = run(&["doctor", "--cluster", &c, "--output", "json"]).json();
+    assert_eq!(diff["checks"]["karpenter"]["version"], "1.10", "{diff}");
+    assert_eq!(doctor["karpenter_version"], diff["checks"]["karpenter"]["version"], "{doctor}");
+    let from = doctor["karpenter_version_from"].as_str().unwrap();
+    assert!(from.contains("plan") && from.contains("identity.karpenter_version"), "{from}");
+    for (doc, fs) in [(&diff, found(&diff)), (&doctor, doctor["findings"].as_array().unwrap().clone())] {
+        let lacks = with_code(&fs, "running-version-lacks-permissions");
+        let m = lacks.first().and_then(|f| f["message"].as_str()).unwrap_or_else(|| panic!("{doc}"));
+        assert!(m.contains("1.12.3") && m.contains("pinned to 1.10"), "{m}");
+    }
+    let human = run(&["doctor", "--cluster", &c]);
+    assert!(human.stdout.contains("Karpenter 1.10: the plan's pin"), "{human:?}");
+
+    // No plan: the version that runs, said so; nothing is missing then.
+    std::fs::remove_file(wd.path().join("plans").join(format!("{c}.toml"))).unwrap();
+    let doctor = run(&["doctor", "--cluster", &c, "--output", "json"]).json();
+    assert_eq!(doctor["karpenter_version"], "1.12", "{doctor}");
+    assert!(doctor["karpenter_version_from"].as_str().unwrap().contains("karpenter.sh-1.12.3"), "{doctor}");
+    assert!(with_code(doctor["findings"].as_array().unwrap(), "running-version-lacks-permissions").is_empty(), "{doctor}");
+    // Nothing recorded either: the newest, said why; the flag wins over all.
+    records(&px, json!([]));
+    let doctor = run(&["doctor", "--cluster", &c, "--output", "json"]).json();
+    assert_eq!(doctor["karpenter_version"], "1.14", "{doctor}");
+    assert!(doctor["karpenter_version_from"].as_str().unwrap().contains("no plan"), "{doctor}");
+    let doctor = run(&["doctor", "--cluster", &c, "--output", "json", "--karpenter-version", "1.11"]).json();
+    assert_eq!(
+        (doctor["karpenter_version"].as_str(), doctor["karpenter_version_from"].as_str()),
+        (Some("1.11"), Some("--karpenter-version"))
+    );
+}
+
+#[test]
+fn a_pin_whose_grants_differ_from_what_runs_is_not_read_as_nothing_missing() {
+    // 1.8 runs; the plan pins 1.9: the same action names, but 1.9 dropped capacity reservations
+    // from the resources created with tags (the v1.9 split).
+    let (c, a, wd, px) = setup("run-grants", "[identity]\nkarpenter_version = \"1.9\"\n");
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    records(&px, json!([call(&controller, "1.8.2", 2)]));
+    let r = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c, "--output", "json"], &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    let lacks = with_code(&found(&r.json()), "running-version-lacks-permissions");
+    let m = lacks.first().and_then(|f| f["message"].as_str()).unwrap_or_else(|| panic!("{r:?}"));
+    assert!(m.contains("1.8.2") && m.contains("pinned to 1.9") && m.contains("on capacity-reservation/*"), "{m}");
 }

@@ -124,10 +124,10 @@ impl HttpConnector for LimitedConnector {
             // them in the same order, so none can hold an outer permit while it waits for an
             // inner one. EKS requests are served first when a limiter is full (see `prio`); the
             // request is signed by now, its Authorization header names the service.
-            let service = request.headers().get("authorization").and_then(prio::signing_service).unwrap_or("");
-            // The account's pace for the service, once AWS has throttled it (`throttle`), before
-            // any permit is held.
-            rates.of(service).wait().await;
+            let (region, service) = request.headers().get("authorization").and_then(prio::signing_scope).unwrap_or(("", ""));
+            // The account's pace for the service (CloudTrail's per Region), once AWS has
+            // throttled it (`throttle`), before any permit is held.
+            rates.of(&super::throttle::pacer_key(service, region)).wait().await;
             let priority = prio::priority_of(service);
             let mut held = Vec::with_capacity(permits.len());
             for p in &permits {

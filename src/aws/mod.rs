@@ -66,12 +66,16 @@ pub struct Clients {
     pub sts: aws_sdk_sts::Client,
     /// Only for SSE-KMS interruption queues (`interruption.kms_key_id`).
     pub kms: aws_sdk_kms::Client,
-    /// What the running Karpenter did (`LookupEvents`, paced at `throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND`).
-    // Read by the checks of the running Karpenter (#36) once they are wired in.
-    #[allow(dead_code)]
-    pub cloudtrail: aws_sdk_cloudtrail::Client,
+    /// What the running Karpenter did (`LookupEvents`, paced at `throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND`
+    /// per Region), one client per Region whose event history holds its records: the cluster's,
+    /// the partition's global Region (IAM) and the pricing endpoint's (`partition`).
+    pub cloudtrail: std::collections::BTreeMap<String, aws_sdk_cloudtrail::Client>,
+    /// The cluster's Region (the clients' own).
+    pub region: String,
     /// Metrics of the interruption rules and queue (`GetMetricData`); signing name `monitoring`.
     pub cloudwatch: aws_sdk_cloudwatch::Client,
+    /// The vCPU quotas a fleet's launches hit (`GetServiceQuota`).
+    pub servicequotas: aws_sdk_servicequotas::Client,
 }
 
 /// Build every client from one shared config: pinned behaviour version, the region always set,
@@ -118,17 +122,29 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         conf = conf.into_builder().credentials_provider(aws_types::sdk_config::SharedCredentialsProvider::new(provider)).build();
     }
     // CloudTrail answers two lookups a second per account and Region: its calls are paced at that
-    // rate from the first one, not only after AWS throttles.
-    limiter.rates.of("cloudtrail").start_at(throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND);
+    // rate from the first one, not only after AWS throttles, each Region on its own pacer.
+    let mut trail_regions = vec![opts.region.clone()];
+    let elsewhere = [partition::global_region(partition::partition(&opts.region)), partition::pricing_region(&opts.region)];
+    for r in elsewhere.into_iter().flatten() {
+        if !trail_regions.iter().any(|x| x == r) {
+            trail_regions.push(r.to_string());
+        }
+    }
+    for r in &trail_regions {
+        limiter.rates.of(&throttle::pacer_key("cloudtrail", r)).start_at(throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND);
+    }
     let counter = stats::Counter(stats.clone());
     // This cluster's retry budget, for all its clients (not the process's: one per service).
     let bucket = aws_smithy_runtime::client::retries::TokenBucket::default();
     macro_rules! client {
-        ($krate:ident, $service:literal) => {{
+        ($krate:ident, $service:literal) => {
+            client!($krate, $service, &conf, $service)
+        };
+        ($krate:ident, $service:literal, $conf:expr, $pacer:expr) => {{
             // Whether this client's endpoint ever answered (connection failures' retries).
             let reach = Arc::new(https::Reach::default());
             $krate::Client::from_conf(
-                $krate::config::Builder::from(&conf)
+                $krate::config::Builder::from($conf)
                     .interceptor(counter.clone())
                     .interceptor(https::ReachWatch(reach.clone()))
                     .retry_classifier(https::NeverReached(reach))
@@ -138,7 +154,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
                     .interceptor(throttle::ThrottleWatch {
                         service: $service,
                         stats: stats.clone(),
-                        pacer: limiter.rates.of($service),
+                        pacer: limiter.rates.of(&$pacer),
                     })
                     .build(),
             )
@@ -152,8 +168,16 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         ec2: client!(aws_sdk_ec2, "ec2"),
         sts: client!(aws_sdk_sts, "sts"),
         kms: client!(aws_sdk_kms, "kms"),
-        cloudtrail: client!(aws_sdk_cloudtrail, "cloudtrail"),
+        cloudtrail: trail_regions
+            .iter()
+            .map(|r| {
+                let at = conf.clone().into_builder().region(aws_config::Region::new(r.clone())).build();
+                (r.clone(), client!(aws_sdk_cloudtrail, "cloudtrail", &at, throttle::pacer_key("cloudtrail", r)))
+            })
+            .collect(),
+        region: opts.region.clone(),
         cloudwatch: client!(aws_sdk_cloudwatch, "monitoring"),
+        servicequotas: client!(aws_sdk_servicequotas, "servicequotas"),
     }
 }
 

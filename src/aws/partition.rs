@@ -22,3 +22,28 @@ pub fn partition_of_arn(arn: &str) -> Option<&str> {
         _ => None,
     }
 }
+
+/// The Region whose CloudTrail event history holds a partition's global services (IAM, STS's
+/// global endpoint): since 2021-11-22 no other Region's does. None where AWS does not say.
+pub fn global_region(partition: &str) -> Option<&'static str> {
+    match partition {
+        "aws" => Some("us-east-1"),
+        "aws-cn" => Some("cn-north-1"),
+        "aws-us-gov" => Some("us-gov-west-1"),
+        _ => None,
+    }
+}
+
+/// The Region of the Price List endpoint Karpenter's pricing client calls for a cluster in
+/// `region` (karpenter-provider-aws `pkg/providers/pricing`: `ap-*` ap-south-1, `eu-*`
+/// eu-central-1, `cn-*` cn-northwest-1, else us-east-1), where its calls are recorded. None
+/// where that endpoint is not in the cluster's partition (GovCloud and the isolated ones).
+pub fn pricing_region(region: &str) -> Option<&'static str> {
+    match partition(region) {
+        "aws" if region.starts_with("ap-") => Some("ap-south-1"),
+        "aws" if region.starts_with("eu-") => Some("eu-central-1"),
+        "aws" => Some("us-east-1"),
+        "aws-cn" => Some("cn-northwest-1"),
+        _ => None,
+    }
+}

@@ -14,11 +14,12 @@ pub fn priority_of(service: &str) -> u8 {
     }
 }
 
-/// The signing name in a SigV4 `Authorization` header (`Credential=<key>/<date>/<region>/<service>/aws4_request`).
-pub fn signing_service(authorization: &str) -> Option<&str> {
+/// The (Region, signing name) of a SigV4 `Authorization` header's credential scope
+/// (`Credential=<key>/<date>/<region>/<service>/aws4_request`).
+pub fn signing_scope(authorization: &str) -> Option<(&str, &str)> {
     let scope = authorization.split("Credential=").nth(1)?.split([',', ' ']).next()?;
     let parts: Vec<&str> = scope.split('/').collect();
-    (parts.len() == 5).then(|| parts[3])
+    (parts.len() == 5).then(|| (parts[2], parts[3]))
 }
 
 #[derive(Debug)]
@@ -119,11 +120,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_the_signing_service_from_a_sigv4_header() {
+    fn reads_the_signing_region_and_service_from_a_sigv4_header() {
         let h = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261203/us-east-1/eks/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc";
-        assert_eq!(signing_service(h), Some("eks"));
-        assert_eq!(signing_service("AWS4-HMAC-SHA256 Credential=A/20261203/us-east-1/iam/aws4_request,Signed"), Some("iam"));
-        assert_eq!(signing_service("Basic xyz"), None);
+        assert_eq!(signing_scope(h), Some(("us-east-1", "eks")));
+        assert_eq!(
+            signing_scope("AWS4-HMAC-SHA256 Credential=A/20261203/us-east-2/cloudtrail/aws4_request,Signed"),
+            Some(("us-east-2", "cloudtrail"))
+        );
+        assert_eq!(signing_scope("Basic xyz"), None);
+        assert_eq!(super::super::throttle::pacer_key("cloudtrail", "us-east-2"), "cloudtrail/us-east-2");
+        assert_eq!(super::super::throttle::pacer_key("iam", "us-east-2"), "iam");
         assert_eq!(priority_of("eks"), 1);
         assert_eq!(priority_of("iam"), 0);
     }

@@ -145,6 +145,15 @@ impl Pacer {
     }
 }
 
+/// The name of the pacer for `service`'s requests signed for `region`: the service's, except
+/// CloudTrail, whose `LookupEvents` limit is per account and Region (`cloudtrail/us-east-1`).
+pub fn pacer_key(service: &str, region: &str) -> String {
+    match service {
+        "cloudtrail" => format!("cloudtrail/{region}"),
+        _ => service.to_string(),
+    }
+}
+
 /// The pacers of one account, one per service, shared by its clusters.
 #[derive(Clone, Debug, Default)]
 pub struct AccountRates(Arc<Mutex<BTreeMap<String, Arc<Pacer>>>>);

@@ -78,7 +78,7 @@ const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: 
 }
 
 /// Every check, in checklist order (doctor lists findings and passed checks in it).
-pub const CATALOG: [Check; 45] = [
+pub const CATALOG: [Check; 49] = [
     check(
         Code::ControllerRoleNotFound,
         "Karpenter's controller role is found",
@@ -223,6 +223,25 @@ pub const CATALOG: [Check; 45] = [
     ),
     check(Code::CallsRefused, "AWS refused none of the controller's and the nodes' calls", &[CloudTrail], Some(Run::Running)),
     check(Code::KarpenterNotSeen, "CloudTrail shows the controller's calls", &[CloudTrail], Some(Run::Running)),
+    check(
+        Code::LaunchQuotaExceeded,
+        "no launch inside Karpenter's fleets hit the account's vCPU quota",
+        &[CloudTrail],
+        Some(Run::Running),
+    ),
+    check(
+        Code::LaunchTypeUnsupported,
+        "no launch inside Karpenter's fleets asked for a type or zone not offered",
+        &[CloudTrail],
+        Some(Run::Running),
+    ),
+    check(Code::LaunchCapacityShort, "AWS had capacity for Karpenter's launches", &[CloudTrail], Some(Run::Running)),
+    check(
+        Code::CloudtrailReadCutShort,
+        "CloudTrail's lookups reached the window's start (not cut short by their page bound)",
+        &[CloudTrail],
+        Some(Run::Running),
+    ),
     check(Code::KarpenterVersionOutOfSupport, "the pinned Karpenter version is supported", &[], Some(Run::Support)),
     // What AWS records of the interruption rules and queue, and the policy simulator (records.rs).
     check(
@@ -331,7 +350,7 @@ fn unreadable(s: &Setup, c: &mut Checker) {
                 skipped.join(", ")
             ),
             fix: format!(
-                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents, cloudwatch:GetMetricData; with --simulate iam:SimulatePrincipalPolicy, iam:GetContextKeysForPrincipalPolicy)",
+                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents, cloudwatch:GetMetricData, servicequotas:GetServiceQuota; with --simulate iam:SimulatePrincipalPolicy, iam:GetContextKeysForPrincipalPolicy)",
                 u.operation
             ),
         });
@@ -463,6 +482,23 @@ mod tests {
         crate::checks::running::Running::of(&t, &[role.into()], &[NODE.into()])
     }
 
+    /// What CloudTrail shows of a controller (1.14.2) whose fleet had a launch fail with `code`.
+    fn fleet_failed(code: &str) -> crate::checks::running::Running {
+        use crate::aws::read::cloudtrail::{RawEvent, Trail};
+        let role = "arn:aws:iam::111122223333:role/KarpenterController-demo";
+        let r = json!({"userIdentity": {"type": "AssumedRole", "sessionContext": {"sessionIssuer": {"arn": role}}},
+            "eventTime": "2026-08-01T10:00:00Z", "eventSource": "ec2.amazonaws.com", "eventName": "CreateFleet",
+            "userAgent": "karpenter.sh-1.14.2", "awsRegion": "us-east-1",
+            "responseElements": {"CreateFleetResponse": {"errorSet": {"item": {"errorCode": code, "errorMessage": "m",
+                "lifecycle": "on-demand", "launchTemplateAndOverrides": {"overrides": {"instanceType": "m5.large"}}}}}}});
+        let t = Trail {
+            events: vec![RawEvent { cloudtrail_event: r.to_string(), resources: vec![] }],
+            window: std::time::Duration::from_secs(3600),
+            ..Default::default()
+        };
+        crate::checks::running::Running::of(&t, &[role.into()], &[NODE.into()])
+    }
+
     fn clean() -> Setup {
         let mut s = Setup::empty(C);
         s.today = Some(crate::running::support::Ymd::new(2026, 12, 7));
@@ -506,6 +542,7 @@ mod tests {
                 role_arn: "arn:aws:iam::111122223333:role/KarpenterController-demo".into(),
                 ..Default::default()
             }),
+            tags: Default::default(),
         });
         s.mode = Some(IdentityMode::PodIdentity);
         s.pod_identity_agent = true;
@@ -603,6 +640,7 @@ mod tests {
     fn decision(action: &str, decision: &str, org: Option<bool>, boundary: Option<bool>) -> crate::running::simulation::Decision {
         crate::running::simulation::Decision {
             action: action.into(),
+            resource: "*".into(),
             decision: decision.into(),
             allowed_by_organizations: org,
             allowed_by_boundary: boundary,
@@ -726,6 +764,21 @@ mod tests {
             ("pin-newer-than-running", |s| s.running = Some(trail_of(&["karpenter.sh-1.10.1"], false))),
             ("calls-refused", |s| s.running = Some(trail_of(&["karpenter.sh-1.14.2"], true))),
             ("karpenter-not-seen", |s| s.running = Some(trail_of(&[], false))),
+            ("launch-quota-exceeded", |s| s.running = Some(fleet_failed("VcpuLimitExceeded"))),
+            ("launch-type-unsupported", |s| s.running = Some(fleet_failed("Unsupported"))),
+            ("launch-capacity-short", |s| s.running = Some(fleet_failed("InsufficientInstanceCapacity"))),
+            ("cloudtrail-read-cut-short", |s| {
+                let mut r = trail_of(&["karpenter.sh-1.14.2"], false);
+                r.cut_short = vec![crate::aws::read::cloudtrail::LookupRead {
+                    region: "us-east-1".into(),
+                    key: "EventSource",
+                    value: "ec2.amazonaws.com".into(),
+                    events: 500,
+                    pages: 10,
+                    cut_short: true,
+                }];
+                s.running = Some(r);
+            }),
             ("subnet-no-way-out", |s| s.route_tables[0].default_routes.clear()),
             ("subnet-way-out-unconfirmed", |s| {
                 s.route_tables[0].default_routes[0] =
@@ -1030,6 +1083,10 @@ mod tests {
                     "pin-newer-than-running",
                     "calls-refused",
                     "karpenter-not-seen",
+                    "launch-quota-exceeded",
+                    "launch-type-unsupported",
+                    "launch-capacity-short",
+                    "cloudtrail-read-cut-short",
                 ],
             ),
             ("metrics-unreadable", &["interruption-rule-failing", "queue-unread"]),

@@ -82,9 +82,11 @@ impl Association {
 
 // --- The running Karpenter, from CloudTrail (checks/running.rs) -----------------------------
 
-use crate::aws::read::cloudtrail::{LookupProblem, Trail};
+use crate::aws::read::cloudtrail::{LookupProblem, LookupRead, Trail};
+use crate::running::launch::{LaunchProblem, QuotaValue};
 use crate::running::refusal::RefusalGroup;
 use crate::running::{self, RunningVersion, Seen};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What one CloudTrail read says of a cluster's Karpenter: the versions its controller role's
@@ -102,6 +104,15 @@ pub struct Running {
     pub truncated: bool,
     /// The lookup stopped short (refused, throttled, failed): a warning naming the permission.
     pub problem: Option<LookupProblem>,
+    /// Launches that failed inside the controller's fleets (not refusals), one group per kind.
+    pub launches: Vec<LaunchProblem>,
+    /// The current values of the quotas those launches hit (Service Quotas code), read after.
+    pub quotas: BTreeMap<String, QuotaValue>,
+    /// The lookups cut short by their page bound; the lookups by event name made after them.
+    pub cut_short: Vec<LookupRead>,
+    pub by_name: Vec<LookupRead>,
+    /// A longer window would read more (`Trail::longer_window_reads_more`).
+    pub longer_window_helps: bool,
 }
 
 impl Running {
@@ -115,6 +126,8 @@ impl Running {
         let versions =
             if controller.is_empty() { vec![] } else { running::running_versions(running::calls_by(&calls, &controller)) };
         let refused = if all.is_empty() { vec![] } else { running::refusal::refusals(running::calls_by(&calls, &all)) };
+        let launches =
+            if controller.is_empty() { vec![] } else { running::launch::launch_problems(running::calls_by(&calls, &controller)) };
         Running {
             window: trail.window,
             controller_roles: controller_roles.to_vec(),
@@ -124,12 +137,44 @@ impl Running {
             records: calls.len(),
             truncated: trail.truncated,
             problem: trail.problem.clone(),
+            launches,
+            quotas: BTreeMap::new(),
+            cut_short: trail.cut_short().into_iter().cloned().collect(),
+            by_name: trail.reads.iter().filter(|r| r.key == "EventName").cloned().collect(),
+            longer_window_helps: trail.longer_window_reads_more(),
         }
     }
 
     /// The newest version running (the one `karpenter_version = "running"` follows).
     pub fn newest(&self) -> Option<&RunningVersion> {
         self.versions.first().map(|s| &s.version)
+    }
+
+    /// The Service Quotas codes of the quotas the failed launches hit (to read their values).
+    pub fn quota_codes(&self) -> Vec<&'static str> {
+        self.launches.iter().filter_map(|l| l.kind.quota().map(|q| q.0)).collect()
+    }
+
+    /// Why nothing was found beyond the window: "; the lookups of ec2.amazonaws.com in us-east-2
+    /// stopped at their page bound (other callers' newer records filled them)", or nothing.
+    pub fn cut_short_text(&self) -> String {
+        if self.cut_short.is_empty() {
+            return String::new();
+        }
+        let what: Vec<String> = self.cut_short.iter().map(|l| l.what()).collect();
+        format!("; the lookups of {} stopped at their page bound (other callers' newer records filled them)", what.join(", "))
+    }
+
+    /// What to say of `--trail-window`: to read further back when that would read more; that it
+    /// would not when every lookup was cut short by its bound; nothing when the read failed.
+    pub fn window_hint(&self) -> &'static str {
+        if self.longer_window_helps {
+            "; or read further back in CloudTrail with --trail-window (e.g. 1d)"
+        } else if !self.cut_short.is_empty() && self.problem.is_none() {
+            "; a longer --trail-window would read the same newest pages"
+        } else {
+            ""
+        }
     }
 
     /// "the last 1h", "the last 30m".

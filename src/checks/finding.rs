@@ -79,6 +79,11 @@ codes! {
     KarpenterNotSeen = "karpenter-not-seen",
     KarpenterVersionOutOfSupport = "karpenter-version-out-of-support",
     CloudtrailUnreadable = "cloudtrail-unreadable",
+    // Launches that failed inside a fleet, and a read cut short by its bound (#42).
+    LaunchQuotaExceeded = "launch-quota-exceeded",
+    LaunchTypeUnsupported = "launch-type-unsupported",
+    LaunchCapacityShort = "launch-capacity-short",
+    CloudtrailReadCutShort = "cloudtrail-read-cut-short",
     // What AWS records (CloudWatch) and the policy simulator (`doctor --simulate`): checks/records.rs.
     InterruptionRuleFailing = "interruption-rule-failing",
     QueueUnread = "queue-unread",

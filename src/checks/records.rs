@@ -173,9 +173,36 @@ pub(super) fn records(s: &Setup, c: &mut Checker) {
 
 // ----------------------------------------------------------------------- the policy simulator
 
+/// The simulator's denials of one kind, split by whether CloudTrail recorded AWS refusing the
+/// same action to the controller role by the same kind of policy: the severity (an error when
+/// it did for one of them: a fact; else a warning: the simulator's verdict is a hint) and the
+/// text saying which.
+fn confirmed(s: &Setup, actions: &[&str], kind: crate::running::refusal::RefusalKind) -> (Severity, String) {
+    let seen: Vec<&str> = actions
+        .iter()
+        .copied()
+        .filter(|a| {
+            s.running.as_ref().is_some_and(|r| r.refusals.iter().any(|g| g.kind == kind && g.action.eq_ignore_ascii_case(a)))
+        })
+        .collect();
+    let window = s.running.as_ref().map(|r| r.window_text()).unwrap_or_else(|| "the window".into());
+    if seen.is_empty() {
+        (
+            Severity::Warning,
+            format!(
+                "; a hint, not a fact: CloudTrail shows no such refusal in {window} (the simulator knows only the context it is given and cannot evaluate SCPs that test global condition keys)"
+            ),
+        )
+    } else {
+        (Severity::Error, format!("; CloudTrail shows AWS refusing {} to the role this way in {window}", seen.join(", ")))
+    }
+}
+
 /// `doctor --simulate`: the actions an SCP or the permissions boundary denies the controller
-/// role, one finding per kind of denial, and what the simulator cannot see.
+/// role, one finding per kind of denial (an error when CloudTrail shows the same refusal, else a
+/// warning), and what the simulator cannot see.
 pub(super) fn simulation(s: &Setup, c: &mut Checker) {
+    use crate::running::refusal::RefusalKind;
     let Some(sim) = &s.simulation else { return };
     let Some(role_arn) = &sim.role_arn else {
         c.note("--simulate: no controller role was found, so nothing was simulated".into());
@@ -192,12 +219,13 @@ pub(super) fn simulation(s: &Setup, c: &mut Checker) {
     };
     let scp = of(Denial::Scp);
     if !scp.is_empty() {
+        let (severity, fact) = confirmed(s, &scp, RefusalKind::Scp);
         c.add(
             Code::SimulationScpDenied,
-            Severity::Error,
+            severity,
             format!("role/{role}"),
             format!(
-                "a service control policy of the AWS Organization denies the controller role {role} {} action(s) of Karpenter {}'s permission set (IAM policy simulator): {}",
+                "a service control policy of the AWS Organization denies the controller role {role} {} action(s) of Karpenter {}'s permission set (IAM policy simulator): {}{fact}",
                 scp.len(),
                 s.version,
                 scp.join(", ")
@@ -207,12 +235,13 @@ pub(super) fn simulation(s: &Setup, c: &mut Checker) {
     }
     let boundary = of(Denial::PermissionsBoundary);
     if !boundary.is_empty() {
+        let (severity, fact) = confirmed(s, &boundary, RefusalKind::PermissionsBoundary);
         c.add(
             Code::SimulationBoundaryDenied,
-            Severity::Error,
+            severity,
             format!("role/{role}"),
             format!(
-                "the permissions boundary of the controller role {role} does not allow {} action(s) of Karpenter {}'s permission set (IAM policy simulator): {}",
+                "the permissions boundary of the controller role {role} does not allow {} action(s) of Karpenter {}'s permission set (IAM policy simulator): {}{fact}",
                 boundary.len(),
                 s.version,
                 boundary.join(", ")

@@ -109,19 +109,122 @@ pub fn refusal_findings(r: &Running, severity: Severity) -> Vec<Finding> {
                 severity,
                 resource: g.resource.clone().unwrap_or_else(|| g.action.clone()),
                 message: format!(
-                    "AWS refused {} to {} {} time(s) in {} (the last at {}, {}): refused by {}",
+                    "AWS refused {} to {} {} time(s) in {} (the last at {}, {}): refused by {}{}",
                     g.action,
                     g.callers.join(", "),
                     g.count,
                     r.window_text(),
                     g.last,
                     g.error_code,
-                    g.kind
+                    g.kind,
+                    g.fleet_text()
                 ),
                 fix: format!("{}{decode}", g.kind.fix(&g.action)),
             }
         })
         .collect()
+}
+
+/// One finding per kind of launch that failed inside the controller's fleets: a vCPU quota
+/// (`quota` severity: an error in doctor, a warning in `up`/`diff`; with the quota's current
+/// value when Service Quotas answered), a type or zone not offered (a warning), AWS's capacity (a
+/// note). The codes judged and what they found.
+pub fn launch_findings(r: &Running, quota: Severity) -> Vec<(Code, Option<Finding>)> {
+    use crate::running::launch::LaunchKind;
+    let mut out: Vec<(Code, Option<Finding>)> = Vec::new();
+    for p in &r.launches {
+        let seen = format!(
+            "EC2 refused {} {} inside Karpenter's CreateFleet calls in {} ({}; the last at {}: {})",
+            p.count,
+            p.launches_text(),
+            r.window_text(),
+            p.codes.join(", "),
+            p.last,
+            p.message
+        );
+        let region = p.region.clone().unwrap_or_else(|| "<region>".into());
+        let (code, severity, message, fix) = match p.kind {
+            LaunchKind::OnDemandQuota | LaunchKind::SpotQuota => {
+                let (qcode, qname) = p.kind.quota().unwrap_or(("", ""));
+                let value = r.quotas.get(qcode);
+                let now = value.map(|v| format!(" {}", v.text())).unwrap_or_default();
+                let other = if p.standard_only() {
+                    String::new()
+                } else {
+                    format!(
+                        "; some of these types count against another family's quota (`aws service-quotas list-service-quotas --service-code ec2 --region {region}` lists them)"
+                    )
+                };
+                let desired = match value {
+                    Some(crate::running::launch::QuotaValue::Value(v)) => format!("{}", (v * 2.0).ceil().max(1.0) as u64),
+                    _ => "N".into(),
+                };
+                let n = if desired == "N" { " (N: the vCPUs the NodePools need at most)" } else { " (twice the current value; set what the NodePools need at most)" };
+                (
+                    Code::LaunchQuotaExceeded,
+                    quota,
+                    format!(
+                        "{seen}: the account's {} vCPU quota in {region} is used up: {qname} ({qcode}){now}{other}",
+                        if p.kind == LaunchKind::SpotQuota { "Spot" } else { "On-Demand" }
+                    ),
+                    format!(
+                        "request more: `aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {qcode} --desired-value {desired} --region {region}`{n}; or cap the NodePools' spec.limits.cpu within the quota"
+                    ),
+                )
+            }
+            LaunchKind::Unsupported => (
+                Code::LaunchTypeUnsupported,
+                Severity::Warning,
+                format!("{seen}: a type (or option) not offered there"),
+                format!(
+                    "exclude them from the NodePool: spec.template.spec.requirements with node.kubernetes.io/instance-type NotIn [{}] (or topology.kubernetes.io/zone NotIn [{}]); Karpenter retries elsewhere meanwhile",
+                    p.instance_types.join(", "),
+                    p.zones.join(", ")
+                ),
+            ),
+            LaunchKind::Capacity => (
+                Code::LaunchCapacityShort,
+                Severity::Note,
+                format!("{seen}: AWS had no capacity of those types there at the time; Karpenter tries the NodePool's other types and zones"),
+                "widen the NodePool so Karpenter has more to fall back on: more instance families, sizes and generations, every zone, and both spot and on-demand (karpenter.sh/capacity-type) where you can".into(),
+            ),
+        };
+        out.push((code, Some(Finding { code, severity, resource: format!("ec2:CreateFleet in {region}"), message, fix })));
+    }
+    out
+}
+
+/// A note when a lookup was cut short by its page bound (a busy account's other callers fill
+/// the newest pages): what was not read, what was looked up by name instead, and whether a
+/// longer `--trail-window` would read more (only when some lookup reached the window's start).
+pub fn cut_short_finding(r: &Running) -> Option<Finding> {
+    if r.cut_short.is_empty() {
+        return None;
+    }
+    let what: Vec<String> =
+        r.cut_short.iter().map(|l| format!("{} ({} records in {} page(s))", l.what(), l.events, l.pages)).collect();
+    let names: Vec<String> = r.by_name.iter().map(|l| format!("{} ({} found)", l.value, l.events)).collect();
+    let instead = if names.is_empty() {
+        String::new()
+    } else {
+        format!("; Karpenter's writes were looked up by event name instead: {}", names.join(", "))
+    };
+    let fix = if r.longer_window_helps {
+        "nothing to do while the checks above found what they look for; else read further back with --trail-window 1d (the lookups by event name reach the window's start, so a longer window reads older launches)".to_string()
+    } else {
+        "a longer --trail-window would read the same newest pages; nothing to do while the checks above found what they look for, else `karpctl doctor` reads more pages".to_string()
+    };
+    Some(Finding {
+        code: Code::CloudtrailReadCutShort,
+        severity: Severity::Note,
+        resource: "cloudtrail:LookupEvents".into(),
+        message: format!(
+            "CloudTrail's lookups of {} stopped at their page bound in {}: other callers' newer records filled them, so older records were not read{instead}",
+            what.join(", "),
+            r.window_text()
+        ),
+        fix,
+    })
 }
 
 /// The warning of a lookup that stopped short (refused, throttled, failed).
@@ -151,6 +254,10 @@ pub fn readiness(r: &Running, pinned: KarpenterVersion, shape: PermissionShape, 
         }
         out.extend(refused.into_iter().map(|f| (Code::CallsRefused, Some(f))));
     }
+    out.extend(launch_findings(r, Severity::Warning));
+    if let Some(f) = cut_short_finding(r) {
+        out.push((Code::CloudtrailReadCutShort, Some(f)));
+    }
     out
 }
 
@@ -174,6 +281,18 @@ pub fn doctor(s: &Setup, c: &mut Checker) {
     for f in refusal_findings(r, Severity::Error) {
         c.add(f.code, f.severity, f.resource, f.message, f.fix);
     }
+    for code in [Code::LaunchQuotaExceeded, Code::LaunchTypeUnsupported, Code::LaunchCapacityShort, Code::CloudtrailReadCutShort]
+    {
+        c.ran(code);
+    }
+    for (_, f) in launch_findings(r, Severity::Error) {
+        if let Some(f) = f {
+            c.add(f.code, f.severity, f.resource, f.message, f.fix);
+        }
+    }
+    if let Some(f) = cut_short_finding(r) {
+        c.add(f.code, f.severity, f.resource, f.message, f.fix);
+    }
     if r.controller_roles.is_empty() {
         return;
     }
@@ -187,7 +306,11 @@ pub fn doctor(s: &Setup, c: &mut Checker) {
             r.records,
             if r.truncated { "; older records of a busy account were not read, past the bound" } else { "" }
         ),
-        fix: "install Karpenter with this role (`karpctl output --format helm`), or read further back with --trail-window 1d".into(),
+        fix: if r.longer_window_helps {
+            "install Karpenter with this role (`karpctl output --format helm`), or read further back with --trail-window 1d".into()
+        } else {
+            "install Karpenter with this role (`karpctl output --format helm`); a longer --trail-window would read the same pages (see cloudtrail-read-cut-short)".into()
+        },
     });
     c.record(Code::KarpenterNotSeen, note);
 }

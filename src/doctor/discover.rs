@@ -9,7 +9,7 @@ use super::model::{
 };
 use crate::aws::Classify;
 use crate::aws::read::Readers;
-use crate::aws::read::cloudtrail::{DEFAULT_MAX_PAGES, DOCTOR_SOURCES};
+use crate::aws::read::cloudtrail::DOCTOR;
 use crate::aws::read::ec2::{Subnet, filter};
 use crate::checks::facts::{Association, GroupRules};
 use crate::checks::finding::Code;
@@ -28,6 +28,11 @@ pub struct Inputs {
     pub partition: String,
     pub region: String,
     pub version: KarpenterVersion,
+    /// Judge with the version CloudTrail shows running (no flag, and no plan or a plan saying
+    /// "running"): `version` until the trail is read, the newest when it shows none.
+    pub follow_running: bool,
+    /// Why `version` (when not following the running one), or what the plan said.
+    pub version_from: String,
     pub namespace: String,
     pub service_account: String,
     pub controller_role: Option<String>,
@@ -58,6 +63,7 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
     s.partition = i.partition.clone();
     s.region = i.region.clone();
     s.version = i.version;
+    s.version_from = i.version_from.clone();
     s.namespace = i.namespace.clone();
     s.service_account = i.service_account.clone();
     s.authentication_mode = i.cluster.authentication_mode.clone();
@@ -78,11 +84,49 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
     // becomes a `<piece>-unreadable` finding and the checks it feeds are skipped.
     // CloudTrail's records (paced at two lookups a second) run alongside everything else; the
     // roles they are judged for are known at the end.
-    let trail = aws.trail.recent(i.trail_window, &DOCTOR_SOURCES, DEFAULT_MAX_PAGES);
+    let trail = aws.trail.recent(i.trail_window, &DOCTOR);
     let (gathered, trail) = tokio::join!(gather_setup(aws, i, s), trail);
-    let mut s = gathered?;
+    let (gathered, queue_found) = gathered?;
+    let mut s = gathered;
     judge_trail(&mut s, &trail);
+    if i.follow_running {
+        follow_running(&mut s, i);
+    }
+    // `--simulate` simulates the version doctor judges with, so it waits for the trail when
+    // that version is the running one.
+    if i.simulate {
+        let simulated = simulate(aws, &s, queue_found).await;
+        s.simulation = records_read(&mut s, Code::SimulationUnreadable, "the IAM policy simulator's answer", simulated);
+    }
+    // The current values of the vCPU quotas the fleets' launches hit (none read otherwise).
+    if let Some(r) = s.running.as_mut() {
+        for code in r.quota_codes() {
+            let value = aws.quotas.ec2(code).await;
+            r.quotas.insert(code.to_string(), value);
+        }
+    }
     Ok(s)
+}
+
+/// The version to judge with when it follows the running one: the newest CloudTrail shows the
+/// controller running (a version karpctl knows), else the newest karpctl knows; and why.
+fn follow_running(s: &mut Setup, i: &Inputs) {
+    let latest = KarpenterVersion::LATEST;
+    let plan = if i.version_from.is_empty() { String::new() } else { format!("{}; ", i.version_from) };
+    let window = s.running.as_ref().map(|r| r.window_text()).unwrap_or_else(|| "the window".into());
+    let newest = s.running.as_ref().and_then(|r| r.newest().cloned());
+    let (version, why) = match newest {
+        Some(v) => match v.known() {
+            Some(k) => (k, format!("{plan}the version CloudTrail shows the controller running: karpenter.sh-{v} in {window}")),
+            None => (latest, format!("{plan}the newest karpctl knows: CloudTrail shows Karpenter {v}, newer than that")),
+        },
+        None if i.version_from.is_empty() => {
+            (latest, format!("the newest karpctl knows: no plan for this cluster, and no Karpenter call recorded in {window}"))
+        }
+        None => (latest, format!("{plan}the newest karpctl knows: no Karpenter call recorded in {window}")),
+    };
+    s.version = version;
+    s.version_from = why;
 }
 
 /// What CloudTrail shows of the controller role (the association's role and its target) and
@@ -106,7 +150,8 @@ fn judge_trail(s: &mut Setup, trail: &crate::aws::read::cloudtrail::Trail) {
     s.running = Some(crate::checks::running::Running::of(trail, &controller, &nodes));
 }
 
-async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<Setup> {
+/// The setup, and whether an interruption queue was found (the simulated permission set's shape).
+async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup, bool)> {
     let c = &i.cluster.name;
     let (controller, entries, nodegroups, rules, agent, cluster_subnets, tagged_subnets, tagged_groups, spot, clusters) = tokio::join!(
         controller(aws, i),
@@ -241,26 +286,17 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<Setup> 
         }
         Some(aws.metrics.interruption(&rule_names, queue_name_read.as_deref(), crate::checks::records::METRICS_WINDOW).await)
     };
-    let simulate_read = async {
-        if !i.simulate {
-            return None;
-        }
-        let role = s.controller.as_ref().filter(|r| r.exists).map(|r| r.arn.clone());
-        Some(simulate(aws, i, role, queue.is_some()).await)
-    };
-    let (q, tags, nodes, tables, metrics, simulation) = tokio::join!(
+    let queue_found = queue.is_some();
+    let (q, tags, nodes, tables, metrics) = tokio::join!(
         queue_read,
         tags_read,
         try_join_all(node.into_iter().map(|(arn, how)| node_role(aws, arn, how))),
         tables_read,
         metrics_read,
-        simulate_read
     );
     s.metrics = metrics.and_then(|m| {
         records_read(&mut s, Code::MetricsUnreadable, "the CloudWatch metrics of the interruption rules and queue", m)
     });
-    s.simulation =
-        simulation.and_then(|m| records_read(&mut s, Code::SimulationUnreadable, "the IAM policy simulator's answer", m));
     s.queue = stand_alone(&mut s, Code::QueueUnreadable, q)?;
     let tags = stand_alone(&mut s, Code::RuleTagsUnreadable, tags)?;
     for r in &mut rules {
@@ -289,7 +325,7 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<Setup> 
             q.kms_key_policy = policy;
         }
     }
-    Ok(s)
+    Ok((s, queue_found))
 }
 
 /// The AWS error in an anyhow chain if it is a refusal.
@@ -335,15 +371,29 @@ fn records_read<T>(s: &mut Setup, code: Code, what: &str, r: Result<T>) -> Optio
 }
 
 /// `--simulate`: the context keys the role's policies use, then the pinned action set (for the
-/// version doctor judges with) simulated with the values a Karpenter launch would carry.
-async fn simulate(aws: &Readers, i: &Inputs, role: Option<String>, queue: bool) -> Result<super::model::Simulated> {
-    use crate::running::{PermissionShape, permission_set, simulation::karpenter_context};
-    let Some(role) = role else { return Ok(super::model::Simulated::default()) };
-    let keys = aws.simulator.context_keys(&role).await?;
-    let (context, unknown_keys) = karpenter_context(&keys, &i.cluster.name, &i.region, &i.partition);
-    let actions: Vec<String> = permission_set(i.version, PermissionShape { queue, zonal_shift: false }).into_iter().collect();
-    let decisions = aws.simulator.simulate(&role, &actions, &context).await?;
-    Ok(super::model::Simulated { role_arn: Some(role), actions, context, unknown_keys, decisions })
+/// version doctor judges with) simulated with the values a Karpenter launch would carry and the
+/// principal's own keys, each group of actions on the resource karpctl knows it acts on.
+async fn simulate(aws: &Readers, s: &Setup, queue: bool) -> Result<super::model::Simulated> {
+    use crate::running::simulation::{Place, by_resource, karpenter_context, principal_context, with_principal};
+    use crate::running::{PermissionShape, permission_set};
+    let Some(role) = s.controller.as_ref().filter(|r| r.exists) else { return Ok(super::model::Simulated::default()) };
+    let keys = aws.simulator.context_keys(&role.arn).await?;
+    let principal = principal_context(&role.arn, &s.account_id, &role.tags);
+    let (context, unknown_keys) = with_principal(principal, karpenter_context(&keys, &s.cluster, &s.region, &s.partition));
+    let actions: Vec<String> = permission_set(s.version, PermissionShape { queue, zonal_shift: false }).into_iter().collect();
+    let place = Place {
+        partition: &s.partition,
+        region: &s.region,
+        account: &s.account_id,
+        cluster: &s.cluster,
+        node_role_arn: s.node_roles.iter().find(|n| n.exists).map(|n| n.arn.as_str()),
+        queue_arn: s.queue.as_ref().filter(|q| q.exists).map(|q| q.arn.as_str()),
+    };
+    let mut decisions = Vec::new();
+    for (resource, group) in by_resource(&actions, &place) {
+        decisions.extend(aws.simulator.simulate(&role.arn, &group, resource.as_deref(), &context).await?);
+    }
+    Ok(super::model::Simulated { role_arn: Some(role.arn.clone()), actions, context, unknown_keys, decisions })
 }
 
 /// A key id, ARN or alias -> (its ARN, its key policy; None when GetKeyPolicy is refused: the
@@ -598,6 +648,7 @@ async fn read_controller(aws: &Readers, role: &str, how: &str) -> Result<Control
         exists: true,
         trust: doc(r.trust.as_deref()),
         policies,
+        tags: r.tags.into_iter().collect(),
         ..Default::default()
     })
 }

@@ -52,17 +52,44 @@ fn explain(e: anyhow::Error, cluster: &str) -> anyhow::Error {
     }
 }
 
+/// One version per judgement, the one `diff` judges with on the same account: the flag; else
+/// the plan's pin when there is a plan (its "running" follows CloudTrail, as `diff` does); else
+/// the version CloudTrail shows running (resolved once the trail is read, the newest without
+/// one). (version until then, whether it follows the running one, why.)
+fn version_choice(flagged: Option<KarpenterVersion>, spec: &crate::plan_file::Spec) -> (KarpenterVersion, bool, String) {
+    if let Some(v) = flagged {
+        return (v, false, "--karpenter-version".into());
+    }
+    let Some(path) = &spec.source else { return (KarpenterVersion::LATEST, true, String::new()) };
+    if spec.identity.follow_running {
+        let why = format!("the plan {} sets identity.karpenter_version = \"running\", as `diff` follows it", path.display());
+        return (KarpenterVersion::LATEST, true, why);
+    }
+    let v = spec.identity.karpenter_version;
+    (
+        v,
+        false,
+        format!(
+            "the plan's pin: identity.karpenter_version in {} (the newest when it sets none), as `diff` judges with",
+            path.display()
+        ),
+    )
+}
+
 pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
     let cluster = cluster_of(global)?;
-    let version = match &args.karpenter_version {
-        Some(v) => KarpenterVersion::parse(v)
-            .map_err(|e| UserError::new(format!("--karpenter-version: {e}")).hint("pass a release such as 1.14"))?,
-        None => KarpenterVersion::LATEST,
+    let flagged = match &args.karpenter_version {
+        Some(v) => Some(
+            KarpenterVersion::parse(v)
+                .map_err(|e| UserError::new(format!("--karpenter-version: {e}")).hint("pass a release such as 1.14"))?,
+        ),
+        None => None,
     };
     let tag = discovery_tag(args.discovery_tag.as_deref(), &cluster)?;
     // The cluster's plan, when there is one: its region and `assume_role_arn` (doctor reads as
     // that role, as `up` writes as it); without one, the defaults.
     let spec = crate::plan_file::load(global.config.as_deref(), Some(&cluster), std::path::Path::new("plans"), &global.settings)?;
+    let (version, follow_running, version_from) = version_choice(flagged, &spec);
     let connected = crate::prepare::connect_and_identify(global, &spec).await?;
     let mut refused = Vec::new();
     let facts = match (&connected.cluster, &connected.cluster_refused) {
@@ -88,6 +115,8 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         partition: connected.partition.clone(),
         region: connected.region.clone(),
         version,
+        follow_running,
+        version_from,
         namespace: args.namespace.clone(),
         service_account: args.service_account.clone(),
         controller_role: args.controller_role.clone(),

@@ -42,6 +42,8 @@ pub struct ControllerRole {
     pub assumed_through: Option<String>,
     /// The Pod Identity association it was found through (its session tags and session policy).
     pub association: Option<crate::checks::facts::Association>,
+    /// Its tags (the simulator's `aws:PrincipalTag/*`).
+    pub tags: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -151,6 +153,9 @@ pub struct Setup {
     pub region: String,
     pub partition: String,
     pub version: KarpenterVersion,
+    /// Which version doctor judges with and why: the flag, the plan's pin, the version
+    /// CloudTrail shows running, or the newest (empty: not said).
+    pub version_from: String,
     /// The day `version`'s support status is judged on (None: not judged).
     pub today: Option<crate::running::support::Ymd>,
     pub namespace: String,
@@ -229,6 +234,7 @@ impl Setup {
             region: "us-east-1".into(),
             partition: "aws".into(),
             version: KarpenterVersion::LATEST,
+            version_from: String::new(),
             today: None,
             namespace: "kube-system".into(),
             service_account: "karpenter".into(),

@@ -34,6 +34,7 @@ pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
         "account_id": s.account_id,
         "region": s.region,
         "karpenter_version": s.version.to_string(),
+        "karpenter_version_from": s.version_from,
         "karpenter_support": s.today.map(|d| crate::checks::running::pin_support(s.version, d)),
         "discovered": discovered(s),
         "findings": o.findings.iter().map(finding_json).collect::<Vec<_>>(),
@@ -69,6 +70,9 @@ pub fn human(s: &Setup, o: &Outcome, style: Style) -> String {
         s.version,
         s.today.map(|d| format!(" ({})", crate::running::support::support_on(s.version, d))).unwrap_or_default()
     );
+    if !s.version_from.is_empty() {
+        out.insert_str(out.len() - "\nFound:\n".len(), &format!("Karpenter {}: {}\n", s.version, s.version_from));
+    }
     let none = "(none)".to_string();
     let ctrl = s.controller.as_ref().map(|r| format!("{}  ({})", r.name, r.how)).unwrap_or_else(|| none.clone());
     out += &format!("  controller role  {ctrl}\n");

@@ -6,6 +6,7 @@
 // until then nothing outside the tests calls this module.
 #![allow(dead_code)]
 
+pub mod launch;
 pub mod metrics;
 pub mod record;
 pub mod refusal;
@@ -81,9 +82,9 @@ pub struct PermissionShape {
     pub zonal_shift: bool,
 }
 
-/// The IAM actions the controller policies of `version` allow (every `Allow` statement's
-/// `Action`), for a cluster of `shape`.
-pub fn permission_set(version: KarpenterVersion, shape: PermissionShape) -> BTreeSet<String> {
+/// The controller policies of `version` for a cluster of `shape` (one made-up cluster: both
+/// sides of a comparison are written for the same one).
+fn policies_of(version: KarpenterVersion, shape: PermissionShape) -> Vec<Value> {
     let inputs = ControllerPolicyInputs {
         partition: "aws",
         region: "us-east-1",
@@ -95,8 +96,14 @@ pub fn permission_set(version: KarpenterVersion, shape: PermissionShape) -> BTre
         zonal_shift: shape.zonal_shift,
         version,
     };
+    karpenter_iam::controller_policies(&inputs).into_iter().map(|(_, d)| d).collect()
+}
+
+/// The IAM actions the controller policies of `version` allow (every `Allow` statement's
+/// `Action`), for a cluster of `shape`.
+pub fn permission_set(version: KarpenterVersion, shape: PermissionShape) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    for (_, doc) in karpenter_iam::controller_policies(&inputs) {
+    for doc in policies_of(version, shape) {
         for st in doc["Statement"].as_array().into_iter().flatten() {
             if st["Effect"] != "Allow" {
                 continue;
@@ -113,11 +120,81 @@ pub fn permission_set(version: KarpenterVersion, shape: PermissionShape) -> BTre
     out
 }
 
+/// One grant of a permission set: an action allowed on these resources under this condition
+/// (one per action of each `Allow` statement).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    pub action: String,
+    pub resources: Vec<String>,
+    /// The statement's `Condition` as canonical JSON text; None without one.
+    pub condition: Option<String>,
+}
+
+impl Grant {
+    /// Whether this grant allows `action` on `resource` under `condition`: the same action (or a
+    /// pattern of it), a resource pattern matching it, no condition or the same one.
+    fn allows(&self, action: &str, resource: &str, condition: &Option<String>) -> bool {
+        crate::policy_doc::glob(&self.action, action)
+            && self.resources.iter().any(|h| crate::policy_doc::glob(h, resource))
+            && (self.condition.is_none() || self.condition == *condition)
+    }
+}
+
+/// The grants of the controller policies of `version`, for a cluster of `shape`.
+pub fn grants(version: KarpenterVersion, shape: PermissionShape) -> Vec<Grant> {
+    let mut out = Vec::new();
+    for doc in policies_of(version, shape) {
+        for st in crate::policy_doc::statements(&doc) {
+            if !crate::policy_doc::is_allow(st) {
+                continue;
+            }
+            let resources: Vec<String> = crate::policy_doc::strings(&st["Resource"]).into_iter().collect();
+            let condition = st.get("Condition").filter(|c| !c.is_null()).map(|c| c.to_string());
+            for action in crate::policy_doc::strings(&st["Action"]) {
+                out.push(Grant { action, resources: resources.clone(), condition: condition.clone() });
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// What `need` grants that `have` does not, one line per action: the action alone when `have`
+/// never allows it, else the action with the resources `have` does not allow it on under the
+/// same condition (IAM authorizes each resource of a request on its own, so any of `have`'s
+/// grants may cover one).
+pub fn grants_lacking(need: &[Grant], have: &[Grant]) -> Vec<String> {
+    let mut by_action: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for n in need {
+        for r in &n.resources {
+            if have.iter().any(|h| h.allows(&n.action, r, &n.condition)) {
+                continue;
+            }
+            let other_condition = have.iter().any(|h| h.allows(&n.action, r, &h.condition.clone()));
+            // The resource part of the ARN: both sides are written for one made-up cluster.
+            let shown = r.rsplit(':').next().unwrap_or(r);
+            let what = if other_condition { format!("{shown} (under another condition)") } else { shown.to_string() };
+            by_action.entry(n.action.as_str()).or_default().insert(what);
+        }
+    }
+    by_action
+        .into_iter()
+        .map(|(action, lacking)| {
+            if !have.iter().any(|h| crate::policy_doc::glob(&h.action, action)) {
+                return action.to_string();
+            }
+            format!("{action} on {}", lacking.into_iter().collect::<Vec<_>>().join(", "))
+        })
+        .collect()
+}
+
 /// A running version set against the pinned permission set.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PinCheck {
     /// karpctl knows the running minor: what its permission set needs that the pin lacks
-    /// (an error: the controller is refused those calls), and what the pin grants beyond it.
+    /// (an error: the controller is refused those calls), and what the pin grants beyond it,
+    /// compared grant by grant: action, resource and condition (`grants_lacking`).
     Known {
         running: RunningVersion,
         pinned: KarpenterVersion,
@@ -152,13 +229,12 @@ pub fn compare_with_pin(running: &RunningVersion, pinned: KarpenterVersion, shap
     let Some(known) = running.known() else {
         return PinCheck::Unknown { running: running.clone(), latest: KarpenterVersion::LATEST };
     };
-    let need = permission_set(known, shape);
-    let have = permission_set(pinned, shape);
+    let (need, have) = (grants(known, shape), grants(pinned, shape));
     PinCheck::Known {
         running: running.clone(),
         pinned,
-        missing: need.difference(&have).cloned().collect(),
-        unneeded: have.difference(&need).cloned().collect(),
+        missing: grants_lacking(&need, &have),
+        unneeded: grants_lacking(&have, &need),
     }
 }
 
@@ -243,6 +319,35 @@ mod tests {
         let PinCheck::Known { missing, unneeded, .. } = &check else { panic!() };
         assert!(missing.is_empty(), "{missing:?}");
         assert!(unneeded.contains(&"ec2:DescribePlacementGroups".to_string()), "{unneeded:?}");
+    }
+
+    #[test]
+    fn the_pin_check_compares_grants_for_every_pair_of_minors() {
+        let shape = PermissionShape { queue: true, zonal_shift: false };
+        let v = |m| KarpenterVersion { minor: m };
+        for a in 0..=KarpenterVersion::LATEST.minor {
+            for b in 0..=KarpenterVersion::LATEST.minor {
+                let running = RunningVersion::parse(&format!("1.{a}.0")).unwrap();
+                let PinCheck::Known { missing, .. } = compare_with_pin(&running, v(b), shape) else { panic!() };
+                // Every action missing by name is missing as a whole; the same minor lacks nothing.
+                for name in permission_set(v(a), shape).difference(&permission_set(v(b), shape)) {
+                    assert!(missing.contains(name), "1.{a} running, 1.{b} pinned: {name} in {missing:?}");
+                }
+                if a == b {
+                    assert!(missing.is_empty(), "1.{a}: {missing:?}");
+                }
+            }
+        }
+        // The known case: v1.3 to v1.8 create capacity reservations' tags on launch; the v1.9
+        // split dropped that resource. The action names are the same; the grants are not.
+        let running = RunningVersion::parse("1.8.2").unwrap();
+        let PinCheck::Known { missing, .. } = compare_with_pin(&running, v(9), shape) else { panic!() };
+        assert!(!missing.is_empty() && missing.iter().all(|m| m.contains("capacity-reservation/*")), "{missing:?}");
+        assert!(permission_set(v(8), shape).is_subset(&permission_set(v(9), shape)), "by names alone nothing is missing");
+        let PinCheck::Known { missing, .. } = compare_with_pin(&RunningVersion::parse("1.9.0").unwrap(), v(8), shape) else {
+            panic!()
+        };
+        assert!(missing.iter().all(|m| !m.contains("capacity-reservation")), "{missing:?}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! One CloudTrail record of a call as a typed [`Call`]: who made it (the session issuer of an
-//! assumed role), the IAM action, the time, the Karpenter version in its user agent, and for a
-//! refused call the error and the resource.
+//! assumed role), the IAM action, the time, the Karpenter version in its user agent, for a
+//! refused call the error and the resource, and a fleet's launches that failed inside it.
 
 use super::support::Ymd;
 use crate::karpenter_iam::KarpenterVersion;
@@ -31,6 +31,47 @@ pub struct Call {
     /// The resource: "on resource: <arn>" of the error message, else the record's first resource.
     pub resource: Option<String>,
     pub region: Option<String>,
+    /// The launches that failed inside a `CreateFleet` that itself succeeded (its `errorSet`).
+    pub fleet_errors: Vec<FleetError>,
+}
+
+/// One entry of a `CreateFleet` record's `responseElements.CreateFleetResponse.errorSet.item`:
+/// a launch that failed inside the fleet (the call itself has no `errorCode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetError {
+    /// `UnauthorizedOperation`, `VcpuLimitExceeded`, `InsufficientInstanceCapacity`, ...
+    pub code: String,
+    pub message: String,
+    /// `spot` or `on-demand`.
+    pub lifecycle: Option<String>,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub subnet: Option<String>,
+}
+
+/// The failed launches of a `CreateFleet` record. XML made JSON: `item` is an object for one
+/// entry and a list for several.
+pub fn fleet_errors(record: &Value) -> Vec<FleetError> {
+    let items = &record["responseElements"]["CreateFleetResponse"]["errorSet"]["item"];
+    let list: Vec<&Value> = match items {
+        Value::Array(a) => a.iter().collect(),
+        Value::Object(_) => vec![items],
+        _ => vec![],
+    };
+    let text = |v: &Value| v.as_str().map(str::to_string).filter(|t| !t.is_empty());
+    list.into_iter()
+        .filter_map(|e| {
+            let o = &e["launchTemplateAndOverrides"]["overrides"];
+            Some(FleetError {
+                code: text(&e["errorCode"])?,
+                message: text(&e["errorMessage"]).unwrap_or_default(),
+                lifecycle: text(&e["lifecycle"]),
+                instance_type: text(&o["instanceType"]),
+                zone: text(&o["availabilityZone"]),
+                subnet: text(&o["subnetId"]),
+            })
+        })
+        .collect()
 }
 
 /// Parse one record: the `CloudTrailEvent` JSON text of a `LookupEvents` event. `resources` are
@@ -69,6 +110,7 @@ pub fn parse_record(cloudtrail_event: &str, resources: &[String]) -> Result<Call
         error_message,
         resource,
         region: text(&r["awsRegion"]),
+        fleet_errors: fleet_errors(&r),
     })
 }
 
@@ -76,7 +118,8 @@ pub fn parse_record(cloudtrail_event: &str, resources: &[String]) -> Result<Call
 /// `ec2`) and the event name. Where the prefix is not the host's first label, AWS's own
 /// exceptions apply: CloudWatch records `monitoring.amazonaws.com` (actions `cloudwatch:`), SES
 /// `email.amazonaws.com` (`ses:`), the Resource Groups Tagging API `tagging.amazonaws.com`
-/// (`tag:`); an `api.` host label (`api.ecr.amazonaws.com`) is dropped.
+/// (`tag:`), the Price List API `pricelist.amazonaws.com` (`pricing:`); an `api.` host label
+/// (`api.ecr.amazonaws.com`) is dropped.
 pub fn action_of(event_source: &str, event_name: &str) -> String {
     let host = event_source.strip_prefix("api.").unwrap_or(event_source);
     let label = host.split('.').next().unwrap_or(host);
@@ -84,6 +127,7 @@ pub fn action_of(event_source: &str, event_name: &str) -> String {
         "monitoring" => "cloudwatch",
         "email" => "ses",
         "tagging" => "tag",
+        "pricelist" => "pricing",
         other => other,
     };
     format!("{prefix}:{event_name}")
@@ -274,11 +318,50 @@ mod tests {
     }
 
     #[test]
+    fn a_fleets_failed_launches_are_read_from_its_error_set_one_entry_or_several() {
+        let agent = "karpenter.sh-1.12.3";
+        let mut r: Value =
+            serde_json::from_str(&record(ROLE, "ec2.amazonaws.com", "CreateFleet", agent, "2026-08-01T10:00:00Z")).unwrap();
+        let entry = |code: &str, lifecycle: &str, t: &str| {
+            json!({"errorCode": code, "errorMessage": format!("{code} for {t}"), "lifecycle": lifecycle,
+                   "launchTemplateAndOverrides": {"launchTemplateSpecification": {"launchTemplateId": "lt-1", "version": "1"},
+                   "overrides": {"instanceType": t, "availabilityZone": "us-east-2a", "subnetId": "subnet-1"}}})
+        };
+        r["responseElements"] = json!({"CreateFleetResponse": {"fleetId": "fleet-1",
+            "errorSet": {"item": entry("UnauthorizedOperation", "spot", "m5.large")}}});
+        let c = parse_record(&r.to_string(), &[]).unwrap();
+        assert_eq!(c.error_code, None, "the call itself succeeded");
+        assert_eq!(
+            c.fleet_errors,
+            [FleetError {
+                code: "UnauthorizedOperation".into(),
+                message: "UnauthorizedOperation for m5.large".into(),
+                lifecycle: Some("spot".into()),
+                instance_type: Some("m5.large".into()),
+                zone: Some("us-east-2a".into()),
+                subnet: Some("subnet-1".into()),
+            }]
+        );
+        r["responseElements"]["CreateFleetResponse"]["errorSet"]["item"] = json!([
+            entry("VcpuLimitExceeded", "on-demand", "c5.large"),
+            entry("InsufficientInstanceCapacity", "spot", "c5.xlarge")
+        ]);
+        let c = parse_record(&r.to_string(), &[]).unwrap();
+        let codes: Vec<&str> = c.fleet_errors.iter().map(|e| e.code.as_str()).collect();
+        assert_eq!(codes, ["VcpuLimitExceeded", "InsufficientInstanceCapacity"]);
+        r["responseElements"] = json!({"CreateFleetResponse": {"fleetId": "fleet-1", "fleetInstanceSet": {"item": {}}}});
+        assert!(parse_record(&r.to_string(), &[]).unwrap().fleet_errors.is_empty());
+        r["responseElements"] = Value::Null;
+        assert!(parse_record(&r.to_string(), &[]).unwrap().fleet_errors.is_empty());
+    }
+
+    #[test]
     fn event_sources_map_to_action_prefixes_with_aws_exceptions() {
         assert_eq!(action_of("ec2.amazonaws.com", "DescribeInstanceTypes"), "ec2:DescribeInstanceTypes");
         assert_eq!(action_of("iam.amazonaws.com", "GetInstanceProfile"), "iam:GetInstanceProfile");
         assert_eq!(action_of("ssm.amazonaws.com", "GetParameter"), "ssm:GetParameter");
         assert_eq!(action_of("pricing.amazonaws.com", "GetProducts"), "pricing:GetProducts");
+        assert_eq!(action_of("pricelist.amazonaws.com", "GetProducts"), "pricing:GetProducts");
         assert_eq!(action_of("monitoring.amazonaws.com", "GetMetricData"), "cloudwatch:GetMetricData");
         assert_eq!(action_of("email.amazonaws.com", "SendEmail"), "ses:SendEmail");
         assert_eq!(action_of("tagging.amazonaws.com", "GetResources"), "tag:GetResources");

@@ -2,7 +2,7 @@
 //! AWS's fixed phrases in `errorMessage`), each kind with its fix; docs/aws-behaviour.md, "What
 //! AWS records of the Karpenter that runs".
 
-use super::record::{Call, action_in_message, encoded_in_message};
+use super::record::{Call, action_in_message, encoded_in_message, resource_in_message};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -13,6 +13,35 @@ pub const REFUSAL_CODES: [&str; 4] =
 /// Whether a call was refused for want of permission.
 pub fn is_refused(call: &Call) -> bool {
     call.error_code.as_deref().is_some_and(|c| REFUSAL_CODES.contains(&c))
+}
+
+/// One refusal: a refused call, or a launch refused inside a fleet that succeeded.
+struct Refused<'a> {
+    call: &'a Call,
+    code: &'a str,
+    message: &'a str,
+    resource: Option<String>,
+    /// Inside a fleet: the launch's `spot`/`on-demand` and instance type.
+    fleet: Option<(Option<&'a str>, Option<&'a str>)>,
+}
+
+/// The refusals a call records: its own, and each refused launch of its `errorSet`.
+fn refused_in(c: &Call) -> impl Iterator<Item = Refused<'_>> {
+    let own = is_refused(c).then(|| Refused {
+        call: c,
+        code: c.error_code.as_deref().unwrap_or(""),
+        message: c.error_message.as_deref().unwrap_or(""),
+        resource: c.resource.clone(),
+        fleet: None,
+    });
+    let inside = c.fleet_errors.iter().filter(|e| REFUSAL_CODES.contains(&e.code.as_str())).map(move |e| Refused {
+        call: c,
+        code: &e.code,
+        message: &e.message,
+        resource: resource_in_message(&e.message),
+        fleet: Some((e.lifecycle.as_deref(), e.instance_type.as_deref())),
+    });
+    own.into_iter().chain(inside)
 }
 
 /// Which kind of policy refused a call.
@@ -133,11 +162,31 @@ pub struct RefusalGroup {
     pub encoded: Option<String>,
     /// Who was refused (role ARNs), sorted.
     pub callers: Vec<String>,
+    /// How many of `count` were launches refused inside a `CreateFleet` that succeeded, their
+    /// `spot`/`on-demand` and their instance types (sorted).
+    pub in_fleet: usize,
+    pub lifecycles: Vec<String>,
+    pub instance_types: Vec<String>,
 }
 
 impl RefusalGroup {
     /// How to see the whole request context of an encoded message: the command when the caller
     /// may use `sts:DecodeAuthorizationMessage`, else the permission it needs. None without one.
+    /// "; inside CreateFleet (the call succeeded, these launches did not): spot launches of
+    /// c5.large, m5.large", or nothing when none was inside a fleet.
+    pub fn fleet_text(&self) -> String {
+        if self.in_fleet == 0 {
+            return String::new();
+        }
+        let lifecycles = if self.lifecycles.is_empty() { String::new() } else { format!("{} ", self.lifecycles.join(" and ")) };
+        let types =
+            if self.instance_types.is_empty() { String::new() } else { format!(" of {}", self.instance_types.join(", ")) };
+        format!(
+            "; {} of them inside CreateFleet (the call succeeded, these launches did not): {lifecycles}launches{types}",
+            self.in_fleet
+        )
+    }
+
     pub fn decode_hint(&self, may_decode: bool) -> Option<String> {
         let e = self.encoded.as_deref()?;
         Some(if may_decode {
@@ -152,8 +201,8 @@ impl RefusalGroup {
 /// The refused calls among `calls`, grouped per (action, kind), the most recent group first.
 pub fn refusals<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Vec<RefusalGroup> {
     let mut by: BTreeMap<(String, RefusalKind), RefusalGroup> = BTreeMap::new();
-    for c in calls.into_iter().filter(|c| is_refused(c)) {
-        let message = c.error_message.as_deref().unwrap_or("");
+    for r in calls.into_iter().flat_map(refused_in) {
+        let (c, message) = (r.call, r.message);
         let action = action_in_message(message).unwrap_or_else(|| c.action.clone());
         let kind = RefusalKind::of_message(message);
         let g = by.entry((action.clone(), kind)).or_insert_with(|| RefusalGroup {
@@ -166,8 +215,22 @@ pub fn refusals<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Vec<RefusalGro
             error_code: String::new(),
             encoded: None,
             callers: vec![],
+            in_fleet: 0,
+            lifecycles: vec![],
+            instance_types: vec![],
         });
         g.count += 1;
+        if let Some((lifecycle, instance_type)) = r.fleet {
+            g.in_fleet += 1;
+            for (list, v) in [(&mut g.lifecycles, lifecycle), (&mut g.instance_types, instance_type)] {
+                if let Some(v) = v
+                    && !list.iter().any(|x| x == v)
+                {
+                    list.push(v.to_string());
+                    list.sort();
+                }
+            }
+        }
         if let Some(who) = &c.issuer_arn
             && !g.callers.contains(who)
         {
@@ -177,8 +240,8 @@ pub fn refusals<'a>(calls: impl IntoIterator<Item = &'a Call>) -> Vec<RefusalGro
         if c.epoch >= g.last_epoch {
             g.last_epoch = c.epoch;
             g.last = c.time.clone();
-            g.resource = c.resource.clone().or(g.resource.take());
-            g.error_code = c.error_code.clone().unwrap_or_default();
+            g.resource = r.resource.clone().or(g.resource.take());
+            g.error_code = r.code.to_string();
             g.encoded = encoded_in_message(message).or(g.encoded.take());
         }
     }
@@ -317,6 +380,46 @@ mod tests {
         assert!(scp.decode_hint(false).unwrap().contains("sts:DecodeAuthorizationMessage"));
         assert_eq!(groups[2].decode_hint(true), None, "no encoded message: nothing to decode");
         assert_eq!(groups[2].callers, [NODE], "the node role's refusals too");
+    }
+
+    #[test]
+    fn launches_refused_inside_a_fleet_go_through_the_same_classifier_with_spot_and_types() {
+        let scp_run = "You are not authorized to perform this operation. User: arn:aws:sts::111122223333:assumed-role/KarpenterController-c1/s is not authorized to perform: ec2:RunInstances on resource: arn:aws:ec2:us-east-2:111122223333:instance/* with an explicit deny in a service control policy. Encoded authorization failure message: EncFleet";
+        let fleet = |time: &str, items: serde_json::Value| {
+            let r = json!({
+                "userIdentity": {"type": "AssumedRole", "sessionContext": {"sessionIssuer": {"type": "Role", "arn": ROLE}}},
+                "eventTime": time, "eventSource": "ec2.amazonaws.com", "eventName": "CreateFleet", "userAgent": "karpenter.sh-1.12.3",
+                "responseElements": {"CreateFleetResponse": {"fleetId": "fleet-1", "errorSet": {"item": items}}},
+            });
+            parse_record(&r.to_string(), &[]).unwrap()
+        };
+        let entry = |code: &str, lifecycle: &str, t: &str, msg: &str| {
+            json!({"errorCode": code, "errorMessage": msg, "lifecycle": lifecycle,
+                   "launchTemplateAndOverrides": {"overrides": {"instanceType": t, "availabilityZone": "us-east-2a"}}})
+        };
+        let calls = vec![
+            fleet("2026-08-01T10:00:00Z", entry("UnauthorizedOperation", "spot", "m5.large", scp_run)),
+            fleet(
+                "2026-08-01T10:02:00Z",
+                json!([
+                    entry("UnauthorizedOperation", "spot", "c5.large", scp_run),
+                    entry("UnauthorizedOperation", "spot", "m5.large", scp_run),
+                    entry("InsufficientInstanceCapacity", "spot", "c5.xlarge", "no capacity"),
+                ]),
+            ),
+        ];
+        let groups = refusals(&calls);
+        assert_eq!(groups.len(), 1, "{groups:?}");
+        let g = &groups[0];
+        assert_eq!((g.action.as_str(), g.kind, g.count, g.in_fleet), ("ec2:RunInstances", RefusalKind::Scp, 3, 3));
+        assert_eq!((g.last.as_str(), g.error_code.as_str()), ("2026-08-01T10:02:00Z", "UnauthorizedOperation"));
+        assert_eq!(g.resource.as_deref(), Some("arn:aws:ec2:us-east-2:111122223333:instance/*"));
+        assert_eq!(
+            (g.lifecycles.as_slice(), g.instance_types.as_slice()),
+            (["spot".to_string()].as_slice(), ["c5.large".to_string(), "m5.large".to_string()].as_slice())
+        );
+        assert!(g.fleet_text().contains("spot launches of c5.large, m5.large"), "{}", g.fleet_text());
+        assert_eq!(g.encoded.as_deref(), Some("EncFleet"));
     }
 
     #[test]

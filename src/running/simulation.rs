@@ -3,6 +3,7 @@
 //! (docs/aws-behaviour.md, "What AWS records of the Karpenter that runs").
 
 use crate::karpenter_iam::ec2_principal;
+use std::collections::BTreeMap;
 
 /// What the simulator cannot see, for the report.
 pub const BLIND_SPOTS: &str = "the simulator does not evaluate resource control policies, session policies (a Pod Identity association's policy), trust policies, or SCPs that test global condition keys";
@@ -44,10 +45,83 @@ pub fn karpenter_context(keys: &[String], cluster: &str, region: &str, partition
     (entries, unknown)
 }
 
+/// The keys of the principal itself, as AWS sets them for the role's sessions (Pod Identity and
+/// IRSA credentials are an assumed role): `aws:PrincipalArn` (the role's ARN, path included),
+/// `aws:PrincipalAccount`, `aws:PrincipalType` and the role's `aws:PrincipalTag/*`. SCPs and
+/// boundaries test them (the usual exemption: "deny unless aws:PrincipalArn is one of ours") and
+/// `GetContextKeysForPrincipalPolicy` never lists an SCP's keys; a missing key makes a negated
+/// condition true, so the exemption would read as a deny.
+pub fn principal_context(role_arn: &str, account: &str, tags: &BTreeMap<String, String>) -> Vec<ContextValue> {
+    let one = |key: &str, v: &str| ContextValue { key: key.to_string(), values: vec![v.to_string()], kind: "string" };
+    let mut out =
+        vec![one("aws:PrincipalArn", role_arn), one("aws:PrincipalAccount", account), one("aws:PrincipalType", "AssumedRole")];
+    out.extend(tags.iter().map(|(k, v)| one(&format!("aws:PrincipalTag/{k}"), v)));
+    out
+}
+
+/// `principal` then the entries of `policy_keys` whose key it does not give (keys compare
+/// without case, as IAM's do); the unknown keys it gives are no longer unknown.
+pub fn with_principal(
+    principal: Vec<ContextValue>,
+    (entries, unknown): (Vec<ContextValue>, Vec<String>),
+) -> (Vec<ContextValue>, Vec<String>) {
+    let given = |k: &str| principal.iter().any(|p| p.key.eq_ignore_ascii_case(k));
+    let entries: Vec<ContextValue> = entries.into_iter().filter(|e| !given(&e.key)).collect();
+    let unknown = unknown.into_iter().filter(|k| !given(k)).collect();
+    (principal.into_iter().chain(entries).collect(), unknown)
+}
+
+/// Where a controller runs, for the resources karpctl knows the shape of.
+#[derive(Debug, Clone, Copy)]
+pub struct Place<'a> {
+    pub partition: &'a str,
+    pub region: &'a str,
+    pub account: &'a str,
+    pub cluster: &'a str,
+    pub node_role_arn: Option<&'a str>,
+    pub queue_arn: Option<&'a str>,
+}
+
+/// The resource an action of Karpenter's acts on, as an ARN pattern karpctl knows the shape
+/// of (the simulator's `ResourceArns`; one per action, so no EC2 resource-handling scenario is
+/// needed); None: `*` (actions with no resource type, and those karpctl does not know).
+pub fn resource_of(action: &str, p: &Place) -> Option<String> {
+    let (part, r, a) = (p.partition, p.region, p.account);
+    let ec2 = |t: &str| Some(format!("arn:{part}:ec2:{r}:{a}:{t}/*"));
+    match action {
+        "ec2:RunInstances" | "ec2:TerminateInstances" | "ec2:CreateTags" => ec2("instance"),
+        "ec2:CreateFleet" => ec2("fleet"),
+        "ec2:CreateLaunchTemplate" | "ec2:DeleteLaunchTemplate" => ec2("launch-template"),
+        "iam:PassRole" => p.node_role_arn.map(str::to_string),
+        "ssm:GetParameter" => Some(format!("arn:{part}:ssm:{r}::parameter/aws/service/*")),
+        "eks:DescribeCluster" => Some(format!("arn:{part}:eks:{r}:{a}:cluster/{}", p.cluster)),
+        _ if action.starts_with("iam:") && action.ends_with("InstanceProfile") => {
+            Some(format!("arn:{part}:iam::{a}:instance-profile/*"))
+        }
+        _ if action.starts_with("sqs:") => p.queue_arn.map(str::to_string),
+        _ => None,
+    }
+}
+
+/// `actions` grouped by their resource ([`resource_of`]), in the order first met.
+pub fn by_resource(actions: &[String], p: &Place) -> Vec<(Option<String>, Vec<String>)> {
+    let mut out: Vec<(Option<String>, Vec<String>)> = Vec::new();
+    for a in actions {
+        let r = resource_of(a, p);
+        match out.iter_mut().find(|(x, _)| *x == r) {
+            Some((_, v)) => v.push(a.clone()),
+            None => out.push((r, vec![a.clone()])),
+        }
+    }
+    out
+}
+
 /// One action's decision as the simulator gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub action: String,
+    /// The resource it was simulated on (`*` without `ResourceArns`).
+    pub resource: String,
     /// `allowed`, `explicitDeny` or `implicitDeny`.
     pub decision: String,
     /// `OrganizationsDecisionDetail.AllowedByOrganizations` (None: not reported).
@@ -69,9 +143,10 @@ pub enum Denial {
     IdentityPolicy,
 }
 
-/// The denied actions, each with what denied it, in the order given.
+/// The denied actions, each with what denied it, in the order given (once per action and kind,
+/// whatever the resources).
 pub fn denials(decisions: &[Decision]) -> Vec<(String, Denial)> {
-    decisions
+    let mut out: Vec<(String, Denial)> = decisions
         .iter()
         .filter(|d| d.decision != "allowed")
         .map(|d| {
@@ -84,7 +159,10 @@ pub fn denials(decisions: &[Decision]) -> Vec<(String, Denial)> {
             };
             (d.action.clone(), why)
         })
-        .collect()
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|d| seen.insert(d.clone()));
+    out
 }
 
 #[cfg(test)]
@@ -128,6 +206,7 @@ mod tests {
     fn denials_say_whether_an_scp_a_boundary_or_the_role_denied() {
         let d = |a: &str, dec: &str, org: Option<bool>, b: Option<bool>| Decision {
             action: a.into(),
+            resource: "*".into(),
             decision: dec.into(),
             allowed_by_organizations: org,
             allowed_by_boundary: b,
@@ -148,5 +227,53 @@ mod tests {
                 ("ssm:GetParameter".to_string(), Denial::IdentityPolicy),
             ]
         );
+    }
+
+    #[test]
+    fn the_principal_is_in_the_context_and_each_action_on_the_resource_karpctl_knows() {
+        let tags = BTreeMap::from([("team".to_string(), "platform".to_string())]);
+        let role = "arn:aws:iam::111122223333:role/karpctl/c1/KarpenterController-c1";
+        let principal = principal_context(role, "111122223333", &tags);
+        let got: Vec<(&str, &str)> = principal.iter().map(|e| (e.key.as_str(), e.values[0].as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("aws:PrincipalArn", role),
+                ("aws:PrincipalAccount", "111122223333"),
+                ("aws:PrincipalType", "AssumedRole"),
+                ("aws:PrincipalTag/team", "platform"),
+            ]
+        );
+        let keys = ["aws:RequestedRegion".to_string(), "aws:principalarn".to_string(), "aws:PrincipalOrgID".to_string()];
+        let (entries, unknown) = with_principal(principal, karpenter_context(&keys, "c1", "us-east-2", "aws"));
+        assert_eq!(entries.len(), 5, "the principal's four and the Region: {entries:?}");
+        assert_eq!(unknown, ["aws:PrincipalOrgID"]);
+
+        let p = Place {
+            partition: "aws",
+            region: "us-east-2",
+            account: "111122223333",
+            cluster: "c1",
+            node_role_arn: Some("arn:aws:iam::111122223333:role/KarpenterNodeRole-c1"),
+            queue_arn: Some("arn:aws:sqs:us-east-2:111122223333:Karpenter-c1"),
+        };
+        let r = |a: &str| resource_of(a, &p);
+        assert_eq!(r("ec2:RunInstances").as_deref(), Some("arn:aws:ec2:us-east-2:111122223333:instance/*"));
+        assert_eq!(r("ec2:CreateFleet").as_deref(), Some("arn:aws:ec2:us-east-2:111122223333:fleet/*"));
+        assert_eq!(r("iam:PassRole"), p.node_role_arn.map(str::to_string));
+        assert_eq!(r("iam:CreateInstanceProfile").as_deref(), Some("arn:aws:iam::111122223333:instance-profile/*"));
+        assert_eq!(r("sqs:ReceiveMessage"), p.queue_arn.map(str::to_string));
+        assert_eq!(r("ec2:DescribeSubnets"), None, "no resource type: *");
+        let groups = by_resource(
+            &[
+                "ec2:DescribeSubnets".into(),
+                "ec2:RunInstances".into(),
+                "ec2:DescribeImages".into(),
+                "ec2:TerminateInstances".into(),
+            ],
+            &p,
+        );
+        let sizes: Vec<usize> = groups.iter().map(|(_, a)| a.len()).collect();
+        assert_eq!(sizes, [2, 2]);
     }
 }

@@ -10,6 +10,7 @@ pub mod events;
 pub mod iam;
 pub mod kms;
 pub mod memo;
+pub mod quotas;
 pub mod simulate;
 pub mod sqs;
 pub mod sts;
@@ -33,6 +34,8 @@ pub struct Readers {
     pub metrics: cloudwatch::CloudWatch,
     /// The IAM policy simulator (doctor `--simulate`).
     pub simulator: simulate::Simulator,
+    /// Service Quotas: the vCPU quotas a fleet's launches hit.
+    pub quotas: quotas::Quotas,
 }
 
 impl Readers {
@@ -45,9 +48,10 @@ impl Readers {
             events: events::Events::new(c.events.clone()),
             kms: kms::Kms::new(c.kms.clone()),
             sts: sts::Sts::new(c.sts.clone()),
-            trail: cloudtrail::Trails::new(c.cloudtrail.clone()),
+            trail: cloudtrail::Trails::new(c.cloudtrail.clone(), c.region.clone()),
             metrics: cloudwatch::CloudWatch::new(c.cloudwatch.clone()),
             simulator: simulate::Simulator::new(c.iam.clone()),
+            quotas: quotas::Quotas::new(c.servicequotas.clone()),
         }
     }
 }

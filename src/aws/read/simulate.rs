@@ -50,9 +50,15 @@ impl Simulator {
     }
 
     /// `actions` simulated for `role_arn` with `context` (from `running::simulation::karpenter_context`
-    /// over [`Simulator::context_keys`]), Resource "*": [`BATCH`] actions a call, one call after
-    /// the other.
-    pub async fn simulate(&self, role_arn: &str, actions: &[String], context: &[ContextValue]) -> Result<Vec<Decision>> {
+    /// over [`Simulator::context_keys`]) on `resource` (None: "*"): [`BATCH`] actions a call, one
+    /// call after the other.
+    pub async fn simulate(
+        &self,
+        role_arn: &str,
+        actions: &[String],
+        resource: Option<&str>,
+        context: &[ContextValue],
+    ) -> Result<Vec<Decision>> {
         let mut out = Vec::new();
         let entries: Vec<ContextEntry> = context.iter().map(entry).collect();
         for batch in actions.chunks(BATCH) {
@@ -63,6 +69,7 @@ impl Simulator {
                     .simulate_principal_policy()
                     .policy_source_arn(role_arn)
                     .set_action_names(Some(batch.to_vec()))
+                    .set_resource_arns(resource.map(|r| vec![r.to_string()]))
                     .set_context_entries((!entries.is_empty()).then(|| entries.clone()))
                     .max_items(MAX_ITEMS)
                     .set_marker(marker.take())
@@ -71,6 +78,7 @@ impl Simulator {
                     .map_err(|e| aws_err("iam:SimulatePrincipalPolicy", e))?;
                 out.extend(page.evaluation_results().iter().map(|r| Decision {
                     action: r.eval_action_name().to_string(),
+                    resource: r.eval_resource_name().unwrap_or("*").to_string(),
                     decision: r.eval_decision().as_str().to_string(),
                     allowed_by_organizations: r.organizations_decision_detail().map(|d| d.allowed_by_organizations()),
                     allowed_by_boundary: r.permissions_boundary_decision_detail().map(|d| d.allowed_by_permissions_boundary()),
