@@ -28,7 +28,9 @@ async fn report(
     applied: Option<Applied>,
     failure: Option<UserError>,
 ) -> PlanReport {
-    p.join_trail().await;
+    if !crate::interrupt::abandoned() {
+        p.join_trail().await;
+    }
     PlanReport {
         command,
         cluster: p.spec.cluster.clone(),
@@ -279,8 +281,16 @@ async fn settle(
     for s in p.ctx.settled().await {
         p.stats.span(&format!("step:{}", s.step_id), "settle", s.began, s.ended);
         let Err(e) = s.result else { continue };
+        let step = plan.steps.iter().find(|st| st.id == s.step_id);
+        if crate::interrupt::is_stopped(&e) {
+            if let Some(step) = step {
+                p.ctx.reporter.event(crate::events::Event::Stopped { step, elapsed: started.elapsed() });
+            }
+            results.insert(s.step_id, Outcome::Cancelled);
+            continue;
+        }
         let msg = format!("{e:#}");
-        if let Some(step) = plan.steps.iter().find(|st| st.id == s.step_id) {
+        if let Some(step) = step {
             p.ctx.reporter.event(crate::events::Event::Failed { step, error: &msg, elapsed: started.elapsed() });
         }
         results.insert(s.step_id, Outcome::Failed(msg));
@@ -317,17 +327,17 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
     }
     crate::interrupt::writes_started();
     p.stats.set_phase("execute");
-    let rx = crate::interrupt::cancelled();
+    let rx = crate::interrupt::watch();
     let (ctx, stats) = (p.ctx.clone(), p.stats.clone());
     let started = Instant::now();
     let results = executor::execute(&plan.steps, p.global.concurrency as usize, rx, ctx.reporter.clone(), move |step| {
         let (ctx, stats) = (ctx.clone(), stats.clone());
-        async move {
+        crate::interrupt::watched(async move {
             let t = Instant::now();
             let r = resources::apply(&ctx, &step).await;
             stats.span(&format!("step:{}", step.id), "apply", t, Instant::now());
             r
-        }
+        })
     })
     .await?;
     phase(p, "execute", started);

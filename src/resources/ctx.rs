@@ -124,7 +124,7 @@ impl Ctx {
     pub fn settle_later(&self, step_id: &str, wait: impl Future<Output = Result<()>> + Send + 'static) {
         let unit = format!("step:{step_id}");
         let task = Background::spawn(async move {
-            let r = crate::aws::in_unit(unit, wait).await;
+            let r = crate::aws::in_unit(unit, crate::interrupt::watched(wait)).await;
             (r, Instant::now())
         });
         self.settling.lock().unwrap().push((step_id.to_string(), Instant::now(), task));

@@ -141,9 +141,13 @@ where
         })
         .await?;
         if !seen {
+            let why = if crate::interrupt::stopping() {
+                "; the interrupt stopped the wait for it to show".to_string()
+            } else {
+                format!(" but does not show it yet ({} reads in a row must agree; SQS takes up to 60 s)", agree.reads)
+            };
             reporter.event(Event::Info(&format!(
-                "{id}: SQS accepted {what} but does not show it yet ({} reads in a row must agree; SQS takes up to 60 s); `karpctl diff` may show it as a change for up to a minute",
-                agree.reads
+                "{id}: SQS accepted {what}{why}; `karpctl diff` may show it as a change for up to a minute"
             )));
         }
         Ok(())
