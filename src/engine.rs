@@ -237,6 +237,8 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
             .hint("run `karpctl diff --out FILE` again and review the new plan")
             .into());
     }
+    // Plain `up`'s checks over what it read (they read the same as when the plan was saved).
+    p.judge_observed(&now);
     crate::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
     apply_plan("up", &p, saved.plan, false).await
 }

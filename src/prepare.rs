@@ -102,8 +102,14 @@ impl Prepared {
             },
             None => observe(&self.ctx, nodes, concurrency).await,
         }?;
-        *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(&observed);
+        self.judge_observed(&observed);
         Ok(observed)
+    }
+
+    /// Keep the readiness checks over what was observed (the Pod Identity association's), for
+    /// `readiness`: `observe` does, and `up --plan-file` over its fresh reads.
+    pub fn judge_observed(&self, observed: &[(Node, Option<Observed>)]) {
+        *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(observed);
     }
 
     /// Wait for the CloudTrail read started in preparation and keep what it shows of the plan's
