@@ -1092,6 +1092,7 @@ mod tests {
         };
         let text = crate::report::import::let_go_text(&l);
         assert!(text.contains("--query TemplateBody --output json"), "{text}");
+        assert!(text.contains("\n  retained='def ind:"), "the check is defined once, before the blocks: {text}");
         assert!(!text.contains("--output text >"), "text output mangles JSON templates: {text}");
         let blocks: Vec<&str> = text.split("\n  s=").skip(1).collect();
         assert_eq!(blocks.len(), 2, "{text}");
@@ -1100,8 +1101,11 @@ mod tests {
             let chain = &chain[..chain.find("stack-delete-complete").unwrap()];
             // Every step after update-stack is chained, and the Retain check comes before delete-stack.
             let and_steps: Vec<&str> = chain.split("&& ").skip(1).collect();
-            assert_eq!(and_steps.len(), 4, "update && wait && test && delete && wait: {b}");
-            assert!(and_steps[1].starts_with("test \"$(") && and_steps[1].contains("DeletionPolicy"), "{b}");
+            assert_eq!(and_steps.len(), 4, "update && wait && check && delete && wait: {b}");
+            assert!(
+                and_steps[1].starts_with("aws cloudformation get-template") && and_steps[1].contains("jq -e \"$retained\""),
+                "{b}"
+            );
             assert!(and_steps[2].starts_with("aws cloudformation delete-stack"), "{b}");
         }
         assert!(blocks[0].contains("ParameterKey=ClusterName,UsePreviousValue=true"), "{}", blocks[0]);
