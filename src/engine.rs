@@ -60,7 +60,17 @@ pub struct SavedPlan {
 const SAVED_PLAN_VERSION: u32 = 2;
 
 pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<PlanReport> {
-    let p = prepare(global, Intent::Diff, true).await?;
+    diff_on(global, adopt, out, None).await
+}
+
+/// `diff` over a connection already made (`prepare_on`): `import`'s.
+pub async fn diff_on(
+    global: &Options,
+    adopt: bool,
+    out: Option<&Path>,
+    conn: Option<&crate::prepare::Connected>,
+) -> Result<PlanReport> {
+    let p = crate::prepare::prepare_on(global, Intent::Diff, true, conn).await?;
     phase(&p, "prepare", crate::aws::epoch());
     let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;

@@ -721,7 +721,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
             let mut with_plan = global.clone();
             with_plan.config = Some(path.clone());
             with_plan.cluster = Some(cluster.clone());
-            crate::engine::diff(&with_plan, true, None).await.map_err(|e| {
+            crate::engine::diff_on(&with_plan, true, None, Some(&connected)).await.map_err(|e| {
                 let hint = crate::report::hint_of(&e).map(|h| format!("\nhint: {h}")).unwrap_or_default();
                 format!("{e:#}{hint}")
             })
