@@ -266,12 +266,12 @@ mod tests {
         let define = &define[..define.find("'\n").unwrap() + 2];
         let block = &text[text.find("\n  s=").unwrap()..];
         let block = &block[..block.find("stack-delete-complete").unwrap() + "stack-delete-complete --stack-name \"$s\"".len()];
-        let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+        // `aws` is a shell function standing in for the CLI; jq is the real one.
+        let stand_in = format!("aws() {{ '{}' \"$@\"; }}\n", aws.display());
         let out = std::process::Command::new("sh")
             .arg("-c")
-            .arg(format!("{define}{block}\n"))
+            .arg(format!("{stand_in}{define}{block}\n"))
             .current_dir(dir.path())
-            .env("PATH", path)
             .output()
             .unwrap();
         let calls = std::fs::read_to_string(&log).unwrap_or_default();
