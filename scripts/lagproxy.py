@@ -19,6 +19,8 @@ test names, answers the way AWS does during such a window:
   eks_compute_config     {cluster: {...}} DescribeCluster shows cluster.computeConfig = that
                                        object (EKS Auto Mode: {"enabled": true, ...}), which
                                        ministack 1.5.33 neither stores nor returns
+  eks_ip_family          {cluster: F}  DescribeCluster shows cluster.kubernetesNetworkConfig.ipFamily = F
+                                       ("ipv6"), which ministack 1.5.33 always answers "ipv4"
   eks_cluster_gone       [cluster]     every EKS request whose path names the cluster answers
                                        404 ResourceNotFoundException
   eks_role_propagation_s {role: N}     for N s after IAM CreateRole/UpdateAssumeRolePolicy of
@@ -221,6 +223,10 @@ test names, answers the way AWS does during such a window:
                                        DescribeVpcEndpoints answers leave out the VPC's endpoints
                                        (a participant sees none of the owner's). Both emulators
                                        make every object the caller's own
+  ec2_subnet_dns64       {subnet: true} not a lag: an emulator gap. DescribeSubnets answers show
+                                       the subnet with enableDns64 true (NAT64's DNS64), which
+                                       neither emulator keeps (ModifySubnetAttribute EnableDns64 is
+                                       ignored by both)
 
 Names are exact queue / cluster / role names; "*" in a map matches any name.
 
@@ -282,10 +288,10 @@ NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_dele
                  "sqs_delete_flipflop_s", "sqs_deleted_recently_s", "sqs_tags_lag_s",
                  "eks_delete_flipflop_s", "eks_delete_lag_s", "kms_key_lag_s")
 BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "events_rules_full",
-              "events_targets_full", "kms_keys_full", "eks_access_entry_tags")
+              "events_targets_full", "kms_keys_full", "eks_access_entry_tags", "ec2_subnet_dns64")
 MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams",
                                          "eks_association_fields", "ec2_shared_vpc", "iam_simulate",
-                                         "servicequotas_quotas")
+                                         "servicequotas_quotas", "eks_ip_family")
 OTHER_RULES = ("eks_cluster_gone", "sts_partition", "iam_account_summary", "cloudtrail_events",
                "cloudtrail_lookup_rps", "cloudwatch_metrics")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
@@ -426,6 +432,8 @@ SHARED_VPC_SETS = {"DescribeSubnets": b"subnetSet", "DescribeVpcs": b"vpcSet", "
 ITEM_RE = re.compile(rb"<item>|</item>|<item/>")
 VPC_ID_RE = re.compile(rb"<vpcId>([^<]*)</vpcId>")
 OWNER_ID_RE = re.compile(rb"<ownerId>[^<]*</ownerId>")
+SUBNET_ID_RE = re.compile(rb"<subnetId>([^<]*)</subnetId>")
+DNS64_RE = re.compile(rb"<enableDns64>[^<]*</enableDns64>")
 
 
 def top_items(body: bytes, set_tag: bytes) -> list[tuple[int, int]]:
@@ -1038,6 +1046,8 @@ class Lag:
                             raise BadRules(f"{key}.{name} must be a number of seconds >= 0 (got {v!r})")
                         elif key in BOOL_RULES and not isinstance(v, bool):
                             raise BadRules(f"{key}.{name} must be true or false (got {v!r})")
+                        elif key == "eks_ip_family" and v not in ("ipv4", "ipv6"):
+                            raise BadRules(f"eks_ip_family.{name} must be \"ipv4\" or \"ipv6\" (got {v!r})")
                         elif key == "eks_cluster_status" and not isinstance(v, str):
                             raise BadRules(f"eks_cluster_status.{name} must be a status string (got {v!r})")
                         elif key == "upstreams" and not (isinstance(v, str) and v.startswith(("http://", "https://"))):
@@ -1403,7 +1413,11 @@ class Lag:
             if answered is not None:
                 return answered
         if req.service == "ec2" and req.operation in SHARED_VPC_SETS:
-            return self.handle_ec2_shared_vpc(req)
+            status, headers, body, lag = self.handle_ec2_shared_vpc(req)
+            if req.operation == "DescribeSubnets":
+                body, dns64 = self.with_dns64(status, body)
+                lag = lag or dns64
+            return status, headers, body, lag
         if req.service == "sts" and req.operation == "GetCallerIdentity":
             with self.lock:
                 partition = self.rules.get("sts_partition")
@@ -1437,6 +1451,29 @@ class Lag:
         if not out:
             return status, headers, body, None
         return status, headers, b"".join(out) + body[last:], "ec2_shared_vpc"
+
+    def with_dns64(self, status: int, body: bytes) -> tuple[bytes, str | None]:
+        """ec2_subnet_dns64: a DescribeSubnets answer with enableDns64 true for the rule's subnets."""
+        with self.lock:
+            on = dict(self.rules.get("ec2_subnet_dns64") or {})
+        if not on or not 200 <= status < 300:
+            return body, None
+        out, last = [], 0
+        for start, end in top_items(body, b"subnetSet"):
+            item = body[start:end]
+            m = SUBNET_ID_RE.search(item)
+            if not m or not (on.get(m.group(1).decode(), on.get("*"))):
+                continue
+            if DNS64_RE.search(item):
+                item = DNS64_RE.sub(b"<enableDns64>true</enableDns64>", item, count=1)
+            else:
+                close = item.rfind(b"</item>")
+                item = item[:close] + b"<enableDns64>true</enableDns64>" + item[close:]
+            out += [body[last:start], item]
+            last = end
+        if not out:
+            return body, None
+        return b"".join(out) + body[last:], "ec2_subnet_dns64"
 
     def handle_sqs(self, req: Req):
         op, q = req.operation, req.queue_name()
@@ -1770,15 +1807,18 @@ class Lag:
         if op == "DescribeCluster" and status == 200:
             want = self.rule("eks_cluster_status", cluster)
             compute = self.rule("eks_compute_config", cluster)
-            if want or compute:
+            family = self.rule("eks_ip_family", cluster)
+            if want or compute or family:
                 try:
                     doc = json.loads(body)
                     if want:
                         doc["cluster"]["status"] = want
                     if compute:
                         doc["cluster"]["computeConfig"] = compute
-                    return (status, headers, json.dumps(doc).encode(),
-                            "eks_cluster_status" if want else "eks_compute_config")
+                    if family:
+                        doc["cluster"].setdefault("kubernetesNetworkConfig", {})["ipFamily"] = family
+                    lag = "eks_cluster_status" if want else "eks_compute_config" if compute else "eks_ip_family"
+                    return (status, headers, json.dumps(doc).encode(), lag)
                 except (ValueError, KeyError, TypeError):
                     pass
         return status, headers, body, None

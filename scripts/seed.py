@@ -39,6 +39,9 @@ Creates (or finds, by Name tag / cluster name, when re-run):
       egress-only         the private subnets' only default route is ::/0 to egress-only
                           internet gateway <c>-eigw (IPv6 only); the cluster on the private
                           subnets (ministack 1.5.33 does not keep IPv6 routes: use moto)
+      nat64               egress-only, plus NAT64: 64:ff9b::/96 to NAT gateway <c>-nat and
+                          EnableDns64 on the private subnets (neither emulator keeps DNS64:
+                          the lag proxy's ec2_subnet_dns64 shows it; use moto for the routes)
     --no-public-ip: the public subnets keep MapPublicIpOnLaunch false, as terraform-aws-vpc
     leaves them (map_public_ip_on_launch defaults to false)
     --without-endpoint SVC (repeatable): isolated-endpoints without that endpoint
@@ -78,7 +81,7 @@ REPO = Path(__file__).resolve().parent.parent
 AUTH_MODES = ("API_AND_CONFIG_MAP", "CONFIG_MAP", "API")
 K8S_VERSION = "1.31"
 POD_IDENTITY_ADDON = "eks-pod-identity-agent"
-NETWORKS = ("private", "public+private", "public", "isolated", "isolated-endpoints", "peering", "egress-only")
+NETWORKS = ("private", "public+private", "public", "isolated", "isolated-endpoints", "peering", "egress-only", "nat64")
 # What a cluster without a way out needs (docs/readiness.md).
 INTERFACE_ENDPOINTS = ("ec2", "ecr.api", "ecr.dkr", "sts", "ssm", "eks", "eks-auth", "sqs")
 
@@ -389,15 +392,15 @@ class Seeder:
             log(f"created egress-only internet gateway {g['EgressOnlyInternetGatewayId']}")
         return g["EgressOnlyInternetGatewayId"]
 
-    def ipv6_default_route(self, rt: str, eigw: str | None) -> None:
-        """The table's ::/0 route: to `eigw`, or none."""
+    def ipv6_route(self, rt: str, dest: str, target: dict | None) -> None:
+        """The table's route to `dest` (an IPv6 block): to `target`, or none."""
         t = self.ec2.describe_route_tables(RouteTableIds=[rt])["RouteTables"][0]
-        current = [r for r in t.get("Routes") or [] if r.get("DestinationIpv6CidrBlock") == "::/0"]
-        if current and (eigw is None or current[0].get("EgressOnlyInternetGatewayId") != eigw):
-            self.ec2.delete_route(RouteTableId=rt, DestinationIpv6CidrBlock="::/0")
+        current = [r for r in t.get("Routes") or [] if r.get("DestinationIpv6CidrBlock") == dest]
+        if current and (target is None or not all(current[0].get(k) == v for k, v in target.items())):
+            self.ec2.delete_route(RouteTableId=rt, DestinationIpv6CidrBlock=dest)
             current = []
-        if eigw and not current:
-            self.ec2.create_route(RouteTableId=rt, DestinationIpv6CidrBlock="::/0", EgressOnlyInternetGatewayId=eigw)
+        if target and not current:
+            self.ec2.create_route(RouteTableId=rt, DestinationIpv6CidrBlock=dest, **target)
 
     def network(self, vpc_id: str, public: list[str], private: list[str]) -> dict:
         net = self.args.network
@@ -412,8 +415,13 @@ class Seeder:
             self.ec2.modify_subnet_attribute(SubnetId=s, MapPublicIpOnLaunch={"Value": not isolated and not self.args.no_public_ip})
         rt_public = self.route_table(vpc_id, "public", public, target_public)
         rt_private = self.route_table(vpc_id, "private", private, target_private)
-        if net == "egress-only":
-            self.ipv6_default_route(rt_private, self.egress_only_gateway(vpc_id))
+        if net in ("egress-only", "nat64"):
+            self.ipv6_route(rt_private, "::/0", {"EgressOnlyInternetGatewayId": self.egress_only_gateway(vpc_id)})
+        if net == "nat64":
+            self.ipv6_route(rt_private, "64:ff9b::/96", {"NatGatewayId": self.nat_gateway(vpc_id, public[0])})
+            # What AWS needs besides the route; both emulators ignore it (ec2_subnet_dns64).
+            for s in private:
+                self.ec2.modify_subnet_attribute(SubnetId=s, EnableDns64={"Value": True})
         s3_tables = [rt_public] if self.args.s3_endpoint_table == "public" else [rt_private]
         eps = self.endpoints(vpc_id, private, s3_tables, net == "isolated-endpoints")
         on = {"private": private, "public+private": public + private, "public": public}.get(net, private)

@@ -311,7 +311,7 @@ async fn judge_subnets(
     tagged: &[Subnet],
 ) -> Result<(Vec<Subnet>, Vec<egress::Candidate>, egress::Network, Vec<egress::Candidate>)> {
     let ipv6 = facts.cluster.ip_family.eq_ignore_ascii_case("ipv6");
-    let of = |s: &Subnet| egress::Candidate::new(&s.id, s.map_public_ip, tables, ipv6);
+    let of = |s: &Subnet| egress::Candidate::new(&s.id, s.map_public_ip, s.dns64, tables, ipv6);
     let judged: Vec<egress::Candidate> = cands.iter().map(of).collect();
     let in_vpc: Vec<&Subnet> = tagged.iter().filter(|s| s.vpc_id == vpc).collect();
     let tagged_cands: Vec<egress::Candidate> = in_vpc.iter().map(|s| of(s)).collect();

@@ -5,7 +5,7 @@
 use crate::error::UserError;
 
 /// Where a subnet's default route goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Way {
     /// A private way out (NAT gateway, transit gateway, ...): the target's id.
     Private(String),
@@ -14,6 +14,7 @@ pub enum Way {
     /// An internet gateway: the gateway's id.
     Public(String),
     /// No default route that leads anywhere.
+    #[default]
     None,
 }
 
@@ -30,7 +31,13 @@ pub struct DefaultRoute {
     pub blackhole: bool,
     /// `::/0` (IPv6) rather than `0.0.0.0/0`.
     pub ipv6: bool,
+    /// `64:ff9b::/96` ([`NAT64_PREFIX`]) rather than a default route: NAT64 through the target,
+    /// for subnets whose DNS64 turns IPv4-only names into addresses in that prefix.
+    pub nat64: bool,
 }
+
+/// The well-known prefix NAT64 translates (a route to a NAT gateway, with DNS64 on the subnet).
+pub const NAT64_PREFIX: &str = "64:ff9b::/96";
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RouteTable {
@@ -39,7 +46,7 @@ pub struct RouteTable {
     pub main: bool,
     /// Subnets explicitly associated with it.
     pub subnets: Vec<String>,
-    /// Its default routes (`0.0.0.0/0`, `::/0`).
+    /// Its default routes (`0.0.0.0/0`, `::/0`) and its NAT64 route (`64:ff9b::/96`).
     pub default_routes: Vec<DefaultRoute>,
 }
 
@@ -67,16 +74,30 @@ pub struct Candidate {
     /// The route table it uses (None: the VPC has none that applies).
     pub table: Option<String>,
     /// Default routes that lead nowhere for nodes (a peering connection, an IPv6 route of an
-    /// IPv4 cluster), each described; said when the subnet has no way out.
+    /// IPv4 cluster, `::/0` alone for an IPv6 cluster), each described; said when the subnet has
+    /// no way out.
     pub ignored: Vec<String>,
+    /// The cluster's IP family is IPv6 (its nodes still need IPv4 egress: the fixes say how).
+    pub ipv6: bool,
+    /// The target of a NAT64 route that does not count because the subnet's DNS64 is off.
+    pub nat64_without_dns64: Option<String>,
 }
 
 impl Candidate {
-    /// The subnet `id` over the VPC's route tables (`ipv6`: the cluster's IP family is IPv6).
-    pub fn new(id: &str, map_public_ip: bool, tables: &[RouteTable], ipv6: bool) -> Candidate {
+    /// The subnet `id` over the VPC's route tables (`dns64`: the subnet's `EnableDns64`; `ipv6`:
+    /// the cluster's IP family is IPv6).
+    pub fn new(id: &str, map_public_ip: bool, dns64: bool, tables: &[RouteTable], ipv6: bool) -> Candidate {
         let table = table_of(id, tables);
-        let (way, ignored) = table.map(|t| way_of(t, ipv6)).unwrap_or((Way::None, vec![]));
-        Candidate { id: id.to_string(), map_public_ip, way, table: table.map(|t| t.id.clone()), ignored }
+        let out = table.map(|t| way_of(t, ipv6, dns64)).unwrap_or_default();
+        Candidate {
+            id: id.to_string(),
+            map_public_ip,
+            way: out.way,
+            table: table.map(|t| t.id.clone()),
+            ignored: out.ignored,
+            ipv6,
+            nat64_without_dns64: out.nat64_without_dns64,
+        }
     }
 }
 
@@ -132,25 +153,68 @@ pub fn table_of<'a>(subnet: &str, tables: &'a [RouteTable]) -> Option<&'a RouteT
 }
 
 /// Where `subnet`'s default route goes (see [`way_of`]).
-pub fn way_out(subnet: &str, tables: &[RouteTable], ipv6: bool) -> Way {
-    table_of(subnet, tables).map(|t| way_of(t, ipv6).0).unwrap_or(Way::None)
+pub fn way_out(subnet: &str, tables: &[RouteTable], ipv6: bool, dns64: bool) -> Way {
+    table_of(subnet, tables).map(|t| way_of(t, ipv6, dns64).way).unwrap_or(Way::None)
 }
 
-/// Where a table's default routes lead, and the ones that lead nowhere for nodes. A private way
-/// out wins over a firewall endpoint, which wins over an internet gateway (the IPv6 route of a
-/// dual-stack private subnet may go to an egress-only gateway). An IPv4 cluster counts
-/// `0.0.0.0/0` only.
-fn way_of(t: &RouteTable, ipv6: bool) -> (Way, Vec<String>) {
+/// What [`way_of`] finds in a route table.
+#[derive(Default)]
+struct WayOf {
+    way: Way,
+    ignored: Vec<String>,
+    nat64_without_dns64: Option<String>,
+}
+
+/// Whether a route's target can carry traffic out of the VPC on nodes' behalf (a NAT gateway,
+/// a transit gateway, an appliance...): not an internet gateway, an egress-only one, a firewall
+/// endpoint or a peering connection.
+fn private_target(target: &str) -> bool {
+    !["igw-", "eigw-", "vpce-", "pcx-"].iter().any(|p| target.starts_with(p))
+}
+
+/// Where a table's routes out lead, and the ones that lead nowhere for nodes. A private way out
+/// wins over a firewall endpoint, which wins over an internet gateway. Only IPv4 egress counts,
+/// whatever the cluster's IP family: an IPv6 cluster's nodes are dual-stack and still pull from
+/// ECR and call STS and EC2 on their IPv4 endpoints, so `::/0` (to an egress-only gateway, say)
+/// is no way out for them alone; NAT64 is (`64:ff9b::/96` to a NAT gateway, with the subnet's
+/// DNS64 on).
+fn way_of(t: &RouteTable, ipv6: bool, dns64: bool) -> WayOf {
     let (mut private, mut firewall, mut public) = (None, None, None);
     let mut ignored = Vec::new();
+    let mut nat64_without_dns64 = None;
     for r in t.default_routes.iter().filter(|r| !r.blackhole) {
         let Some(target) = r.other_target.as_deref().or(r.gateway_id.as_deref()) else { continue };
-        let dest = if r.ipv6 { "::/0" } else { "0.0.0.0/0" };
+        let dest = if r.nat64 {
+            NAT64_PREFIX
+        } else if r.ipv6 {
+            "::/0"
+        } else {
+            "0.0.0.0/0"
+        };
         if target == "local" {
             continue;
         }
-        if r.ipv6 && !ipv6 {
+        if (r.ipv6 || r.nat64) && !ipv6 {
             ignored.push(format!("{dest} to {target} is an IPv6 route, and the cluster is IPv4"));
+            continue;
+        }
+        if r.nat64 {
+            if !private_target(target) {
+                ignored.push(format!("{dest} to {target} is no NAT64: only a NAT gateway translates to IPv4"));
+            } else if !dns64 {
+                ignored.push(format!(
+                    "{dest} to {target} is NAT64, but DNS64 is off on the subnet, so no name resolves into that prefix"
+                ));
+                nat64_without_dns64 = nat64_without_dns64.or(Some(target.to_string()));
+            } else {
+                private = private.or(Some(target));
+            }
+            continue;
+        }
+        if r.ipv6 {
+            ignored.push(format!(
+                "{dest} to {target} carries IPv6 only, and an IPv6 cluster's nodes still pull from ECR and call STS and EC2 on their IPv4 endpoints"
+            ));
             continue;
         }
         if target.starts_with("pcx-") {
@@ -171,7 +235,7 @@ fn way_of(t: &RouteTable, ipv6: bool) -> (Way, Vec<String>) {
         (None, None, Some(g)) => Way::Public(g.to_string()),
         _ => Way::None,
     };
-    (way, ignored)
+    WayOf { way, ignored, nat64_without_dns64 }
 }
 
 /// The endpoints a subnet without a way out needs, by service suffix: `eks-auth` when the
@@ -319,15 +383,35 @@ pub fn fixes(bad: &[&Candidate], net: &Network) -> Vec<String> {
             cmds.join("; ")
         ));
     }
-    let isolated: Vec<&&Candidate> = bad.iter().filter(|c| c.way == Way::None).collect();
+    let no_dns64: Vec<&&Candidate> = bad.iter().filter(|c| c.way == Way::None && c.nat64_without_dns64.is_some()).collect();
+    if !no_dns64.is_empty() {
+        let ids: Vec<&str> = no_dns64.iter().map(|c| c.id.as_str()).collect();
+        let cmds: Vec<String> =
+            ids.iter().map(|id| format!("aws ec2 modify-subnet-attribute --subnet-id {id} --enable-dns64")).collect();
+        out.push(format!(
+            "for subnets with a NAT64 route ({NAT64_PREFIX}) but DNS64 off ({}): turn DNS64 on, so that names of IPv4-only endpoints resolve to addresses NAT64 translates: {}",
+            ids.join(", "),
+            cmds.join("; ")
+        ));
+    }
+    let isolated: Vec<&&Candidate> = bad.iter().filter(|c| c.way == Way::None && c.nat64_without_dns64.is_none()).collect();
     if !isolated.is_empty() {
         let mut tables: Vec<&str> = isolated.iter().filter_map(|c| c.table.as_deref()).collect();
         tables.sort();
         tables.dedup();
         let ids: Vec<&str> = isolated.iter().map(|c| c.id.as_str()).collect();
+        let ipv6 = isolated.iter().any(|c| c.ipv6);
         out.push(format!(
-            "for subnets without a way out ({}): a default route to a NAT gateway (the usual way), or the VPC endpoints a private cluster needs: interface endpoints {} with private DNS on, and S3 as a gateway endpoint on {}",
+            "for subnets without a way out ({}): {}, or the VPC endpoints a private cluster needs: interface endpoints {} with private DNS on, and S3 as a gateway endpoint on {}",
             ids.join(", "),
+            if ipv6 {
+                format!(
+                    "IPv4 egress besides ::/0 (an IPv6 cluster's nodes need it): a 0.0.0.0/0 route to a NAT gateway (the usual way), or NAT64: first a {NAT64_PREFIX} route to a NAT gateway, then DNS64 on the subnet ({})",
+                    ids.iter().map(|id| format!("aws ec2 modify-subnet-attribute --subnet-id {id} --enable-dns64")).collect::<Vec<_>>().join("; ")
+                )
+            } else {
+                "a default route to a NAT gateway (the usual way)".to_string()
+            },
             needed_endpoints(net.interruption, net.pod_identity).into_iter().filter(|s| *s != "s3").collect::<Vec<_>>().join(", "),
             if tables.is_empty() { "the subnets' route tables".to_string() } else { format!("route table {}", tables.join(", ")) }
         ));
@@ -428,6 +512,7 @@ mod tests {
             other_target: (!gw).then(|| target.to_string()),
             blackhole: false,
             ipv6,
+            nat64: false,
         }
     }
     fn table(id: &str, main: bool, subnets: &[&str], gw: Option<&str>, other: Option<&str>) -> RouteTable {
@@ -439,7 +524,15 @@ mod tests {
         }
     }
     fn cand(id: &str, ip: bool, way: Way) -> Candidate {
-        Candidate { id: id.into(), map_public_ip: ip, way, table: Some("rtb-1".into()), ignored: vec![] }
+        Candidate {
+            id: id.into(),
+            map_public_ip: ip,
+            way,
+            table: Some("rtb-1".into()),
+            ignored: vec![],
+            ipv6: false,
+            nat64_without_dns64: None,
+        }
     }
     fn net() -> Network {
         Network { region: "us-east-1".into(), ..Default::default() }
@@ -461,43 +554,109 @@ mod tests {
     fn explicit_association_wins_over_main_table() {
         let t =
             vec![table("rtb-main", true, &[], Some("igw-1"), None), table("rtb-p", false, &["subnet-p"], None, Some("nat-1"))];
-        assert_eq!(way_out("subnet-p", &t, false), Way::Private("nat-1".into()));
-        assert_eq!(way_out("subnet-other", &t, false), Way::Public("igw-1".into()));
-        assert_eq!(way_out("subnet-x", &[table("rtb-p", false, &["subnet-p"], None, Some("nat-1"))], false), Way::None);
+        assert_eq!(way_out("subnet-p", &t, false, false), Way::Private("nat-1".into()));
+        assert_eq!(way_out("subnet-other", &t, false, false), Way::Public("igw-1".into()));
+        assert_eq!(way_out("subnet-x", &[table("rtb-p", false, &["subnet-p"], None, Some("nat-1"))], false, false), Way::None);
         let vgw = vec![table("rtb", true, &[], Some("vgw-9"), None)];
-        assert_eq!(way_out("s", &vgw, false), Way::Private("vgw-9".into()));
+        assert_eq!(way_out("s", &vgw, false, false), Way::Private("vgw-9".into()));
         let mut bh = table("rtb", true, &[], None, Some("nat-dead"));
         bh.default_routes[0].blackhole = true;
-        assert_eq!(way_out("s", &[bh], false), Way::None);
-        let c = Candidate::new("subnet-p", false, &t, false);
+        assert_eq!(way_out("s", &[bh], false, false), Way::None);
+        let c = Candidate::new("subnet-p", false, false, &t, false);
         assert_eq!(c.table.as_deref(), Some("rtb-p"));
     }
 
     #[test]
     fn peering_and_egress_only_routes_are_no_way_out_for_an_ipv4_cluster() {
         let pcx = vec![table("rtb", true, &[], None, Some("pcx-1"))];
-        let c = Candidate::new("subnet-a", false, &pcx, false);
+        let c = Candidate::new("subnet-a", false, false, &pcx, false);
         assert_eq!(c.way, Way::None);
         let why = why_unusable(&c, &net()).unwrap();
         assert!(why.contains("pcx-1") && why.contains("peering") && why.contains("lacks the endpoints"), "{why}");
         // Peering is no way out for an IPv6 cluster either.
-        assert_eq!(way_out("subnet-a", &pcx, true), Way::None);
+        assert_eq!(way_out("subnet-a", &pcx, true, false), Way::None);
 
         let mut dual = table("rtb", true, &[], None, None);
         dual.default_routes = vec![route("eigw-1", true)];
-        let c = Candidate::new("subnet-a", false, &[dual.clone()], false);
+        let c = Candidate::new("subnet-a", false, false, &[dual.clone()], false);
         assert_eq!(c.way, Way::None, "IPv4 cluster: an egress-only gateway carries IPv6 only");
         assert!(why_unusable(&c, &net()).unwrap().contains("eigw-1 is an IPv6 route"), "{c:?}");
-        assert_eq!(way_out("subnet-a", &[dual.clone()], true), Way::Private("eigw-1".into()), "IPv6 cluster: a way out");
         // A NAT route next to the IPv6 one decides.
         dual.default_routes.push(route("nat-1", false));
-        assert_eq!(way_out("subnet-a", &[dual], false), Way::Private("nat-1".into()));
+        assert_eq!(way_out("subnet-a", &[dual], false, false), Way::Private("nat-1".into()));
+    }
+
+    fn nat64(target: &str) -> DefaultRoute {
+        DefaultRoute { nat64: true, ..route(target, true) }
+    }
+
+    #[test]
+    fn an_ipv6_cluster_needs_ipv4_egress_besides_an_egress_only_gateway() {
+        // The usual dual-stack private subnet of an IPv6 cluster: ::/0 to an egress-only gateway.
+        let mut t = table("rtb-1", true, &[], None, None);
+        t.default_routes = vec![route("eigw-1", true)];
+        let c = Candidate::new("subnet-a", false, false, &[t.clone()], true);
+        assert_eq!(c.way, Way::None, "::/0 alone carries no IPv4: {c:?}");
+        let why = why_unusable(&c, &net()).unwrap();
+        assert!(why.contains("::/0 to eigw-1 carries IPv6 only") && why.contains("IPv4 endpoints"), "{why}");
+        let fix = fixes(&[&c], &net()).join("; ");
+        for want in [
+            "subnet-a",
+            "0.0.0.0/0 route to a NAT gateway",
+            "first a 64:ff9b::/96 route to a NAT gateway, then DNS64",
+            "aws ec2 modify-subnet-attribute --subnet-id subnet-a --enable-dns64",
+        ] {
+            assert!(fix.contains(want), "the fix names {want}: {fix}");
+        }
+        // With the VPC's endpoints it is an isolated subnet like any other.
+        let mut n = net();
+        n.endpoints = all_endpoints(&n);
+        assert_eq!(judge(&c, &n), Verdict::Usable);
+
+        // IPv4 egress through a NAT gateway: a way out.
+        let mut with_nat = t.clone();
+        with_nat.default_routes.push(route("nat-1", false));
+        assert_eq!(way_out("subnet-a", &[with_nat], true, false), Way::Private("nat-1".into()));
+        // Through an internet gateway: public, with public IPs as for any cluster.
+        let mut public = t.clone();
+        public.default_routes = vec![route("igw-1", true), route("igw-1", false)];
+        let c = Candidate::new("subnet-p", true, false, &[public.clone()], true);
+        assert_eq!((c.way.clone(), judge(&c, &net())), (Way::Public("igw-1".into()), Verdict::Usable));
+        assert!(why_unusable(&Candidate::new("subnet-p", false, false, &[public], true), &net()).is_some());
+
+        // NAT64: a 64:ff9b::/96 route to a NAT gateway counts only with DNS64 on the subnet.
+        let mut t64 = t.clone();
+        t64.default_routes.push(nat64("nat-1"));
+        let off = Candidate::new("subnet-a", false, false, &[t64.clone()], true);
+        assert_eq!((off.way.clone(), off.nat64_without_dns64.as_deref()), (Way::None, Some("nat-1")));
+        let why = why_unusable(&off, &net()).unwrap();
+        assert!(why.contains("64:ff9b::/96 to nat-1 is NAT64, but DNS64 is off"), "{why}");
+        let fix = fixes(&[&off], &net()).join("; ");
+        assert!(
+            fix.contains("NAT64 route (64:ff9b::/96) but DNS64 off (subnet-a)")
+                && fix.contains("aws ec2 modify-subnet-attribute --subnet-id subnet-a --enable-dns64"),
+            "{fix}"
+        );
+        assert!(!fix.contains("0.0.0.0/0 route"), "the route is there; only DNS64 is missing: {fix}");
+        let on = Candidate::new("subnet-a", false, true, &[t64.clone()], true);
+        assert_eq!((on.way.clone(), judge(&on, &net())), (Way::Private("nat-1".into()), Verdict::Usable));
+        assert_eq!(way_out("subnet-a", &[t64.clone()], true, true), Way::Private("nat-1".into()));
+        // Only a NAT gateway (or the like) translates: not an egress-only gateway.
+        let mut wrong = t.clone();
+        wrong.default_routes.push(nat64("eigw-1"));
+        let c = Candidate::new("subnet-a", false, true, &[wrong], true);
+        assert_eq!(c.way, Way::None);
+        assert!(c.ignored.iter().any(|i| i.contains("is no NAT64")), "{c:?}");
+        // An IPv4 cluster's nodes have no IPv6 address to use NAT64 with.
+        let c = Candidate::new("subnet-a", false, true, &[t64], false);
+        assert_eq!(c.way, Way::None);
+        assert!(c.ignored.iter().any(|i| i == "64:ff9b::/96 to nat-1 is an IPv6 route, and the cluster is IPv4"), "{c:?}");
     }
 
     #[test]
     fn a_firewall_endpoint_is_a_way_out_unconfirmed_without_public_ips() {
         let fw = vec![table("rtb", true, &[], Some("vpce-fw"), None)];
-        let c = Candidate::new("subnet-a", false, &fw, false);
+        let c = Candidate::new("subnet-a", false, false, &fw, false);
         assert_eq!(c.way, Way::Firewall("vpce-fw".into()));
         match judge(&c, &net()) {
             Verdict::Unconfirmed { why, fix } => {
@@ -506,7 +665,7 @@ mod tests {
             }
             v => panic!("{v:?}"),
         }
-        assert_eq!(judge(&Candidate::new("subnet-a", true, &fw, false), &net()), Verdict::Usable);
+        assert_eq!(judge(&Candidate::new("subnet-a", true, false, &fw, false), &net()), Verdict::Usable);
         let with_key = Network { associate_public_ip: true, ..net() };
         assert_eq!(judge(&c, &with_key), Verdict::Usable);
         // Chosen like a private subnet, before public ones.

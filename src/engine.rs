@@ -28,7 +28,9 @@ async fn report(
     applied: Option<Applied>,
     failure: Option<UserError>,
 ) -> PlanReport {
-    p.join_trail().await;
+    if !crate::interrupt::abandoned() {
+        p.join_trail().await;
+    }
     let handoff = results
         .as_ref()
         .filter(|_| command == "up")
@@ -63,7 +65,17 @@ pub struct SavedPlan {
 const SAVED_PLAN_VERSION: u32 = 2;
 
 pub async fn diff(global: &Options, adopt: bool, out: Option<&Path>) -> Result<PlanReport> {
-    let p = prepare(global, Intent::Diff, true).await?;
+    diff_on(global, adopt, out, None).await
+}
+
+/// `diff` over a connection already made (`prepare_on`): `import`'s.
+pub async fn diff_on(
+    global: &Options,
+    adopt: bool,
+    out: Option<&Path>,
+    conn: Option<&crate::prepare::Connected>,
+) -> Result<PlanReport> {
+    let p = crate::prepare::prepare_on(global, Intent::Diff, true, conn).await?;
     phase(&p, "prepare", crate::aws::epoch());
     let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
@@ -272,6 +284,8 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
             .hint("run `karpctl diff --out FILE` again and review the new plan")
             .into());
     }
+    // Plain `up`'s checks over what it read (they read the same as when the plan was saved).
+    p.judge_observed(&now);
     crate::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
     apply_plan("up", &p, saved.plan, false).await
 }
@@ -341,8 +355,16 @@ async fn settle(
     for s in p.ctx.settled().await {
         p.stats.span(&format!("step:{}", s.step_id), "settle", s.began, s.ended);
         let Err(e) = s.result else { continue };
+        let step = plan.steps.iter().find(|st| st.id == s.step_id);
+        if crate::interrupt::is_stopped(&e) {
+            if let Some(step) = step {
+                p.ctx.reporter.event(crate::events::Event::Stopped { step, elapsed: started.elapsed() });
+            }
+            results.insert(s.step_id, Outcome::Cancelled);
+            continue;
+        }
         let msg = format!("{e:#}");
-        if let Some(step) = plan.steps.iter().find(|st| st.id == s.step_id) {
+        if let Some(step) = step {
             p.ctx.reporter.event(crate::events::Event::Failed { step, error: &msg, elapsed: started.elapsed() });
         }
         results.insert(s.step_id, Outcome::Failed(msg));
@@ -379,17 +401,17 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
     }
     crate::interrupt::writes_started();
     p.stats.set_phase("execute");
-    let rx = crate::interrupt::cancelled();
+    let rx = crate::interrupt::watch();
     let (ctx, stats) = (p.ctx.clone(), p.stats.clone());
     let started = Instant::now();
     let results = executor::execute(&plan.steps, p.global.concurrency as usize, rx, ctx.reporter.clone(), move |step| {
         let (ctx, stats) = (ctx.clone(), stats.clone());
-        async move {
+        crate::interrupt::watched(async move {
             let t = Instant::now();
             let r = resources::apply(&ctx, &step).await;
             stats.span(&format!("step:{}", step.id), "apply", t, Instant::now());
             r
-        }
+        })
     })
     .await?;
     phase(p, "execute", started);

@@ -28,6 +28,11 @@ pub enum Event<'a> {
     Cancelling {
         in_flight: usize,
     },
+    /// The interrupt stopped a step part-way (a retry or a wait cut short, or abandoned).
+    Stopped {
+        step: &'a Step,
+        elapsed: Duration,
+    },
     Retrying {
         id: &'a str,
         operation: &'a str,

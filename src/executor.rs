@@ -1,8 +1,9 @@
 //! Runs the steps of a plan concurrently. A step starts as soon as the steps it depends on have
-//! finished (not in waves); a failure skips only the steps that depend on it, transitively;
-//! cancellation stops scheduling and lets in-flight steps finish.
+//! finished (not in waves); a failure skips only the steps that depend on it, transitively; a
+//! stop ends scheduling and lets in-flight steps end (`Stop::Abandon`: at once).
 
 use crate::events::{Event, Reporter};
+use crate::interrupt::Stop;
 use crate::model::{Action, Outcome, Step};
 use anyhow::{Result, bail};
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -55,11 +56,13 @@ pub fn edges(steps: &[Step]) -> Result<Vec<(usize, usize)>> {
     Ok(out)
 }
 
-/// Execute `steps` with at most `concurrency` in flight. `run` performs one step.
+/// Execute `steps` with at most `concurrency` in flight. `run` performs one step. Once `stop`
+/// says `Stopping`, no step starts and a step that ends with its stop (`interrupt::is_stopped`) is
+/// `Cancelled`, not failed; `Abandon` drops the steps in flight (`Cancelled` too).
 pub async fn execute<F, Fut>(
     steps: &[Step],
     concurrency: usize,
-    mut cancel: watch::Receiver<bool>,
+    mut stop: watch::Receiver<Stop>,
     reporter: Arc<dyn Reporter>,
     run: F,
 ) -> Result<BTreeMap<String, Outcome>>
@@ -88,12 +91,13 @@ where
     let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
     let mut running: HashMap<tokio::task::Id, (usize, Instant, u64)> = HashMap::new();
     let mut set: JoinSet<Result<()>> = JoinSet::new();
-    let mut cancelled = *cancel.borrow();
+    let mut level = *stop.borrow();
+    let mut watching = true;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
 
     loop {
-        while !cancelled && running.len() < concurrency {
+        while level == Stop::Running && running.len() < concurrency {
             let Some(first) = ready.iter().next().cloned() else { break };
             ready.remove(&first);
             let i = first.3;
@@ -110,11 +114,16 @@ where
                 let Some(joined) = joined else { break };
                 let (id, result) = match joined {
                     Ok((id, r)) => (id, r),
+                    Err(e) if e.is_cancelled() => (e.id(), Err(anyhow::Error::new(crate::interrupt::Stopped))),
                     Err(e) => (e.id(), Err(anyhow::anyhow!("step panicked: {e}"))),
                 };
                 let Some((i, started, _)) = running.remove(&id) else { continue };
                 let elapsed = started.elapsed();
                 match result {
+                    Err(e) if crate::interrupt::is_stopped(&e) => {
+                        reporter.event(Event::Stopped { step: &steps[i], elapsed });
+                        outcomes.insert(steps[i].id.clone(), Outcome::Cancelled);
+                    }
                     Ok(()) => {
                         reporter.event(Event::Finished { step: &steps[i], elapsed });
                         outcomes.insert(steps[i].id.clone(), Outcome::Done);
@@ -133,11 +142,21 @@ where
                     }
                 }
             }
-            changed = cancel.changed(), if !cancelled => {
-                if changed.is_err() || *cancel.borrow() {
-                    cancelled = true;
+            changed = stop.changed(), if watching && level < Stop::Abandon => {
+                if changed.is_err() {
+                    // No one can ask to stop any more.
+                    watching = false;
+                    continue;
+                }
+                let now = *stop.borrow();
+                if now >= Stop::Stopping && level == Stop::Running {
                     reporter.event(Event::Cancelling { in_flight: running.len() });
                 }
+                if now == Stop::Abandon {
+                    // Left as a crash leaves them: the next run repairs what they did.
+                    set.abort_all();
+                }
+                level = level.max(now);
             }
             _ = tick.tick() => {
                 for (i, started, reported) in running.values_mut() {
@@ -221,10 +240,8 @@ mod tests {
         }
     }
 
-    fn no_cancel() -> watch::Receiver<bool> {
-        let (tx, rx) = watch::channel(false);
-        std::mem::forget(tx);
-        rx
+    fn no_cancel() -> watch::Receiver<Stop> {
+        watch::channel(Stop::Running).1
     }
 
     type Log = Arc<Mutex<Vec<String>>>;
@@ -382,7 +399,7 @@ mod tests {
     #[tokio::test]
     async fn cancellation_stops_scheduling_and_lets_in_flight_finish() {
         let steps = vec![step("a", Action::Create, &[]), step("b", Action::Create, &["a"])];
-        let (tx, rx) = watch::channel(false);
+        let (tx, rx) = watch::channel(Stop::Running);
         let tx = Arc::new(tx);
         let log: Log = Arc::new(Mutex::new(Vec::new()));
         let out = execute(&steps, 10, rx, Arc::new(Quiet), |s: Step| {
@@ -390,7 +407,7 @@ mod tests {
             let tx = tx.clone();
             async move {
                 log.lock().unwrap().push(format!("start {}", s.id));
-                tx.send(true).unwrap();
+                tx.send(Stop::Stopping).unwrap();
                 tokio::time::sleep(Duration::from_millis(30)).await;
                 log.lock().unwrap().push(format!("end {}", s.id));
                 Ok(())
@@ -401,6 +418,51 @@ mod tests {
         assert_eq!(out["a"], Outcome::Done, "in-flight step finished");
         assert_eq!(out["b"], Outcome::Cancelled);
         assert_eq!(log.lock().unwrap().clone(), vec!["start a", "end a"]);
+    }
+
+    #[tokio::test]
+    async fn a_step_the_stop_cut_short_is_cancelled_and_a_second_stop_abandons_the_rest() {
+        // a: stopped part-way (its retry was cut short); b: failed on its own; c: still running at
+        // the second Ctrl-C, abandoned; d: never started.
+        let steps = vec![
+            step("a", Action::Create, &[]),
+            step("b", Action::Create, &[]),
+            step("c", Action::Create, &[]),
+            step("d", Action::Create, &["a"]),
+        ];
+        let (tx, rx) = watch::channel(Stop::Running);
+        let tx = Arc::new(tx);
+        let started = std::time::Instant::now();
+        let out = execute(&steps, 10, rx, Arc::new(Quiet), |s: Step| {
+            let tx = tx.clone();
+            crate::interrupt::watched(async move {
+                match s.id.as_str() {
+                    "a" => {
+                        tx.send(Stop::Stopping).unwrap();
+                        crate::interrupt::reached();
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        anyhow::bail!("Throttling: Rate exceeded")
+                    }
+                    "b" => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        anyhow::bail!("AccessDenied")
+                    }
+                    _ => {
+                        tokio::time::sleep(Duration::from_millis(60)).await;
+                        tx.send(Stop::Abandon).unwrap();
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        Ok(())
+                    }
+                }
+            })
+        })
+        .await
+        .unwrap();
+        assert_eq!(out["a"], Outcome::Cancelled, "stopped, not failed");
+        assert!(matches!(out["b"], Outcome::Failed(_)), "a failure of its own stays one: {out:?}");
+        assert_eq!(out["c"], Outcome::Cancelled, "abandoned at the second stop");
+        assert_eq!(out["d"], Outcome::Cancelled, "never started");
+        assert!(started.elapsed() < Duration::from_secs(5), "the abandoned step was not waited for");
     }
 
     #[test]

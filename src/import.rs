@@ -847,7 +847,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
             let mut with_plan = global.clone();
             with_plan.config = Some(path.clone());
             with_plan.cluster = Some(cluster.clone());
-            crate::engine::diff(&with_plan, true, None).await.map_err(|e| {
+            crate::engine::diff_on(&with_plan, true, None, Some(&connected)).await.map_err(|e| {
                 let hint = crate::report::hint_of(&e).map(|h| format!("\nhint: {h}")).unwrap_or_default();
                 format!("{e:#}{hint}")
             })
@@ -1425,6 +1425,7 @@ mod tests {
         };
         let text = crate::report::import::let_go_text(&l);
         assert!(text.contains("--query TemplateBody --output json"), "{text}");
+        assert!(text.contains("\n  retained='def ind:"), "the check is defined once, before the blocks: {text}");
         assert!(!text.contains("--output text >"), "text output mangles JSON templates: {text}");
         let blocks: Vec<&str> = text.split("\n  s=").skip(1).collect();
         assert_eq!(blocks.len(), 2, "{text}");
@@ -1433,8 +1434,11 @@ mod tests {
             let chain = &chain[..chain.find("stack-delete-complete").unwrap()];
             // Every step after update-stack is chained, and the Retain check comes before delete-stack.
             let and_steps: Vec<&str> = chain.split("&& ").skip(1).collect();
-            assert_eq!(and_steps.len(), 4, "update && wait && test && delete && wait: {b}");
-            assert!(and_steps[1].starts_with("test \"$(") && and_steps[1].contains("DeletionPolicy"), "{b}");
+            assert_eq!(and_steps.len(), 4, "update && wait && check && delete && wait: {b}");
+            assert!(
+                and_steps[1].starts_with("aws cloudformation get-template") && and_steps[1].contains("jq -e \"$retained\""),
+                "{b}"
+            );
             assert!(and_steps[2].starts_with("aws cloudformation delete-stack"), "{b}");
         }
         assert!(blocks[0].contains("ParameterKey=ClusterName,UsePreviousValue=true"), "{}", blocks[0]);

@@ -166,7 +166,7 @@ fn main() {
         },
     );
     let (name, result) = rt.block_on(async {
-        interrupt::install_interrupt_handler();
+        interrupt::install_interrupt_handler(report::interrupt_notice);
         if (opts.all || opts.clusters.is_some()) && (opts.cluster.is_some() || opts.config.is_some()) {
             // clap checks this when both follow the command; a global flag given before it is not.
             let e = error::UserError::new("--all and --clusters name the clusters themselves: not with --cluster or --config")
@@ -228,7 +228,8 @@ fn main() {
             if opts.output == options::Format::Human {
                 printer.stats_after_error();
             }
-            exit::EXIT_ERROR
+            // An error after Ctrl-C (a write before the plan's steps, stopped) is the interrupt's.
+            if interrupt::stopping() { exit::EXIT_INTERRUPTED } else { exit::EXIT_ERROR }
         }
     };
     // Do not wait for lingering SDK connections.

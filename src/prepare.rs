@@ -104,8 +104,14 @@ impl Prepared {
             },
             None => observe(&self.ctx, nodes, concurrency).await,
         }?;
-        *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(&observed);
+        self.judge_observed(&observed);
         Ok(observed)
+    }
+
+    /// Keep the readiness checks over what was observed (the Pod Identity association's), for
+    /// `readiness`: `observe` does, and `up --plan-file` over its fresh reads.
+    pub fn judge_observed(&self, observed: &[(Node, Option<Observed>)]) {
+        *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(observed);
     }
 
     /// Wait for the CloudTrail read started in preparation and keep what it shows of the plan's
@@ -235,6 +241,14 @@ async fn resolve_region(global: &Options, spec: &Spec) -> Result<String, UserErr
 /// reads start as soon as the account is known, while EKS still describes the cluster (see
 /// `ReadAhead`); `Prepared::observe` then uses them.
 pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<Prepared> {
+    prepare_on(global, cmd, read_ahead, None).await
+}
+
+/// `prepare` over a connection a read-only command already made (`import`'s diff): its clients,
+/// account and cluster are taken as they are, so STS and DescribeCluster are asked once in the
+/// run. Only when it is for the same region and credentials (no role to assume); else `prepare`
+/// connects itself.
+pub async fn prepare_on(global: &Options, cmd: Intent, read_ahead: bool, conn: Option<&Connected>) -> Result<Prepared> {
     aws::epoch();
     if global.plan_flag {
         reporter_for(global).event(Event::Note {
@@ -260,12 +274,22 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
     });
     let reporter = reporter_for(global);
     stats.tell_throttling(reporter.clone());
-    let clients = aws::connect(&connect_options(global, &region, assume_role)?, stats.clone()).await;
-    let readers = Arc::new(Readers::new(&clients));
+    let conn = conn.filter(|c| c.region == region && assume_role.is_none() && c.cluster.is_some());
+    let clients = match conn {
+        Some(c) => c.clients.clone(),
+        None => aws::connect(&connect_options(global, &region, assume_role)?, stats.clone()).await,
+    };
+    let readers = match conn {
+        Some(c) => c.readers.clone(),
+        None => Arc::new(Readers::new(&clients)),
+    };
     // STS and DescribeCluster together; once STS has answered (the account pin checked), the
     // Pod Identity add-on check and the plan's own reads start too, alongside DescribeCluster.
     let early = async {
-        let (account_id, partition) = in_unit("prepare:account", caller_identity(&readers, &region, &spec)).await?;
+        let (account_id, partition) = match conn {
+            Some(c) => (c.account_id.clone(), c.partition.clone()),
+            None => in_unit("prepare:account", caller_identity(&readers, &region, &spec)).await?,
+        };
         reporter.event(Event::Info(&format!(
             "Account {account_id}{}, region {region}, cluster {}{}",
             spec.assume_role.as_ref().map(|r| format!(" (role {})", r.role_arn)).unwrap_or_default(),
@@ -325,7 +349,13 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
         let ahead = read_ahead.then(|| ReadAhead::start(ctx.clone(), nodes_for(&spec_now, &account_facts, cmd), concurrency));
         Ok::<_, anyhow::Error>((ctx, ahead, early_checks, trail, followed))
     };
-    let (early, cluster) = tokio::join!(early, in_unit("prepare:cluster", describe_cluster(&readers, &spec.cluster)));
+    let described = async {
+        match conn {
+            Some(c) => Ok(c.cluster.clone()),
+            None => in_unit("prepare:cluster", describe_cluster(&readers, &spec.cluster)).await,
+        }
+    };
+    let (early, cluster) = tokio::join!(early, described);
     let (ctx, ahead, early_checks, trail, followed) = early?;
     let mut spec = spec;
     if let Some(v) = followed {
@@ -387,6 +417,8 @@ pub async fn prepare(global: &Options, cmd: Intent, read_ahead: bool) -> Result<
 /// What a read-only command that loads no plan needs (`doctor`): clients, the account and the
 /// cluster as EKS describes it (None: no such cluster).
 pub struct Connected {
+    /// The clients, for a `prepare_on` that goes on with them.
+    pub clients: aws::Clients,
     /// The readers of these clients (doctor and import read through them).
     pub readers: Arc<Readers>,
     pub stats: Arc<CallStats>,
@@ -438,7 +470,7 @@ pub async fn connect_and_identify(global: &Options, spec: &Spec) -> Result<Conne
         }
         r => (cluster_facts(cluster, r)?, None),
     };
-    Ok(Connected { readers, stats, account_id, partition, region, cluster, cluster_refused })
+    Ok(Connected { clients, readers, stats, account_id, partition, region, cluster, cluster_refused })
 }
 
 /// The nodes a command works on: the desired graph; for `down`, every node unwanted.

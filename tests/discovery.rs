@@ -709,3 +709,38 @@ fn public_subnets_someone_else_tagged_are_one_error_in_diff_up_and_doctor() {
     let r = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
     assert!(!r.json()["findings"].to_string().contains("subnet-no-way-out"), "{}", r.stdout);
 }
+
+#[test]
+fn an_ipv6_clusters_subnets_are_judged_by_their_ipv4_egress_in_doctor_too() {
+    // Someone tagged the private subnets of an IPv6 cluster whose IPv4 way out is NAT64 (moto
+    // keeps the routes; the lag proxy shows the cluster's IPv6 family and the subnets' DNS64).
+    let c = cluster_name("disc-v6");
+    let v = seed_strict(&c, &["--network", "nat64"]);
+    let private: Vec<String> = v["private_subnets"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().into()).collect();
+    let (px, eps) = lag::ipv6_cluster(&c);
+    let sdk = sdk_strict();
+    for id in &private {
+        add_tags(&sdk, id, &[(DISCOVERY, c.as_str())]);
+    }
+    let wd = Workdir::new();
+    wd.plan(&c, &plan_body(&c, ""));
+    let doctor = || {
+        let r = karpctl_strict_at(&wd, &["doctor", "--cluster", &c, "--output", "json"], &eps, &[]);
+        let doc = r.json();
+        doc["findings"].as_array().unwrap_or_else(|| panic!("{r:?}")).iter().find(|f| f["code"] == "subnet-no-way-out").cloned()
+    };
+    let f = doctor().expect("DNS64 off: NAT64 is no way out, and ::/0 carries IPv6 only");
+    assert_eq!(f["severity"], "error", "{f}");
+    let (msg, fix) = (f["message"].as_str().unwrap(), f["hint"].as_str().unwrap());
+    assert_eq!(named(msg, &private), set(&private), "{f}");
+    assert!(msg.contains("DNS64 is off") && msg.contains("carries IPv6 only"), "{msg}");
+    for id in &private {
+        assert!(fix.contains(&format!("aws ec2 modify-subnet-attribute --subnet-id {id} --enable-dns64")), "{id}: {fix}");
+    }
+    let dns64: serde_json::Map<String, Value> = private.iter().map(|id| (id.clone(), Value::Bool(true))).collect();
+    px.set(serde_json::json!({"ec2_subnet_dns64": dns64}));
+    assert_eq!(doctor(), None, "NAT64 with DNS64 on is a way out");
+    let r = karpctl_strict_at(&wd, &["diff", "--cluster", &c, "--output", "json"], &eps, &[]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(!r.json()["checks"]["found"].to_string().contains("subnet-no-way-out"), "{}", r.stdout);
+}

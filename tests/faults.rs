@@ -854,13 +854,13 @@ fn sigint_waits_for_in_flight_calls_reports_and_exits_130() {
         "says it waits for in-flight calls: {r:?}"
     );
     assert!(r.stderr.contains("not started"), "says which steps did not start: {r:?}");
-    // Every step that had started was waited for: it finished or failed, none was abandoned.
+    // Every step that had started was waited for: it finished, failed or was stopped where it
+    // waited or retried; none was abandoned.
     for line in r.stderr.lines().filter(|l| l.contains(": Creating...")) {
         let id = line.split(':').next().unwrap();
-        let ended = r
-            .stderr
-            .lines()
-            .any(|l| l.starts_with(&format!("{id}: Creation complete")) || l.starts_with(&format!("{id}: failed")));
+        let ended = r.stderr.lines().any(|l| {
+            ["Creation complete", "failed", "stopped by the interrupt"].iter().any(|e| l.starts_with(&format!("{id}: {e}")))
+        });
         assert!(ended, "step {id} was in flight at the interrupt and must have been waited for: {r:?}");
     }
     let sdk = sdk();
@@ -868,6 +868,79 @@ fn sigint_waits_for_in_flight_calls_reports_and_exits_130() {
     let up = karpctl(&wd, &["up", "--cluster", &c]);
     assert_up_converged(&wd, &c, &up);
     assert_converged_once(&sdk, &c, false);
+}
+
+/// Send SIGINT to a spawned karpctl.
+fn sigint(run: &Spawned) {
+    let st = Command::new("kill").args(["-INT", &run.pid().to_string()]).status().expect("kill -INT");
+    assert!(st.success());
+}
+
+fn epoch_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64()
+}
+
+#[test]
+fn sigint_stops_retries_at_once_prints_the_summary_and_exits_130() {
+    let (c, wd) = seeded("f-int-thr");
+    // Every PutRule is throttled: each rule's step retries (16 attempts, backing off up to 10 s
+    // each: half a minute and more) until Ctrl-C stops it.
+    let px = Proxy::start(
+        &wd,
+        &c,
+        &endpoint(),
+        json!([{"service": "events", "operation": "PutRule", "error": {"code": "ThrottlingException", "message": "Rate exceeded"}}]),
+    );
+    let run = spawn_via(&wd, &["up", "--cluster", &c], &px);
+    assert!(run.wait_for_line("rule-", Duration::from_secs(60)).is_some(), "the rules' steps started");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while px.fired("PutRule") < 8 {
+        assert!(Instant::now() < deadline, "PutRule was throttled again and again: {}", px.fired("PutRule"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (signal, at) = (Instant::now(), epoch_now());
+    sigint(&run);
+    let r = run.finish(Duration::from_secs(60));
+    let took = signal.elapsed();
+    assert_eq!(r.code, 130, "{r:?}");
+    assert!(r.stdout.contains("Apply incomplete! Resources:"), "the summary: {r:?}");
+    assert!(r.stderr.contains("Interrupted:") && r.stderr.contains("not started or stopped part-way"), "{r:?}");
+    assert!(r.stderr.contains("rule-HealthEvent: stopped by the interrupt"), "the retrying step says it was stopped: {r:?}");
+    // No retry went out after the signal: at most the attempts already on their way (one per
+    // rule step, two if one was sent in the instant the signal came).
+    let rules = r.stderr.lines().filter(|l| l.starts_with("rule-") && l.contains(": Creating...")).count();
+    let after: Vec<Value> = px.fired_log_of("PutRule").into_iter().filter(|f| f["ts"].as_f64().unwrap_or(0.0) > at).collect();
+    assert!(after.len() <= 2 * rules, "{} PutRule attempt(s) after the signal for {rules} rule step(s): {after:?}", after.len());
+    assert!(took < Duration::from_secs(8), "ended {took:?} after the signal (retries ran 16-31 s before)");
+    assert_all_owned(&inventory(&sdk(), &c), &c, "after SIGINT");
+}
+
+#[test]
+fn a_second_sigint_leaves_the_calls_in_flight_and_still_prints_the_summary() {
+    let (c, wd) = seeded("f-int-twice");
+    // CreateQueue takes 20 s: the first Ctrl-C waits for it, the second does not.
+    let px = Proxy::start(&wd, &c, &endpoint(), json!([{"service": "sqs", "operation": "CreateQueue", "latency": 20000}]));
+    let run = spawn_via(&wd, &["up", "--cluster", &c], &px);
+    assert!(run.wait_for_line("queue: Creating...", Duration::from_secs(60)).is_some(), "the queue's step started");
+    std::thread::sleep(Duration::from_millis(500));
+    sigint(&run);
+    assert!(run.wait_for_line("Interrupt received", Duration::from_secs(10)).is_some(), "the first Ctrl-C is said");
+    std::thread::sleep(Duration::from_millis(1000));
+    let mut run = run;
+    assert!(run.running(), "the first Ctrl-C waits for the call in flight");
+    let signal = Instant::now();
+    sigint(&run);
+    let r = run.finish(Duration::from_secs(30));
+    assert_eq!(r.code, 130, "{r:?}");
+    assert!(signal.elapsed() < Duration::from_secs(8), "the second Ctrl-C does not wait: {:?}", signal.elapsed());
+    assert!(r.stdout.contains("Apply incomplete! Resources:"), "the summary, even so: {r:?}");
+    assert!(r.stderr.contains("queue: stopped by the interrupt"), "{r:?}");
+    assert!(r.stderr.contains("Interrupted:") && !r.stderr.contains("leaving without its summary"), "{r:?}");
+    // What a second Ctrl-C leaves is a crash's state: the next run converges.
+    drop(px);
+    let up = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_up_converged(&wd, &c, &up);
+    assert_converged_once(&sdk(), &c, false);
 }
 
 // ------------------------------------------------------------------------------- races (item 4)

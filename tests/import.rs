@@ -366,9 +366,17 @@ fn import_then_adopt_at(prefix: &str, shape: Shape, version: &str) -> (Run, Made
     assert!(!plan_path.exists(), "nothing written without the version");
 
     // import: reads only, writes the plan file, refuses to overwrite it.
+    let connects = || (px.count("GetCallerIdentity"), px.count("DescribeCluster"));
+    let before = connects();
     let json_run = run(&["import", "--cluster", &m.c, "--karpenter-version", version, "--output", "json"]);
     assert_eq!(json_run.code, 0, "{json_run:?}");
     assert_eq!(json_run.writes(), 0, "import makes no write call: {}", json_run.stdout);
+    let after = connects();
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (1, 1),
+        "import connects once: one GetCallerIdentity and one DescribeCluster, its diff included"
+    );
     let doc = json_run.json();
     let text = std::fs::read_to_string(&plan_path).expect("import wrote plans/<c>.toml");
     assert_eq!(doc["plan_text"].as_str(), Some(text.as_str()));

@@ -710,6 +710,40 @@ fn ec2_shared_vpc_shows_the_owner_and_hides_its_endpoints() {
     assert_eq!(endpoints(&vpc), 9);
 }
 
+#[test]
+fn an_ipv6_family_and_dns64_are_shown_where_the_emulator_keeps_neither() {
+    let c = cluster_name("lag-v6");
+    let s = seed(&c, &[]);
+    let private: Vec<String> = strings(&s["private_subnets"]);
+    let px = proxy("lag-v6-px");
+    let through = sdk_at(px.url());
+    let family = || {
+        let o = rt().block_on(through.eks.describe_cluster().name(&c).send()).expect("DescribeCluster");
+        let net = o.cluster().and_then(|c| c.kubernetes_network_config()).cloned();
+        net.and_then(|n| n.ip_family().map(|f| f.as_str().to_string())).unwrap_or_default()
+    };
+    let dns64 = || -> Vec<(String, bool)> {
+        let o = rt().block_on(through.ec2.describe_subnets().subnet_ids(&private[0]).subnet_ids(&private[1]).send());
+        let mut v: Vec<(String, bool)> = o
+            .expect("DescribeSubnets")
+            .subnets()
+            .iter()
+            .map(|s| (s.subnet_id().unwrap_or_default().to_string(), s.enable_dns64() == Some(true)))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(family(), "ipv4", "ministack answers ipv4 for every cluster");
+    assert!(dns64().iter().all(|(_, on)| !on), "{:?}", dns64());
+    px.set(json!({"eks_ip_family": {&c: "ipv6"}, "ec2_subnet_dns64": {&private[0]: true}}));
+    assert_eq!(family(), "ipv6");
+    let mut want = vec![(private[0].clone(), true), (private[1].clone(), false)];
+    want.sort();
+    assert_eq!(dns64(), want, "only the rule's subnet");
+    assert!(px.calls_json().iter().any(|x| x["lag"] == "ec2_subnet_dns64"), "{:?}", px.calls_json());
+    assert!(px.try_set(json!({"eks_ip_family": {&c: "dual"}})).unwrap_err().contains("ipv6"));
+}
+
 // --- Records AWS keeps: CloudTrail, CloudWatch, the IAM policy simulator -------------------------
 
 /// An SDK config for the proxy at `url`, with `attempts` attempts per call (1: a throttled or

@@ -347,3 +347,48 @@ fn up_says_to_run_helm_upgrade_only_when_the_values_it_hands_on_changed() {
     );
     assert_eq!(next["nodeclass"], json!([]), "{r:?}");
 }
+
+/// The codes and severities of `--output json`'s readiness findings.
+fn found_checks(r: &Run) -> std::collections::BTreeMap<String, String> {
+    let doc = r.json();
+    doc["checks"]["found"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| (f["code"].as_str().unwrap_or_default().to_string(), f["severity"].as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
+#[test]
+fn a_saved_plan_runs_the_pod_identity_checks_that_up_runs() {
+    const TAGS: &str = "pod-identity-session-tags-disabled";
+    let c = cluster_name("saved-pia");
+    let s = seed(&c, &[]);
+    let account = s["account_id"].as_str().unwrap().to_string();
+    let wd = Workdir::new();
+    assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
+    // The association is now an EKS add-on's (ownerArn, which the emulator cannot set: the lag
+    // proxy lays it over), with session tags off while the controller role's trust needs them.
+    let sdk = sdk();
+    let (id, _) = karpenter_associations(&sdk, &c).remove(0);
+    let update = sdk.eks.update_pod_identity_association().cluster_name(&c).association_id(&id).disable_session_tags(true);
+    rt().block_on(update.send()).expect("UpdatePodIdentityAssociation");
+    let px = lag::LagProxy::start(&cluster_name("saved-pia-px"), &endpoint());
+    let addon = format!("arn:aws:eks:{REGION}:{account}:addon/{c}/karpenter/0123");
+    px.set(serde_json::json!({"eks_association_fields": {&c: {"ownerArn": &addon}}}));
+    let run = |args: &[&str]| karpctl_at(&wd, px.url(), args, &[]);
+
+    let up = run(&["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(up.code, 1, "plain up: {up:?}");
+    assert_eq!(found_checks(&up).get(TAGS).map(String::as_str), Some("error"), "{up:?}");
+
+    let plan = wd.path().join("plan.json");
+    let plan = plan.to_str().unwrap();
+    let diff = run(&["diff", "--cluster", &c, "--out", plan]);
+    assert_eq!(diff.code, 1, "nothing karpctl may change, but an error-level check: {diff:?}");
+    let saved = run(&["up", "--plan-file", plan, "--output", "json"]);
+    assert_eq!(saved.code, 1, "the saved plan's up judges the association as up does: {saved:?}");
+    let doc = saved.json();
+    assert!(strings(&doc["checks"]["checked"]).iter().any(|c| c == TAGS), "{doc}");
+    assert_eq!(found_checks(&saved).get(TAGS).map(String::as_str), Some("error"), "{saved:?}");
+}

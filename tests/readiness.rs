@@ -393,6 +393,49 @@ fn an_egress_only_gateway_is_no_way_out_for_an_ipv4_cluster() {
 }
 
 #[test]
+fn an_ipv6_cluster_needs_ipv4_egress_besides_its_egress_only_gateway() {
+    // Nodes of an IPv6 cluster are dual-stack and reach ECR, STS and EC2 over IPv4. moto keeps the
+    // IPv6 routes; the lag proxy shows the cluster's IPv6 family and the subnets' DNS64.
+    let c = cluster_name("ready-v6");
+    let s = seed_strict(&c, &["--network", "egress-only"]);
+    let private = list(&s, "private_subnets");
+    let (_px, eps) = lag::ipv6_cluster(&c);
+    let run = |wd: &Workdir, args: &[&str]| karpctl_strict_at(wd, args, &eps, &[]);
+    let wd = Workdir::new();
+    plan(&wd, &c, "");
+    let msg = refused_naming(&run, &wd, &c, &private, &["::/0 to eigw-", "carries IPv6 only", "IPv4 endpoints"]);
+    assert!(!msg.contains("the cluster is IPv4"), "{msg}");
+    let r = run(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let hint = r.stderr.lines().find(|l| l.starts_with("hint:")).unwrap_or_else(|| panic!("{r:?}"));
+    assert!(hint.contains("a 0.0.0.0/0 route to a NAT gateway") && hint.contains("64:ff9b::/96"), "{hint}");
+    for id in &private {
+        assert!(hint.contains(&format!("--subnet-id {id} --enable-dns64")), "{id}: {hint}");
+    }
+
+    // NAT64 (64:ff9b::/96 to a NAT gateway) counts only with DNS64 on the subnet.
+    let c = cluster_name("ready-nat64");
+    let s = seed_strict(&c, &["--network", "nat64"]);
+    let private = list(&s, "private_subnets");
+    let (px, eps) = lag::ipv6_cluster(&c);
+    let run = |wd: &Workdir, args: &[&str]| karpctl_strict_at(wd, args, &eps, &[]);
+    plan(&wd, &c, "");
+    let msg = refused_naming(&run, &wd, &c, &private, &["64:ff9b::/96 to nat-", "DNS64 is off on the subnet"]);
+    for id in &private {
+        assert!(msg.contains(id), "{id}: {msg}");
+    }
+    let r = run(&wd, &["diff", "--cluster", &c]);
+    assert!(r.stderr.contains("but DNS64 off") && r.stderr.contains("--enable-dns64"), "{r:?}");
+    assert!(!r.stderr.contains("a 0.0.0.0/0 route"), "the NAT64 route is there: only DNS64 is missing: {r:?}");
+    let dns64: serde_json::Map<String, Value> = private.iter().map(|id| (id.clone(), json!(true))).collect();
+    px.set(json!({"ec2_subnet_dns64": dns64}));
+    let r = run(&wd, &["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "NAT64 with DNS64 is a way out: {r:?}");
+    assert_eq!(tagged_subnets(&sdk_strict(), &c), private.iter().cloned().collect());
+    assert!(!r.all().contains("subnet-no-way-out"), "{r:?}");
+}
+
+#[test]
 fn an_isolated_pod_identity_cluster_needs_the_eks_auth_endpoint() {
     let c = cluster_name("ready-noauth");
     let s = seed(&c, &["--network", "isolated-endpoints", "--without-endpoint", "eks-auth"]);

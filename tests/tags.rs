@@ -86,3 +86,30 @@ fn a_dropped_tag_goes_where_karpctl_set_it_and_others_tags_stay() {
     assert_eq!(t.get("cost-center").map(String::as_str), Some("42"), "{t:?}");
     second_up_writes_nothing();
 }
+
+#[test]
+fn a_tag_key_renamed_only_in_case_converges_in_one_up() {
+    let c = cluster_name("tags-case");
+    seed(&c, &[]);
+    let wd = Workdir::new();
+    let sdk = sdk();
+    let px = LagProxy::start(&cluster_name("tags-case-px"), &endpoint());
+    px.set(json!({"eks_tag_associations": {&c: true}, "eks_access_entry_tags": {&c: true}}));
+    let karpctl = |wd: &Workdir, args: &[&str]| karpctl_at(wd, px.url(), args, &[]);
+    wd.plan(&c, &plan(&c, "team = \"platform\""));
+    let up = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "{up:?}");
+
+    // `team` becomes `Team`: one up, then nothing left to do.
+    wd.plan(&c, &plan(&c, "Team = \"platform\""));
+    let up = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let diff = karpctl(&wd, &["diff", "--cluster", &c]);
+    assert_eq!(diff.code, 0, "one up converges a key renamed in case: {diff:?}");
+    let role = role_tags(&sdk, &format!("KarpenterNodeRole-{c}"));
+    assert_eq!(role.get("Team").map(String::as_str), Some("platform"), "{role:?}");
+    assert!(!role.contains_key("team"), "{role:?}");
+    assert_eq!(role.get("karpctl.io/tags").map(String::as_str), Some("Team"), "{role:?}");
+    let q = queue(&sdk, &format!("Karpenter-{c}")).expect("queue");
+    assert!(q.tags.contains_key("Team") && !q.tags.contains_key("team"), "{:?}", q.tags);
+}

@@ -126,7 +126,7 @@ where
 
 /// Poll `check` until `agreement.reads` answers in a row are true, `agreement.apart` apart (a
 /// false answer starts the count again, and the polls go back to the consistency schedule), or
-/// the deadline passes (Ok(false)). One read when AWS is consistent and the agreement is
+/// the deadline passes or Ctrl-C stops the run (Ok(false)). One read when AWS is consistent and the agreement is
 /// `FIRST`. Reads are spaced from one's start to the next's (`Pacer`): the first goes out at
 /// once, the last `(reads - 1) * apart` later. Progress is reported as `waiting for <what>`
 /// while the reads disagree.
@@ -165,7 +165,10 @@ where
             reporter.event(Event::Waiting { id: step_id, what, elapsed: start.elapsed() });
             shown = Some(Instant::now());
         }
-        tokio::time::sleep(delay).await;
+        // Ctrl-C ends the wait like its deadline (the step is then stopped, not failed).
+        if !crate::interrupt::sleep(delay).await {
+            return Ok(false);
+        }
         pacer.started(Instant::now());
     }
 }
@@ -198,7 +201,8 @@ impl<'a> Retry<'a> {
         self.pacer = Some(Pacer::start());
     }
 
-    /// Pause before the next attempt (reported with `code`), or false when the deadline would pass.
+    /// Pause before the next attempt (reported with `code`), or false when the deadline would pass
+    /// or Ctrl-C stops the run.
     pub async fn again(&mut self, code: &str) -> bool {
         let spacing = self.policy.next_delay(self.start.elapsed(), &mut self.slow);
         let delay = match &self.pacer {
@@ -213,7 +217,9 @@ impl<'a> Retry<'a> {
             self.reporter.event(Event::Retrying { id, operation, code, attempt, elapsed });
             self.shown = Some(Instant::now());
         }
-        tokio::time::sleep(delay).await;
+        if !crate::interrupt::sleep(delay).await {
+            return false;
+        }
         self.attempt += 1;
         true
     }

@@ -126,8 +126,15 @@ impl HttpConnector for LimitedConnector {
             // request is signed by now, its Authorization header names the service.
             let (region, service) = request.headers().get("authorization").and_then(prio::signing_scope).unwrap_or(("", ""));
             // The account's pace for the service (CloudTrail's per Region), once AWS has
-            // throttled it (`throttle`), before any permit is held.
-            rates.of(&super::throttle::pacer_key(service, region)).wait().await;
+            // throttled it (`throttle`), before any permit is held. A request still waiting for
+            // its turn at Ctrl-C is not sent.
+            if !rates.of(&super::throttle::pacer_key(service, region)).wait().await {
+                crate::interrupt::reached();
+                return Err(aws_smithy_runtime_api::client::result::ConnectorError::other(
+                    crate::interrupt::Stopped.to_string().into(),
+                    None,
+                ));
+            }
             let priority = prio::priority_of(service);
             let mut held = Vec::with_capacity(permits.len());
             for p in &permits {

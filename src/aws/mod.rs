@@ -90,7 +90,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     let retry = RetryConfig::standard()
         .with_max_attempts(opts.max_attempts.max(1))
         .with_initial_backoff(Duration::from_millis(200))
-        .with_max_backoff(Duration::from_secs(10));
+        .with_max_backoff(throttle::MAX_BACKOFF);
     let timeouts = TimeoutConfig::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(Duration::from_secs(30))
@@ -100,6 +100,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
     let limiter = opts.limiter.clone().unwrap_or_else(|| Limiter::new(opts.max_in_flight));
     let mut loader = aws_config::defaults(BehaviorVersion::v2026_01_12())
         .region(aws_config::Region::new(opts.region.clone()))
+        .sleep_impl(throttle::StopSleep)
         .retry_config(retry)
         .timeout_config(timeouts)
         .stalled_stream_protection(stalled)
@@ -151,6 +152,8 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
                     .retry_partition(throttle::partition($service, &bucket))
                     .retry_classifier(throttle::AttemptBudget)
                     .retry_classifier(throttle::QuotaIsNotThrottling { service: $service })
+                    .retry_classifier(throttle::StopRetries)
+                    .interceptor(throttle::StopRetries)
                     .interceptor(throttle::ThrottleWatch {
                         service: $service,
                         stats: stats.clone(),

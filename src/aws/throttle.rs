@@ -1,6 +1,6 @@
 //! Throttling slows karpctl down instead of failing it (docs/ci.md, "A throttled account"): a pace
 //! per account and service (`Pacer`, AIMD), more attempts for throttling than for other errors, a
-//! retry budget per cluster, each throttle counted once, and a full quota never retried.
+//! retry budget per cluster, each throttle counted once, a full quota and Ctrl-C never retried.
 
 use super::stats::CallStats;
 use aws_smithy_runtime::client::retries::classifiers::run_classifiers_on_ctx;
@@ -87,15 +87,19 @@ impl Pacer {
         }
         p.rate
     }
-    /// Wait for this request's turn.
-    pub async fn wait(&self) {
+    /// Wait for this request's turn: true when it came, false when Ctrl-C stopped the run first
+    /// (the request is then not sent).
+    pub async fn wait(&self) -> bool {
         if self.rate_or_send(Instant::now()).is_none() {
-            return;
+            return true;
         }
-        let mut last = self.line.lock().await;
+        let mut last = tokio::select! {
+            l = self.line.lock() => l,
+            _ = crate::interrupt::stopped() => return false,
+        };
         loop {
             let now = Instant::now();
-            let Some(rate) = self.rate() else { return };
+            let Some(rate) = self.rate() else { return true };
             let at = next_at(*last, rate, now);
             if at <= now {
                 // Keep the spacing exact when the wake-up was a little late; after an idle
@@ -105,10 +109,12 @@ impl Pacer {
                     Some(l) if now.saturating_duration_since(l + spacing) < spacing => l + spacing,
                     _ => now,
                 });
-                return;
+                return true;
             }
             // The pace may change while this request sleeps: look again when it wakes.
-            tokio::time::sleep_until(at.into()).await;
+            if !crate::interrupt::sleep(at.saturating_duration_since(now)).await {
+                return false;
+            }
         }
     }
     /// Pace from now on at `rate` at most, throttled or not: for an API whose per-account rate
@@ -280,6 +286,111 @@ impl ClassifyRetry for QuotaIsNotThrottling {
     }
 }
 
+thread_local! {
+    /// Set by `StopRetries` when it lets a retry through: the SDK asks for that retry's back-off
+    /// sleep right after its classifiers, on the same thread and in the same poll, so the next
+    /// sleep `StopSleep` is asked for here is the back-off, which Ctrl-C may cut short.
+    static BACKOFF_NEXT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The most a back-off lasts (the clients' `max_backoff`): a longer sleep is a timeout's, never
+/// cut short.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// What the last classifier makes of the verdict before it once Ctrl-C stopped the run
+/// (`stopping`): no retry. Else whether the next sleep is a retry's back-off.
+fn after_stop(previous: &RetryAction, stopping: bool) -> (RetryAction, bool) {
+    match previous {
+        RetryAction::RetryIndicated(_) if stopping => (RetryAction::RetryForbidden, false),
+        RetryAction::RetryIndicated(_) => (RetryAction::NoActionIndicated, true),
+        _ => (RetryAction::NoActionIndicated, false),
+    }
+}
+
+/// Ctrl-C stops retries (docs/how-it-works.md, "Ctrl-C"): as the last classifier it forbids any
+/// retry once the run is stopped; as an interceptor it refuses a retry attempt that a back-off
+/// cut short would otherwise send. Either way the step the call belongs to is stopped, not failed
+/// (`interrupt::watched`).
+#[derive(Debug)]
+pub struct StopRetries;
+
+impl ClassifyRetry for StopRetries {
+    fn classify_retry(&self, _ctx: &InterceptorContext) -> RetryAction {
+        RetryAction::NoActionIndicated
+    }
+    fn classify_retry_v2(&self, ctx: &InterceptorContext, previous: &RetryAction) -> RetryAction {
+        let (action, backoff) = after_stop(previous, crate::interrupt::stopping());
+        if action == RetryAction::RetryForbidden {
+            crate::interrupt::reached();
+        }
+        // The last attempt's verdict is not followed by a back-off: never mark it.
+        if backoff && attempt_of(ctx) < THROTTLE_ATTEMPTS {
+            BACKOFF_NEXT.with(|b| b.set(true));
+        }
+        action
+    }
+    fn name(&self) -> &'static str {
+        "karpctl-stop-retries"
+    }
+    fn priority(&self) -> RetryClassifierPriority {
+        RetryClassifierPriority::run_after(QuotaIsNotThrottling { service: "" }.priority())
+    }
+}
+
+impl Intercept for StopRetries {
+    fn name(&self) -> &'static str {
+        "karpctl-stop-retries"
+    }
+    fn read_before_execution(
+        &self,
+        _context: &aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef<'_>,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        // A mark no back-off took (the SDK decided against the retry) ends here.
+        BACKOFF_NEXT.with(|b| b.set(false));
+        Ok(())
+    }
+    fn read_before_attempt(
+        &self,
+        _context: &aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef<'_>,
+        _rc: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let retry = cfg.load::<RequestAttempts>().is_some_and(|a| a.attempts() > 1);
+        if retry && crate::interrupt::stopping() {
+            crate::interrupt::reached();
+            return Err(crate::interrupt::Stopped.to_string().into());
+        }
+        Ok(())
+    }
+}
+
+/// The clients' sleep: the SDK's back-off between attempts ends early when Ctrl-C stops the run
+/// (then `StopRetries` refuses the attempt); every other sleep (timeouts) is a plain one.
+#[derive(Debug, Default)]
+pub struct StopSleep;
+
+impl aws_sdk_sts::config::AsyncSleep for StopSleep {
+    fn sleep(&self, d: Duration) -> aws_sdk_sts::config::Sleep {
+        let backoff = BACKOFF_NEXT.with(|b| b.replace(false)) && d <= MAX_BACKOFF;
+        if !backoff {
+            return aws_sdk_sts::config::Sleep::new(tokio::time::sleep(d));
+        }
+        aws_sdk_sts::config::Sleep::new(async move {
+            let until = tokio::time::Instant::now() + d;
+            // Polled rather than woken: the SDK wants a `Sync` future.
+            while !crate::interrupt::stopping() {
+                let now = tokio::time::Instant::now();
+                if now >= until {
+                    return;
+                }
+                tokio::time::sleep((until - now).min(Duration::from_millis(100))).await;
+            }
+            crate::interrupt::reached();
+        })
+    }
+}
+
 /// Once per attempt, after it (the SDK runs the classifiers more than once per attempt, so they
 /// never count): attaches the attempt number for the classifiers (`attempt_of`), asks them for
 /// their verdict, and tells the service's pacer of a throttling answer (counted) or a success.
@@ -338,6 +449,32 @@ pub(crate) fn json_answer(status: u16, body: String) -> aws_smithy_runtime_api::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn once_stopped_nothing_is_retried_and_a_retry_marks_its_back_off() {
+        let throttled = RetryAction::throttling_error();
+        assert_eq!(after_stop(&throttled, false), (RetryAction::NoActionIndicated, true));
+        assert_eq!(after_stop(&RetryAction::server_error(), true), (RetryAction::RetryForbidden, false));
+        assert_eq!(after_stop(&throttled, true), (RetryAction::RetryForbidden, false));
+        assert_eq!(after_stop(&RetryAction::NoActionIndicated, true), (RetryAction::NoActionIndicated, false));
+        assert_eq!(after_stop(&RetryAction::RetryForbidden, false), (RetryAction::NoActionIndicated, false));
+    }
+
+    #[tokio::test]
+    async fn only_the_marked_sleep_is_a_back_off() {
+        use aws_sdk_sts::config::AsyncSleep;
+        // Unmarked (a timeout's): a plain sleep. Marked: the back-off, which takes the mark.
+        let t = Instant::now();
+        StopSleep.sleep(Duration::from_millis(30)).await;
+        BACKOFF_NEXT.with(|b| b.set(true));
+        let backoff = StopSleep.sleep(Duration::from_millis(30));
+        assert!(!BACKOFF_NEXT.with(|b| b.get()), "the back-off took the mark");
+        backoff.await;
+        assert!(t.elapsed() >= Duration::from_millis(60), "both slept their time while the run goes on");
+        BACKOFF_NEXT.with(|b| b.set(true));
+        let _long = StopSleep.sleep(MAX_BACKOFF + Duration::from_secs(1));
+        assert!(!BACKOFF_NEXT.with(|b| b.get()), "a longer sleep takes the mark but is a timeout's");
+    }
 
     #[test]
     fn throttling_keeps_its_retries_other_errors_stop_at_their_budget() {

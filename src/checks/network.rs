@@ -154,7 +154,7 @@ pub fn subnets_as_judged(s: &Setup, any_vpc: bool) -> (Vec<TaggedSubnet>, crate:
     let tagged = in_vpc
         .iter()
         .map(|t| TaggedSubnet {
-            candidate: crate::egress::Candidate::new(&t.id, t.map_public_ip, &s.route_tables, ipv6),
+            candidate: crate::egress::Candidate::new(&t.id, t.map_public_ip, t.dns64, &s.route_tables, ipv6),
             karpctls: t.karpctls,
         })
         .collect();
@@ -361,6 +361,8 @@ mod tests {
                 way,
                 table: Some("rtb-1".into()),
                 ignored: vec![],
+                ipv6: false,
+                nat64_without_dns64: None,
             },
             karpctls,
         }

@@ -200,6 +200,7 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
                 az: x.az,
                 vpc_id: x.vpc_id,
                 map_public_ip: x.map_public_ip,
+                dns64: x.dns64,
                 owner_id: x.owner_id,
             })
             .collect(),
@@ -308,8 +309,11 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
     s.node_roles = stand_alone(&mut s, Code::NodeRolesUnreadable, nodes)?;
     s.route_tables = stand_alone(&mut s, Code::RouteTablesUnreadable, tables)?;
     let ipv6 = s.ip_family.eq_ignore_ascii_case("ipv6");
-    let no_route =
-        s.discovery.subnets.iter().any(|t| crate::egress::way_out(&t.id, &s.route_tables, ipv6) == crate::egress::Way::None);
+    let no_route = s
+        .discovery
+        .subnets
+        .iter()
+        .any(|t| crate::egress::way_out(&t.id, &s.route_tables, ipv6, t.dns64) == crate::egress::Way::None);
     if no_route && !s.route_tables.is_empty() {
         let endpoints = aws.ec2.vpc_endpoints(&vpc).await;
         s.endpoints = stand_alone(&mut s, Code::RouteTablesUnreadable, endpoints)?;

@@ -105,6 +105,9 @@ pub struct TaggedSubnet {
     /// `MapPublicIpOnLaunch` (a public subnet works only with it).
     #[serde(skip)]
     pub map_public_ip: bool,
+    /// `EnableDns64` (NAT64 works only with it).
+    #[serde(skip)]
+    pub dns64: bool,
     /// It carries karpctl's marker `karpctl.io/discovery=<cluster>`: karpctl put the tag there.
     #[serde(skip)]
     pub karpctls: bool,

@@ -245,10 +245,10 @@ pub fn restart_note(command: &str, style: Style) -> String {
     )
 }
 
-/// Ctrl-C during `up`/`down`: what was not started.
+/// Ctrl-C during `up`/`down`: what was not done.
 pub fn interrupted(command: &str, cancelled: usize) -> String {
     format!(
-        "Interrupted: {cancelled} step(s) not started. Run `karpctl {command}` again to finish; it picks up from what exists.\n"
+        "Interrupted: {cancelled} step(s) not started or stopped part-way. Run `karpctl {command}` again to finish; it picks up from what exists.\n"
     )
 }
 

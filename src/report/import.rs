@@ -110,18 +110,27 @@ pub fn let_go_text(l: &LetGo) -> String {
         LetGo::CloudFormation { stacks } => {
             t.push_str(
                 "Let go of them in CloudFormation first: give every resource of each stack `DeletionPolicy: Retain`,\n\
-                 then delete the stack (its resources stay). Each block below is one command chained with `&&`:\n\
-                 a failed step stops it, so a failed update never reaches delete-stack, and delete-stack runs\n\
-                 only once the stored template retains as many resources as the stack has. Needs jq.\n",
+                 then delete the stack (its resources stay). Needs jq. First define the check, in the shell that\n\
+                 runs the blocks below: it reads a stack's stored template and answers true only when every\n\
+                 resource under Resources has `DeletionPolicy: Retain` (a JSON template as JSON; a YAML one line by\n\
+                 line, in the block style CloudFormation's examples use: a resource it cannot read that way, in\n\
+                 flow style or through an anchor, counts as not retained; write it in block style).\n\n",
+            );
+            for l in RETAINED_CHECK.lines() {
+                t.push_str(&format!("  {l}\n"));
+            }
+            t.push_str(
+                "\nEach block below is one command chained with `&&`: a failed step stops it, so a failed update\n\
+                 never reaches delete-stack, and delete-stack runs only once the check answers true.\n",
             );
             for s in stacks {
                 t.push_str(&cfn_steps(s));
             }
             t.push_str(
                 "\n(If update-stack says \"No updates are to be performed\", the template already retains: run the\n\
-                 chain from `test`. `delete-stack --retain-resources` works only on a stack that already failed\n\
-                 to delete. Do not run `eksctl delete podidentityassociation` or `eksctl delete iamserviceaccount`:\n\
-                 they delete the role.)\n",
+                 chain from `aws cloudformation get-template`. `delete-stack --retain-resources` works only on a\n\
+                 stack that already failed to delete. Do not run `eksctl delete podidentityassociation` or\n\
+                 `eksctl delete iamserviceaccount`: they delete the role.)\n",
             );
         }
         LetGo::Unknown => t.push_str(
@@ -193,10 +202,37 @@ fn hcl_string(s: &str) -> String {
     format!("\"{escaped}\"")
 }
 
+/// The jq program the CloudFormation let-go defines as `$retained`: true only when every resource
+/// of the template `get-template --query TemplateBody --output json` prints has `DeletionPolicy:
+/// Retain`. The AWS CLI gives a JSON template as an object (checked exactly) and a YAML one as a
+/// string, read line by line: `Resources:` at the margin, each resource a `Name:` line at its
+/// indentation, and among the attribute lines of each (at their own indentation, deeper lines and
+/// comments left out) at least one `DeletionPolicy` and none that is not `Retain`. Anything else
+/// (flow style, anchors, tabs, an indentation out of place, no resources) answers false: the
+/// check may refuse a template that retains, never pass one that does not.
+pub const RETAINED_CHECK: &str = r#"retained='def ind: capture("^(?<s> *)").s | length;
+def yaml: (split("\n") | map(sub("\r$"; ""))) as $l
+  | ($l | map(test("^Resources: *(#.*)?$")) | index(true)) as $i
+  | if $i == null then false else $l[$i+1:] as $r
+    | ($r | map(test("^[^ #]")) | index(true)) as $e
+    | (if $e == null then $r else $r[:$e] end) | map(select(test("^\\s*(#.*)?$") | not)) as $b
+    | if ($b | length) == 0 or ($b | map(test("^ *\t")) | any) then false else ($b[0] | ind) as $n
+      | reduce $b[] as $x ([]; if ($x | ind) == $n then . + [[$x]]
+          elif length > 0 and ($x | ind) > $n then .[length - 1] += [$x] else . + [[]] end)
+      | length > 0 and (map(length > 1 and (.[0] | test("^ {\($n)}[A-Za-z0-9]+: *(#.*)?$"))
+          and ((.[1] | ind) as $m | $m > $n and (.[1:] | map(ind >= $m) | all)
+            and ([.[1:][] | select(ind == $m and test("^ *DeletionPolicy *:"))] as $d | ($d | length) > 0
+              and ($d | map(test("^ *DeletionPolicy: *(Retain|\"Retain\"|\u0027Retain\u0027) *(#.*)?$")) | all))))
+        | all) end end;
+if type == "object" then (.Resources | type == "object" and length > 0)
+  and ([.Resources[] | select(.DeletionPolicy != "Retain")] | length == 0)
+elif type == "string" then yaml else false end'"#;
+
 /// One stack's chained steps. `get-template --output json` keeps a JSON template whole (text
 /// output flattens it) and `jq -r .` prints a YAML body as it is.
 fn cfn_steps(s: &Stack) -> String {
     let get = "aws cloudformation get-template --stack-name \"$s\" --query TemplateBody --output json | jq -r .";
+    let check = "aws cloudformation get-template --stack-name \"$s\" --query TemplateBody --output json | jq -e \"$retained\"";
     let params = if s.parameters.is_empty() {
         String::new()
     } else {
@@ -210,8 +246,7 @@ fn cfn_steps(s: &Stack) -> String {
          \x20 aws cloudformation update-stack --stack-name \"$s\" --template-body \"file://$s.template\" \\\n\
          \x20     --capabilities CAPABILITY_NAMED_IAM{params} \\\n\
          \x20   && aws cloudformation wait stack-update-complete --stack-name \"$s\" \\\n\
-         \x20   && test \"$({get} | grep -cE 'DeletionPolicy\"?: *\"?Retain')\" \\\n\
-         \x20        -ge \"$(aws cloudformation list-stack-resources --stack-name \"$s\" --query 'length(StackResourceSummaries)' --output text)\" \\\n\
+         \x20   && {check} \\\n\
          \x20   && aws cloudformation delete-stack --stack-name \"$s\" \\\n\
          \x20   && aws cloudformation wait stack-delete-complete --stack-name \"$s\"\n",
         name = s.name
@@ -305,6 +340,90 @@ pub fn json_doc(r: &ImportReport) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Run one stack's printed chain (with the `retained` check defined as printed) against a
+    /// stand-in `aws` that answers `get-template` with `template` (what `--output json` prints),
+    /// says the stack has two resources, and records every other call: whether it deleted the
+    /// stack.
+    fn chain_deletes(template: &serde_json::Value) -> bool {
+        let jq = std::process::Command::new("jq").arg("--version").output();
+        assert!(jq.is_ok_and(|o| o.status.success()), "this test runs the printed chain, which needs jq on PATH");
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("calls");
+        std::fs::write(dir.path().join("template.json"), template.to_string()).unwrap();
+        let aws = dir.path().join("aws");
+        std::fs::write(
+            &aws,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> '{log}'\ncase \"$2\" in\n  get-template) cat '{t}' ;;\n  list-stack-resources) echo 2 ;;\nesac\n",
+                log = log.display(),
+                t = dir.path().join("template.json").display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&aws, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let text =
+            let_go_text(&LetGo::CloudFormation { stacks: vec![Stack { name: "Karpenter-c1".into(), parameters: vec![] }] });
+        let define = &text[text.find("  retained='").unwrap()..];
+        let define = &define[..define.find("'\n").unwrap() + 2];
+        let block = &text[text.find("\n  s=").unwrap()..];
+        let block = &block[..block.find("stack-delete-complete").unwrap() + "stack-delete-complete --stack-name \"$s\"".len()];
+        // `aws` is a shell function standing in for the CLI; jq is the real one.
+        let stand_in = format!("aws() {{ '{}' \"$@\"; }}\n", aws.display());
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("{stand_in}{define}{block}\n"))
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let calls = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(calls.contains("cloudformation update-stack"), "the chain ran: {out:?} {calls}");
+        calls.contains("cloudformation delete-stack")
+    }
+
+    fn yaml(lines: &[&str]) -> serde_json::Value {
+        serde_json::Value::String(lines.join("\n") + "\n")
+    }
+
+    #[test]
+    fn the_let_go_chain_deletes_a_stack_only_when_every_resource_is_retained() {
+        let json = |b: &str| serde_json::json!({"Resources": {"A": {"Type": "AWS::SQS::Queue", "DeletionPolicy": "Retain"}, "B": {"Type": "AWS::IAM::Role", "DeletionPolicy": b}}});
+        assert!(chain_deletes(&json("Retain")), "a JSON template that retains everything");
+        assert!(!chain_deletes(&json("Delete")), "a JSON template with one resource not retained");
+        let guide = yaml(&[
+            "AWSTemplateFormatVersion: \"2010-09-09\"",
+            "Resources:",
+            "  KarpenterNodeRole:",
+            "    Type: \"AWS::IAM::Role\"",
+            "    DeletionPolicy: Retain",
+            "    Properties:",
+            "      RoleName: !Sub \"KarpenterNodeRole-${ClusterName}\"",
+            "  KarpenterInterruptionQueue:",
+            "    Type: AWS::SQS::Queue",
+            "    DeletionPolicy: \"Retain\"",
+            "Outputs:",
+            "  Role:",
+            "    Value: !Ref KarpenterNodeRole",
+        ]);
+        assert!(chain_deletes(&guide), "a YAML template that retains everything");
+        // As many `DeletionPolicy: Retain` lines as resources, but one resource is not retained:
+        // counting lines deleted the queue with its stack.
+        let counted = yaml(&[
+            "Resources:",
+            "  KarpenterInterruptionQueue:",
+            "    Type: AWS::SQS::Queue",
+            "    # DeletionPolicy: Retain",
+            "  KarpenterNodeRole:",
+            "    Type: AWS::IAM::Role",
+            "    DeletionPolicy: Retain",
+            "    Metadata:",
+            "      Note: DeletionPolicy: Retain",
+        ]);
+        assert!(!chain_deletes(&counted), "a comment or a nested line retains nothing");
+        let flow = yaml(&["Resources:", "  Queue: {Type: AWS::SQS::Queue, DeletionPolicy: Retain}"]);
+        assert!(!chain_deletes(&flow), "what the line check cannot read counts as not retained");
+    }
 
     /// "Nothing is deleted" only when the plan deletes nothing.
     #[test]

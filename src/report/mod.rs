@@ -278,7 +278,13 @@ fn section_of(r: &PlanReport) -> Section {
     }
 }
 
-/// Ctrl-C before any write (the process exits next).
-pub fn interrupted_before_writes() {
-    err("Interrupted before any change; nothing was written.\n");
+/// What the Ctrl-C handler tells the user (the process exits next).
+pub fn interrupt_notice(n: crate::interrupt::Notice) {
+    match n {
+        crate::interrupt::Notice::BeforeWrites => err("Interrupted before any change; nothing was written.\n"),
+        crate::interrupt::Notice::NoSummary => err(&format!(
+            "Interrupted again, and the run did not end within {} s: leaving without its summary. Run the command again to finish; it picks up from what exists.\n",
+            crate::interrupt::ABANDON_GRACE.as_secs()
+        )),
+    }
 }

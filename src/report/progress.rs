@@ -47,7 +47,10 @@ impl Reporter for Progress {
             Event::Started { step } => {
                 self.in_flight.lock().unwrap().insert(step.id.clone(), Instant::now());
             }
-            Event::Finished { step, .. } | Event::Failed { step, .. } | Event::Skipped { step, .. } => {
+            Event::Finished { step, .. }
+            | Event::Failed { step, .. }
+            | Event::Skipped { step, .. }
+            | Event::Stopped { step, .. } => {
                 self.in_flight.lock().unwrap().remove(&step.id);
             }
             _ => {}
@@ -79,8 +82,11 @@ impl Reporter for Progress {
             }
             Event::Skipped { step, because } => Some(format!("{}: skipped ({because})", step.id)),
             Event::Cancelling { in_flight } => Some(format!(
-                "Interrupt received: no new steps will start; waiting for {in_flight} in-flight step(s) to finish..."
+                "Interrupt received: no new steps will start, and no retry or wait goes on; waiting for the calls of {in_flight} in-flight step(s) to finish (Ctrl-C again to stop at once)..."
             )),
+            Event::Stopped { step, elapsed } => {
+                Some(format!("{}: stopped by the interrupt after {}; not done", step.id, secs(elapsed)))
+            }
             Event::Retrying { id, operation, code, attempt, elapsed } => Some(format!(
                 "{id}: {operation} returned {code} (AWS is still propagating a change); retry {attempt} [{} elapsed]",
                 secs(elapsed)
@@ -146,6 +152,7 @@ impl Reporter for Prefixed {
             }
             Event::Waiting { id, what, elapsed } => r.event(Event::Waiting { id: &format!("{p}{id}"), what, elapsed }),
             Event::Cancelling { .. } => r.event(e),
+            Event::Stopped { step, elapsed } => r.event(Event::Stopped { step: &self.step(step), elapsed }),
         }
     }
 }

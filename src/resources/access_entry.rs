@@ -211,14 +211,6 @@ async fn tag(ctx: &Ctx, step: &Step, arn: Option<&str>) -> Result<()> {
         None => read(ctx, &step.node).await?.and_then(|o| o.ids.get("arn").cloned()),
     };
     let Some(arn) = arn else { bail!("EKS access entry {} disappeared since it was read; run karpctl up again", step.node.name) };
-    ctx.aws
-        .eks
-        .tag_resource()
-        .resource_arn(&arn)
-        .set_tags(Some(wanted_tags(&step.node).into_iter().collect()))
-        .send()
-        .await
-        .map_err(|e| aws_err("eks:TagResource", e))?;
     let stale = super::ctx::stale_tags(step);
     if !stale.is_empty() {
         ctx.aws
@@ -230,6 +222,14 @@ async fn tag(ctx: &Ctx, step: &Step, arn: Option<&str>) -> Result<()> {
             .await
             .map_err(|e| aws_err("eks:UntagResource", e))?;
     }
+    ctx.aws
+        .eks
+        .tag_resource()
+        .resource_arn(&arn)
+        .set_tags(Some(wanted_tags(&step.node).into_iter().collect()))
+        .send()
+        .await
+        .map_err(|e| aws_err("eks:TagResource", e))?;
     Ok(())
 }
 

@@ -124,7 +124,7 @@ impl Ctx {
     pub fn settle_later(&self, step_id: &str, wait: impl Future<Output = Result<()>> + Send + 'static) {
         let unit = format!("step:{step_id}");
         let task = Background::spawn(async move {
-            let r = crate::aws::in_unit(unit, wait).await;
+            let r = crate::aws::in_unit(unit, crate::interrupt::watched(wait)).await;
             (r, Instant::now())
         });
         self.settling.lock().unwrap().push((step_id.to_string(), Instant::now(), task));
@@ -165,7 +165,10 @@ pub fn wanted_tags(node: &Node) -> Tags {
 }
 
 /// Tag keys karpctl set on the live object that the plan no longer names (`tags::stale_keys`):
-/// an update removes them after tagging what the plan wants. Tags others set are never named.
+/// an update removes them before it tags what the plan wants, so that a key renamed only in case
+/// (`team` -> `Team`) converges in one run where AWS compares keys without case (IAM roles):
+/// removed after, the old spelling would take the new one with it. Tags others set are never
+/// named.
 pub fn stale_tags(step: &Step) -> Vec<String> {
     let live = step.observed.as_ref().map(observed_tags).unwrap_or_default();
     crate::tags::stale_keys(&live, &wanted_tags(&step.node))

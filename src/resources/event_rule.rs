@@ -373,14 +373,6 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
         Action::Update | Action::Adopt => {
             let arn = current.and_then(|c| c.get("arn")).map(str::to_string).unwrap_or_else(|| rule_arn(ctx, name));
             if step.action == Action::Adopt || changed(step, "tags") {
-                ctx.aws
-                    .events
-                    .tag_resource()
-                    .resource_arn(&arn)
-                    .set_tags(Some(sdk_tags(&wanted_tags(&step.node))?))
-                    .send()
-                    .await
-                    .map_err(|e| aws_err("events:TagResource", e))?;
                 let stale = super::ctx::stale_tags(step);
                 if !stale.is_empty() {
                     ctx.aws
@@ -392,6 +384,14 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
                         .await
                         .map_err(|e| aws_err("events:UntagResource", e))?;
                 }
+                ctx.aws
+                    .events
+                    .tag_resource()
+                    .resource_arn(&arn)
+                    .set_tags(Some(sdk_tags(&wanted_tags(&step.node))?))
+                    .send()
+                    .await
+                    .map_err(|e| aws_err("events:TagResource", e))?;
             }
             if ["EventPattern", "State", "Description"].iter().any(|f| changed(step, f)) {
                 put_rule(ctx, step).await?;

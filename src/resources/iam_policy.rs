@@ -390,7 +390,6 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
     let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).map(String::as_str).unwrap_or(policy_arn(node)?).to_string();
     if adopt || changed(step, "tags") {
-        tag(ctx, &arn, &wanted_tags(node)).await?;
         let stale = super::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
@@ -402,6 +401,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
                 .await
                 .map_err(|e| aws_err("iam:UntagPolicy", e))?;
         }
+        tag(ctx, &arn, &wanted_tags(node)).await?;
     }
     if changed(step, "PolicyDocument") {
         let read_default = step.observed.as_ref().and_then(|o| o.ids.get("default_version")).map(String::as_str);

@@ -276,8 +276,6 @@ async fn tag_role(ctx: &Ctx, name: &str, tags: &Tags) -> Result<()> {
 async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
     if adopt || changed(step, "tags") {
-        // Adopting tags first: from here on the role is ours, whatever else fails.
-        tag_role(ctx, &node.name, &wanted_tags(node)).await?;
         let stale = super::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
@@ -289,6 +287,8 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
                 .await
                 .map_err(|e| aws_err("iam:UntagRole", e))?;
         }
+        // Adopting tags first: from here on the role is ours, whatever else fails.
+        tag_role(ctx, &node.name, &wanted_tags(node)).await?;
     }
     if changed(step, "AssumeRolePolicyDocument") {
         update_trust(ctx, node).await?;

@@ -214,7 +214,6 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
     let name = &node.name;
     if adopt || changed(step, "tags") {
-        tag(ctx, name, &wanted_tags(node)).await?;
         let stale = super::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
@@ -226,6 +225,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
                 .await
                 .map_err(|e| aws_err("iam:UntagInstanceProfile", e))?;
         }
+        tag(ctx, name, &wanted_tags(node)).await?;
     }
     if changed(step, "Role") {
         // Fresh: the profile may have changed since the plan was made.

@@ -244,6 +244,13 @@ async fn update(ctx: &Ctx, step: &Step, current: &Current, adopt: bool) -> Resul
     }
     let want = wanted_tags(node);
     let stale = crate::tags::stale_keys(&current.tags, &want);
+    if !stale.is_empty() {
+        aws::with_consistency(policy, reporter, id, "kms:UntagResource", retry, || {
+            ctx.aws.kms.untag_resource().key_id(&key_id).set_tag_keys(Some(stale.clone())).send()
+        })
+        .await
+        .map_err(|e| aws_err("kms:UntagResource", e))?;
+    }
     if adopt || !tags_satisfied(&current.tags, &want) || !stale.is_empty() {
         let tags = sdk_tags(&want)?;
         aws::with_consistency(policy, reporter, id, "kms:TagResource", retry, || {
@@ -251,13 +258,6 @@ async fn update(ctx: &Ctx, step: &Step, current: &Current, adopt: bool) -> Resul
         })
         .await
         .map_err(|e| aws_err("kms:TagResource", e))?;
-    }
-    if !stale.is_empty() {
-        aws::with_consistency(policy, reporter, id, "kms:UntagResource", retry, || {
-            ctx.aws.kms.untag_resource().key_id(&key_id).set_tag_keys(Some(stale.clone())).send()
-        })
-        .await
-        .map_err(|e| aws_err("kms:UntagResource", e))?;
     }
     Ok(())
 }

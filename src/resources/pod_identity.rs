@@ -359,17 +359,6 @@ async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, fix: Fix
     let fields = fix.role || fix.target || fix.session_tags || fix.policy;
     if fix.tags {
         let arn = ids.get("arn").context("no association ARN")?;
-        if let Err(e) =
-            ctx.aws.eks.tag_resource().resource_arn(arn).set_tags(Some(wanted_tags(node).into_iter().collect())).send().await
-        {
-            // An emulator (ministack 1.5.33) cannot tag an association by ARN; AWS can.
-            return Err(aws_err("eks:TagResource", e).context(format!(
-                "cannot tag EKS Pod Identity association {}/{} ({arn}){}",
-                namespace_of(node),
-                service_account_of(node),
-                if fields { "; its other fields were not changed either" } else { "" }
-            )));
-        }
         let stale = super::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
@@ -380,6 +369,17 @@ async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, fix: Fix
                 .send()
                 .await
                 .map_err(|e| aws_err("eks:UntagResource", e))?;
+        }
+        if let Err(e) =
+            ctx.aws.eks.tag_resource().resource_arn(arn).set_tags(Some(wanted_tags(node).into_iter().collect())).send().await
+        {
+            // An emulator (ministack 1.5.33) cannot tag an association by ARN; AWS can.
+            return Err(aws_err("eks:TagResource", e).context(format!(
+                "cannot tag EKS Pod Identity association {}/{} ({arn}){}",
+                namespace_of(node),
+                service_account_of(node),
+                if fields { "; its other fields were not changed either" } else { "" }
+            )));
         }
     }
     if !fields {

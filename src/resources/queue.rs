@@ -141,9 +141,13 @@ where
         })
         .await?;
         if !seen {
+            let why = if crate::interrupt::stopping() {
+                "; the interrupt stopped the wait for it to show".to_string()
+            } else {
+                format!(" but does not show it yet ({} reads in a row must agree; SQS takes up to 60 s)", agree.reads)
+            };
             reporter.event(Event::Info(&format!(
-                "{id}: SQS accepted {what} but does not show it yet ({} reads in a row must agree; SQS takes up to 60 s); `karpctl diff` may show it as a change for up to a minute",
-                agree.reads
+                "{id}: SQS accepted {what}{why}; `karpctl diff` may show it as a change for up to a minute"
             )));
         }
         Ok(())
@@ -362,12 +366,6 @@ async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Resul
     let Some(url) = url else { bail!("SQS queue {} disappeared since it was read; run karpctl up again", step.node.name) };
     let created_now = ctx.wrote("queue", None);
     if adopt || changed(step, "tags") {
-        let tags: HashMap<String, String> = wanted_tags(&step.node).into_iter().collect();
-        aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:TagQueue", not_yet(created_now), || {
-            ctx.aws.sqs.tag_queue().queue_url(url).set_tags(Some(tags.clone())).send()
-        })
-        .await
-        .map_err(|e| aws_err("sqs:TagQueue", e))?;
         let stale = super::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
@@ -379,6 +377,12 @@ async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Resul
                 .await
                 .map_err(|e| aws_err("sqs:UntagQueue", e))?;
         }
+        let tags: HashMap<String, String> = wanted_tags(&step.node).into_iter().collect();
+        aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:TagQueue", not_yet(created_now), || {
+            ctx.aws.sqs.tag_queue().queue_url(url).set_tags(Some(tags.clone())).send()
+        })
+        .await
+        .map_err(|e| aws_err("sqs:TagQueue", e))?;
     }
     set_attributes(ctx, &step.id, url, wanted_attributes(step, true), created_now).await
 }

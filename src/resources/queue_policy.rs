@@ -289,7 +289,9 @@ async fn in_force(ctx: &Ctx, step: &Step, url: &str, want: Option<Value>, accept
         let what =
             format!("the queue policy to be in force everywhere before the old rules go (SQS takes up to {} s)", hold.as_secs());
         ctx.reporter.event(Event::Waiting { id: &step.id, what: &what, elapsed: accepted.elapsed() });
-        tokio::time::sleep(left).await;
+        if !crate::interrupt::sleep(left).await {
+            bail!("interrupted while the queue policy propagates; the old rules were kept so that no event is refused");
+        }
     }
     Ok(())
 }

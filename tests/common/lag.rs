@@ -132,3 +132,23 @@ impl Drop for LagProxy {
             .status();
     }
 }
+
+/// A lag proxy for the IPv6 cluster `c` of a strict seed (`seed_strict`), and the strict
+/// endpoints that send EKS and EC2 through it: EKS (ministack, which answers ipFamily "ipv4" for
+/// every cluster) shows the cluster as IPv6, and EC2 goes on to moto (which keeps IPv6 routes),
+/// so that `ec2_subnet_dns64` can show DNS64, which neither emulator keeps. The account's
+/// `AmazonEKS_CNI_IPv6_Policy`, which an IPv6 cluster's nodes get (AWS's guide has the user make
+/// it), is made in moto if it is not there.
+pub fn ipv6_cluster(c: &str) -> (LagProxy, super::StrictEndpoints) {
+    let iam = super::sdk_strict().iam;
+    let doc = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["ec2:AssignIpv6Addresses","ec2:DescribeInstances","ec2:DescribeTags","ec2:DescribeNetworkInterfaces","ec2:DescribeInstanceTypes"],"Resource":"*"}]}"#;
+    let made = super::rt().block_on(iam.create_policy().policy_name("AmazonEKS_CNI_IPv6_Policy").policy_document(doc).send());
+    if let Err(e) = made {
+        let code = aws_sdk_iam::error::ProvideErrorMetadata::code(&e).unwrap_or_default().to_string();
+        assert_eq!(code, "EntityAlreadyExists", "iam:CreatePolicy AmazonEKS_CNI_IPv6_Policy: {e:?}");
+    }
+    let px = LagProxy::start(&format!("{c}-px"), &super::endpoint());
+    px.set(serde_json::json!({"upstreams": {"ec2": super::moto_endpoint()}, "eks_ip_family": {c: "ipv6"}}));
+    let eps = super::StrictEndpoints::direct().via("EKS", px.url()).via("EC2", px.url());
+    (px, eps)
+}

@@ -23,6 +23,8 @@ pub struct Subnet {
     pub tags: Tags,
     /// `MapPublicIpOnLaunch`: instances launched here get a public IPv4 address.
     pub map_public_ip: bool,
+    /// `EnableDns64`: the resolver gives IPv4-only names addresses in NAT64's prefix.
+    pub dns64: bool,
     /// The account that owns it (in a VPC shared through AWS RAM, the VPC owner's).
     pub owner_id: String,
 }
@@ -71,6 +73,7 @@ impl Ec2 {
                 vpc_id: s.vpc_id().unwrap_or_default().to_string(),
                 tags: ec2_tags(s.tags()),
                 map_public_ip: s.map_public_ip_on_launch().unwrap_or(false),
+                dns64: s.enable_dns64().unwrap_or(false),
                 owner_id: s.owner_id().unwrap_or_default().to_string(),
             })
             .collect())
@@ -107,7 +110,8 @@ impl Ec2 {
         Ok(o.vpcs().iter().any(|v| v.vpc_id() == Some(vpc)))
     }
 
-    /// The VPC's route tables, with only what the way-out check needs.
+    /// The VPC's route tables, with only what the way-out check needs: the default routes and
+    /// NAT64's route.
     pub async fn route_tables(&self, vpc: &str) -> Result<Vec<egress::RouteTable>> {
         let req = self.client.describe_route_tables().filters(filter("vpc-id", vec![vpc.to_string()]));
         let tables: Vec<_> =
@@ -123,7 +127,8 @@ impl Ec2 {
                     .routes()
                     .iter()
                     .filter(|r| {
-                        r.destination_cidr_block() == Some("0.0.0.0/0") || r.destination_ipv6_cidr_block() == Some("::/0")
+                        r.destination_cidr_block() == Some("0.0.0.0/0")
+                            || matches!(r.destination_ipv6_cidr_block(), Some("::/0" | egress::NAT64_PREFIX))
                     })
                     .map(|r| egress::DefaultRoute {
                         gateway_id: r.gateway_id().map(str::to_string),
@@ -140,6 +145,7 @@ impl Ec2 {
                             .map(str::to_string),
                         blackhole: r.state().is_some_and(|s| s.as_str() == "blackhole"),
                         ipv6: r.destination_ipv6_cidr_block() == Some("::/0"),
+                        nat64: r.destination_ipv6_cidr_block() == Some(egress::NAT64_PREFIX),
                     })
                     .collect(),
             })
