@@ -428,7 +428,7 @@ fn in_a_busy_account_running_and_the_version_check_find_karpenters_launches_by_n
         event(&controller, "ec2.amazonaws.com", "CreateFleet", "1.12.3", 15.0),
     ]);
     let r = run(&["diff", "--cluster", &c, "--output", "json"]);
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, 1, "an error-level check: {r:?}");
     let fs = found(&r.json());
     let lacks = with_code(&fs, "running-version-lacks-permissions");
     assert_eq!(lacks.len(), 1, "Karpenter 1.12.3 found by its CreateFleet: {fs:?}");
@@ -514,7 +514,7 @@ fn a_pin_whose_grants_differ_from_what_runs_is_not_read_as_nothing_missing() {
     let controller = role(&a, &format!("KarpenterController-{c}"));
     records(&px, json!([call(&controller, "1.8.2", 2)]));
     let r = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c, "--output", "json"], &[]);
-    assert_eq!(r.code, 2, "{r:?}");
+    assert_eq!(r.code, 1, "an error-level check: diff exits 1 as up does: {r:?}");
     let lacks = with_code(&found(&r.json()), "running-version-lacks-permissions");
     let m = lacks.first().and_then(|f| f["message"].as_str()).unwrap_or_else(|| panic!("{r:?}"));
     assert!(m.contains("1.8.2") && m.contains("pinned to 1.9") && m.contains("on capacity-reservation/*"), "{m}");

@@ -33,28 +33,17 @@ pub fn handoff_json(h: Option<&Handoff>) -> Value {
 /// The human text: one `next:` paragraph per thing to pass on, each with its commands.
 pub fn handoff_text(h: &Handoff, style: Style) -> String {
     let mut out = String::new();
-    if !h.helm_values.is_empty() {
-        let _ = writeln!(
-            out,
-            "{}: Karpenter's Helm values changed ({}); pass them on:",
-            style.bold("next"),
-            h.helm_values.join("; ")
-        );
-        for c in &h.helm_commands {
+    let mut paragraph = |what: &str, then: &str, why: &[String], commands: &[String]| {
+        if why.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "{}: {what} ({}); {then}:", style.bold("next"), why.join("; "));
+        for c in commands {
             let _ = writeln!(out, "  {c}");
         }
-    }
-    if !h.nodeclass.is_empty() {
-        let _ = writeln!(
-            out,
-            "{}: the EC2NodeClass changed ({}); review the difference, then apply it:",
-            style.bold("next"),
-            h.nodeclass.join("; ")
-        );
-        for c in &h.kubectl_commands {
-            let _ = writeln!(out, "  {c}");
-        }
-    }
+    };
+    paragraph("Karpenter's Helm values changed", "pass them on", &h.helm_values, &h.helm_commands);
+    paragraph("the EC2NodeClass changed", "review the difference, then apply it", &h.nodeclass, &h.kubectl_commands);
     out
 }
 
