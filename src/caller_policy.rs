@@ -548,38 +548,6 @@ pub fn grant_command(cluster: &str, command: &str) -> String {
     format!("karpctl output --cluster {cluster} --format caller-policy{f}")
 }
 
-/// `karpctl output --format caller-policy`: the plans named (`--cluster`, `--clusters`, `--all`),
-/// each with its account and partition from STS (no permission needed) and its region.
-pub async fn run(global: &crate::options::Options, wanted: &[For]) -> anyhow::Result<crate::report::ValuesReport> {
-    use crate::error::UserError;
-    let names: Vec<String> = if global.all || global.clusters.is_some() {
-        crate::fleet::names(global)?
-    } else {
-        vec![global.cluster.clone().or_else(|| global.settings.cluster.clone()).ok_or_else(|| {
-            UserError::new("karpctl output --format caller-policy needs a cluster")
-                .hint("pass --cluster NAME, --clusters A,B or --all (or set KARPCTL_CLUSTER)")
-        })?]
-    };
-    let config = if names.len() == 1 { global.config.as_deref() } else { None };
-    let mut known = Vec::new();
-    for name in &names {
-        let spec = crate::plan_file::load(config, Some(name), std::path::Path::new("plans"), &global.settings)?;
-        let c = crate::prepare::connect_and_identify(global, &spec).await?;
-        known.push((spec, c.account_id, c.partition, c.region));
-    }
-    let targets: Vec<Target> =
-        known.iter().map(|(spec, a, p, r)| Target { spec, account_id: a, partition: p, region: r }).collect();
-    let parts = build(&targets, wanted);
-    let doc = if parts.len() == 1 { parts[0].clone() } else { json!({ "parts": parts }) };
-    let text = if parts.len() == 1 {
-        serde_json::to_string_pretty(&parts[0])?
-    } else {
-        // Each part is one policy document: `jq '.parts[N]'` gives it to `aws iam put-role-policy`.
-        serde_json::to_string_pretty(&doc)?
-    };
-    Ok(crate::report::ValuesReport { doc, text })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -121,6 +121,43 @@ async fn produce(g: &Options, command: &Command) -> Produced {
     }
 }
 
+/// `karpctl output --format caller-policy` (the document: `caller_policy::build`): the plans named (`--cluster`, `--clusters`, `--all`),
+/// each with its account and partition from STS (no permission needed) and its region.
+pub async fn caller_policy(
+    global: &Options,
+    wanted: &[crate::caller_policy::For],
+) -> anyhow::Result<crate::report::ValuesReport> {
+    use crate::error::UserError;
+    let names: Vec<String> = if global.all || global.clusters.is_some() {
+        names(global)?
+    } else {
+        vec![global.cluster.clone().or_else(|| global.settings.cluster.clone()).ok_or_else(|| {
+            UserError::new("karpctl output --format caller-policy needs a cluster")
+                .hint("pass --cluster NAME, --clusters A,B or --all (or set KARPCTL_CLUSTER)")
+        })?]
+    };
+    let config = if names.len() == 1 { global.config.as_deref() } else { None };
+    let mut known = Vec::new();
+    for name in &names {
+        let spec = crate::plan_file::load(config, Some(name), std::path::Path::new("plans"), &global.settings)?;
+        let c = crate::prepare::connect_and_identify(global, &spec).await?;
+        known.push((spec, c.account_id, c.partition, c.region));
+    }
+    let targets: Vec<crate::caller_policy::Target> = known
+        .iter()
+        .map(|(spec, a, p, r)| crate::caller_policy::Target { spec, account_id: a, partition: p, region: r })
+        .collect();
+    let parts = crate::caller_policy::build(&targets, wanted);
+    let doc = if parts.len() == 1 { parts[0].clone() } else { serde_json::json!({ "parts": parts }) };
+    let text = if parts.len() == 1 {
+        serde_json::to_string_pretty(&parts[0])?
+    } else {
+        // Each part is one policy document: `jq '.parts[N]'` gives it to `aws iam put-role-policy`.
+        serde_json::to_string_pretty(&doc)?
+    };
+    Ok(crate::report::ValuesReport { doc, text })
+}
+
 pub async fn run(global: &Options, command: &Command) -> Result<FleetReport> {
     check(global, command)?;
     let names = names(global)?;

@@ -76,7 +76,7 @@ pub async fn run(global: &Options, format: OutputFormat) -> Result<ValuesReport>
         OutputFormat::Helm => helm(&doc, id.mode == IdentityMode::Irsa),
         OutputFormat::Nodeclass => nodeclass(&doc),
         OutputFormat::Manifests => manifests(&doc),
-        OutputFormat::CallerPolicy => unreachable!("main.rs prints the caller policy (caller_policy::run)"),
+        OutputFormat::CallerPolicy => unreachable!("main.rs prints the caller policy (fleet::caller_policy)"),
     };
     Ok(ValuesReport { doc, text })
 }

@@ -186,7 +186,7 @@ fn main() {
         {
             return (
                 "output",
-                caller_policy::run(&opts, &a.for_commands).await.map(|v| printer.values(&v)).map(|_| exit::EXIT_OK),
+                fleet::caller_policy(&opts, &a.for_commands).await.map(|v| printer.values(&v)).map(|_| exit::EXIT_OK),
             );
         }
         if let Some(r) = fleet::dispatch(&opts, &cli.command).await {
