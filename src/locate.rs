@@ -216,17 +216,19 @@ fn gone_is_empty<T>(r: Result<Vec<T>>) -> Result<Vec<T>> {
 /// The documents of the role's attached customer managed policies that carry this cluster's tags.
 async fn owned_policy_documents(ctx: &Ctx, cluster: &str, role: &str) -> Result<Vec<Value>> {
     let attached = ctx.readers.iam.attached(role).await?.unwrap_or_default();
-    let mut docs = Vec::new();
-    for a in attached.iter().filter(|a| !a.arn.contains(":iam::aws:policy/")) {
-        let Some(p) = ctx.readers.iam.policy(&a.arn).await? else { continue };
-        if !ours(&p.tags, cluster) {
-            continue;
-        }
-        if let Some(Some(text)) = ctx.readers.iam.policy_version(&a.arn, &p.default_version).await? {
-            docs.extend(crate::policy_doc::parse(&text).ok());
-        }
+    // Each policy's two reads in turn, the policies at once.
+    let managed = attached.iter().filter(|a| !a.arn.contains(":iam::aws:policy/"));
+    Ok(try_join_all(managed.map(|a| owned_policy_document(ctx, cluster, &a.arn))).await?.into_iter().flatten().collect())
+}
+
+/// The document of customer managed policy `arn` when it carries this cluster's tags.
+async fn owned_policy_document(ctx: &Ctx, cluster: &str, arn: &str) -> Result<Option<Value>> {
+    let Some(p) = ctx.readers.iam.policy(arn).await? else { return Ok(None) };
+    if !ours(&p.tags, cluster) {
+        return Ok(None);
     }
-    Ok(docs)
+    let text = ctx.readers.iam.policy_version(arn, &p.default_version).await?.flatten();
+    Ok(text.and_then(|t| crate::policy_doc::parse(&t).ok()))
 }
 
 /// Pure: whether a role's trust could be this cluster's controller role: karpctl's Pod Identity
