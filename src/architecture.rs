@@ -1,6 +1,6 @@
 //! Rules about the source tree, read from its text and run with the unit tests: no import cycle
-//! between modules (`crate::`/`super::` paths and a parent's use of its children, tests left out),
-//! AWS calls and the environment each in their own modules, and the README naming every module.
+//! between files nor between top-level modules (folders as one), AWS calls and the environment
+//! each in their own modules, and the README naming every module.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -125,6 +125,36 @@ pub fn find_cycle(g: &Graph) -> Option<Vec<String>> {
     None
 }
 
+/// The graph between top-level modules (`checks`, `facts`, `report`, `engine` ...): a folder's
+/// files count as one module, an import inside a folder is no edge.
+pub fn top_level(g: &Graph) -> Graph {
+    let top = |m: &str| m.split("::").next().unwrap_or("").to_string();
+    let mut out = Graph::new();
+    for (m, deps) in g {
+        let entry = out.entry(top(m)).or_default();
+        entry.extend(deps.iter().map(|d| top(d)).filter(|d| *d != top(m)));
+    }
+    out
+}
+
+/// Each top-level module's floor: 0 for one that imports no other, else one above the highest
+/// floor it imports. With no cycle every import runs down by construction.
+pub fn floors(g: &Graph) -> BTreeMap<String, usize> {
+    fn floor(g: &Graph, m: &str, memo: &mut BTreeMap<String, usize>) -> usize {
+        if let Some(f) = memo.get(m) {
+            return *f;
+        }
+        let f = g.get(m).into_iter().flatten().map(|d| floor(g, d, memo) + 1).max().unwrap_or(0);
+        memo.insert(m.to_string(), f);
+        f
+    }
+    let mut memo = BTreeMap::new();
+    for m in g.keys() {
+        floor(g, m, &mut memo);
+    }
+    memo
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,11 +162,61 @@ mod tests {
     #[test]
     fn no_module_imports_one_that_imports_it_back() {
         let g = graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
-        assert!(g.contains_key("resources::queue") && g["resources::queue"].contains("resources::ctx"), "graph read: {g:?}");
+        assert!(g.contains_key("resources::queue") && g["resources::queue"].contains("ctx"), "graph read: {g:?}");
         assert!(g["resources"].contains("resources::queue"), "a parent's use of its child is an edge");
         if let Some(c) = find_cycle(&g) {
             panic!("import cycle: {}", c.join(" -> "));
         }
+    }
+
+    /// Facts at the bottom, commands on top (docs/how-it-works.md, "Layout"): between top-level
+    /// modules, folders included, every import runs down: no two import each other, directly
+    /// or around a circle. The floors pinned here are the layout's promises.
+    #[test]
+    fn imports_between_top_level_modules_run_down() {
+        let g = top_level(&graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src")));
+        assert!(g["checks"].contains("facts") && !g["checks"].contains("checks"), "folders read as one: {g:?}");
+        if let Some(c) = find_cycle(&g) {
+            panic!("imports between top-level modules run back up: {}", c.join(" -> "));
+        }
+        let f = floors(&g);
+        // The vocabulary sits below every judge, reader of facts and command.
+        for (low, high) in [
+            ("facts", "checks"),
+            ("policy", "checks"),
+            ("checks", "resources"),
+            ("checks", "gather"),
+            ("ctx", "resources"),
+            ("gather", "doctor"),
+            ("report", "engine"),
+            ("gather", "import"),
+        ] {
+            assert!(f[low] < f[high], "{low} (floor {}) must sit below {high} (floor {})", f[low], f[high]);
+        }
+        for bottom in ["facts", "policy"] {
+            let above: Vec<&String> = g[bottom]
+                .iter()
+                .filter(|d| ["checks", "gather", "resources", "report", "doctor", "import"].contains(&d.as_str()))
+                .collect();
+            assert!(above.is_empty(), "{bottom} imports a judge or a command: {above:?}");
+        }
+    }
+
+    #[test]
+    fn a_cycle_through_folders_is_found_and_floors_run_down() {
+        let mut g = Graph::new();
+        g.insert("checks::catalog".into(), ["doctor::model".to_string(), "checks::finding".to_string()].into());
+        g.insert("doctor".into(), ["checks::catalog".to_string()].into());
+        g.insert("doctor::model".into(), BTreeSet::new());
+        let top = top_level(&g);
+        assert_eq!(top["checks"], ["doctor".to_string()].into(), "an import inside a folder is no edge");
+        assert_eq!(find_cycle(&top).unwrap(), ["checks", "doctor", "checks"], "file-level it is no cycle, folder-level it is");
+        assert!(find_cycle(&g).is_none());
+        let mut ok = Graph::new();
+        ok.insert("engine".into(), ["checks".to_string(), "facts".to_string()].into());
+        ok.insert("checks".into(), ["facts".to_string()].into());
+        let f = floors(&ok);
+        assert_eq!((f["facts"], f["checks"], f["engine"]), (0, 1, 2));
     }
 
     /// AWS calls are made only by the readers (`aws::read`) and the kinds' writes (`resources`).

@@ -1,7 +1,7 @@
 //! Pure: the names, ARNs and tags a plan gives the objects it manages, computed from the plan and
 //! the account facts. Below both `desired` and the resource kinds, which build nodes from them.
 
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::{OWNER_TAG, RESOURCE_TAG, Tags};
 use crate::names;
 use crate::plan_file::Spec;
@@ -80,3 +80,7 @@ pub fn node_role_arn(spec: &Spec, facts: &Facts) -> String {
 pub fn controller_role_arn(spec: &Spec, facts: &Facts) -> String {
     role_arn(facts, &spec.identity.path, &spec.identity.controller_role.name)
 }
+
+/// What the interruption policy's kms:Decrypt names until the key karpctl makes has an ARN:
+/// `iam_policy` puts the ARN in its place when it writes (the policy depends on the key).
+pub const ARN_AFTER_APPLY: &str = "(known after apply: the ARN of the KMS key karpctl makes)";

@@ -2,7 +2,7 @@
 //! command (docs/security.md), built by a pure function from the plan's names, path and ARNs.
 //! Reads use `*` only where the Service Authorization Reference gives no resource type.
 
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::{Kind, NodeSpec, OWNER_TAG};
 use crate::plan_file::{IdentityMode, Spec};
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};

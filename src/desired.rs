@@ -2,7 +2,7 @@
 //! from its own `resources::<kind>::nodes`. Switched-off features keep their nodes, without
 //! desired fields, so that what karpctl made before is found and removed.
 
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::Node;
 use crate::plan_file::Spec;
 
@@ -11,7 +11,7 @@ use crate::plan_file::Spec;
 pub fn validate(nodes: &[Node]) -> Result<(), crate::plan_file::UserError> {
     for n in nodes {
         if let Some(doc) = n.fields.as_ref().and_then(|f| f.get("PolicyDocument")) {
-            let size = crate::policy_doc::size_without_whitespace(doc);
+            let size = crate::policy::doc::size_without_whitespace(doc);
             if size > 6144 {
                 return Err(crate::plan_file::UserError::new(format!(
                     "policy {} would be {size} characters, over IAM's 6,144-character limit for a managed policy",
@@ -36,7 +36,7 @@ pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::ClusterFacts;
+    use crate::facts::prepared::ClusterFacts;
     use crate::model::{Kind, OWNER_TAG, RESOURCE_TAG};
     use crate::plan_file;
 

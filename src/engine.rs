@@ -3,7 +3,7 @@
 //! through the reporter before they apply it.
 
 use crate::executor;
-use crate::facts::Intent;
+use crate::facts::prepared::Intent;
 use crate::model::Outcome;
 use crate::model::{Node, Observed, Plan};
 use crate::observe::observe_nodes;
@@ -87,7 +87,7 @@ pub async fn diff_on(
     plan.findings.extend(nothing_to_finish(&p, &plan));
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
-    plan.findings.extend(crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
+    plan.findings.extend(crate::gather::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
     plan.findings.extend(queue_in_use_findings(&p, &plan));
     phase(&p, "plan", t);
     if let Some(path) = out {
@@ -129,7 +129,7 @@ pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> 
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
     plan.findings.extend(queue_in_use_findings(&p, &plan));
     // Over a role's managed-policy quota: stop here, before any question or write.
-    crate::preflight::policy_headroom(&p.ctx, &plan, Intent::Up).await?;
+    crate::gather::preflight::policy_headroom(&p.ctx, &plan, Intent::Up).await?;
     phase(&p, "plan", t);
     let destructive = destroys(&plan);
     let shown = if yes || destructive == 0 || !plan.conflicts.is_empty() || !global.settings.terminal.stdin {
@@ -286,7 +286,7 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
     }
     // Plain `up`'s checks over what it read (they read the same as when the plan was saved).
     p.judge_observed(&now);
-    crate::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
+    crate::gather::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
     apply_plan("up", &p, saved.plan, false).await
 }
 
@@ -303,7 +303,8 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
     // (docs/reference.md, "`down` without a plan").
     let (mut incomplete, mut extra) = (None, Vec::new());
     if p.spec.source.is_none() {
-        let located = crate::aws::in_unit("discovery:locate", crate::locate::without_plan(&p.ctx, &p.spec, &p.facts)).await?;
+        let located =
+            crate::aws::in_unit("discovery:locate", crate::gather::locate::without_plan(&p.ctx, &p.spec, &p.facts)).await?;
         for n in &located.notes {
             p.info(&format!("Without a plan file, found {n}"));
         }
@@ -320,7 +321,7 @@ pub async fn down(global: &Options, yes: bool) -> Result<PlanReport> {
     let plan = planner::plan(observed, PlanOptions::default());
     if let Some(why) = &incomplete {
         if !plan.steps.is_empty() {
-            return Err(crate::locate::refusal(&p.spec.cluster, why, &plan).into());
+            return Err(crate::gather::locate::refusal(&p.spec.cluster, why, &plan).into());
         }
         p.info(&format!(
             "Without a plan file, the controller role could not be searched for ({why}); nothing else of cluster {} was found",
@@ -382,7 +383,7 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
         crate::interrupt::writes_started();
         p.stats.set_phase("execute");
         let t = Instant::now();
-        crate::aws::in_unit("preflight:create-spot-role", crate::preflight::create_spot_role(&p.ctx)).await?;
+        crate::aws::in_unit("preflight:create-spot-role", crate::gather::preflight::create_spot_role(&p.ctx)).await?;
         p.stats.span("preflight:create-spot-role", "apply", t, Instant::now());
     }
     if p.preflight.install_agent {
@@ -390,7 +391,7 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
         crate::interrupt::writes_started();
         p.stats.set_phase("execute");
         let t = Instant::now();
-        crate::aws::in_unit("preflight:create-agent", crate::preflight::create_agent(&p.ctx, &p.spec)).await?;
+        crate::aws::in_unit("preflight:create-agent", crate::gather::preflight::create_agent(&p.ctx, &p.spec)).await?;
         p.stats.span("preflight:create-agent", "apply", t, Instant::now());
     }
     if plan.steps.is_empty() {

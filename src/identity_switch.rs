@@ -3,10 +3,10 @@
 //! on the new path or `--finish-identity-switch` says so (docs/reference.md, "Identity switches").
 
 use crate::aws::read::cloudtrail::{RawEvent, Trail};
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::{HelmChange, IdentitySwitch, Kind, Node, Observed, Owner, SwitchStage};
 use crate::plan_file::{IdentityMode, Spec};
-use crate::policy_doc;
+use crate::policy::doc;
 use serde_json::{Value, json};
 
 /// The node ids the switch is about.
@@ -60,16 +60,16 @@ fn other(m: IdentityMode) -> IdentityMode {
 
 /// A trust statement of the Pod Identity path: EKS Auth's service principal may assume the role.
 fn is_pod_identity_statement(st: &Value) -> bool {
-    policy_doc::is_allow(st)
-        && policy_doc::strings(&st["Principal"]["Service"]).contains("pods.eks.amazonaws.com")
-        && policy_doc::statement_takes(st, "sts:AssumeRole")
+    doc::is_allow(st)
+        && doc::strings(&st["Principal"]["Service"]).contains("pods.eks.amazonaws.com")
+        && doc::statement_takes(st, "sts:AssumeRole")
 }
 
 /// A trust statement of the IRSA path: an OIDC provider's web identities may assume the role.
 fn is_web_identity_statement(st: &Value) -> bool {
-    policy_doc::is_allow(st)
-        && !policy_doc::strings(&st["Principal"]["Federated"]).is_empty()
-        && policy_doc::statement_takes(st, "sts:AssumeRoleWithWebIdentity")
+    doc::is_allow(st)
+        && !doc::strings(&st["Principal"]["Federated"]).is_empty()
+        && doc::statement_takes(st, "sts:AssumeRoleWithWebIdentity")
 }
 
 fn of_path(m: IdentityMode, st: &Value) -> bool {
@@ -95,14 +95,14 @@ pub fn detect(spec: &Spec, entries: &[(Node, Option<Observed>)]) -> Option<Detec
     let live = live.as_ref().filter(|o| matches!(o.owner, Owner::Ours | Owner::Unowned))?;
     let want = node.fields.as_ref()?.get(TRUST)?;
     let have = live.fields.get(TRUST)?;
-    let old: Vec<Value> = policy_doc::statements(have).into_iter().filter(|st| of_path(from, st)).cloned().collect();
+    let old: Vec<Value> = doc::statements(have).into_iter().filter(|st| of_path(from, st)).cloned().collect();
     let association = entry(entries, POD_IDENTITY, Kind::PodIdentity);
     let live_association = association.and_then(|(_, o)| o.as_ref());
     if old.is_empty() || (from == IdentityMode::PodIdentity && live_association.is_none()) {
         return None;
     }
-    let live_statements = policy_doc::statements(have);
-    let trusted = policy_doc::statements(want).into_iter().filter(|st| of_path(to, st)).all(|st| live_statements.contains(&st));
+    let live_statements = doc::statements(have);
+    let trusted = doc::statements(want).into_iter().filter(|st| of_path(to, st)).all(|st| live_statements.contains(&st));
     let new_in_place = trusted
         && match to {
             IdentityMode::Irsa => true,
@@ -159,7 +159,7 @@ fn path_of(e: &RawEvent, role: &str) -> Option<(Path, i64, String)> {
 /// why the records could not be read).
 pub fn seen(trail: Option<&Trail>, role: &str, from: IdentityMode, to: IdentityMode) -> Result<String, String> {
     let Some(trail) = trail else { return Err("CloudTrail was not read".into()) };
-    let window = crate::checks::facts::window_text(trail.window);
+    let window = crate::facts::observed::window_text(trail.window);
     let calls: Vec<(Path, i64, String)> = trail.events.iter().filter_map(|e| path_of(e, role)).collect();
     let mut new: Vec<&(Path, i64, String)> = calls.iter().filter(|c| c.0 == path_of_mode(to)).collect();
     new.sort_by_key(|c| c.1);
@@ -253,9 +253,9 @@ pub fn apply(
                 continue;
             }
             let Some(want) = fields.get(TRUST) else { continue };
-            let mut all: Vec<Value> = policy_doc::statements(want).into_iter().cloned().collect();
+            let mut all: Vec<Value> = doc::statements(want).into_iter().cloned().collect();
             all.extend(d.old_statements.iter().cloned());
-            let doc = policy_doc::canonical(&json!({"Version": policy_doc::POLICY_VERSION, "Statement": all}));
+            let doc = doc::canonical(&json!({"Version": doc::POLICY_VERSION, "Statement": all}));
             fields.insert(TRUST.into(), doc);
             node.notes.push(format!(
                 "keeps the {from} statement the running controller may use beside the {to} one until the identity switch finishes"
@@ -334,9 +334,9 @@ pub(crate) mod tests {
         let f = facts();
         let trust_of = |m: IdentityMode| -> Vec<Value> {
             let n = crate::resources::iam_role::nodes(&spec(m), &f).into_iter().find(|n| n.id == CONTROLLER_ROLE).unwrap();
-            policy_doc::statements(&n.fields.unwrap()[TRUST]).into_iter().cloned().collect()
+            doc::statements(&n.fields.unwrap()[TRUST]).into_iter().cloned().collect()
         };
-        let live_doc = policy_doc::canonical(
+        let live_doc = doc::canonical(
             &json!({"Version": "2012-10-17", "Statement": live.iter().flat_map(|m| trust_of(*m)).collect::<Vec<_>>()}),
         );
         let mut out = Vec::new();
@@ -421,7 +421,7 @@ pub(crate) mod tests {
         assert!(why.contains("IRSA stays"), "{why}");
         let sw = apply(&mut e, &s, &facts(), &d, st, why);
         let trust = &e[1].0.fields.as_ref().unwrap()[TRUST];
-        let sts = policy_doc::statements(trust);
+        let sts = doc::statements(trust);
         assert_eq!(sts.len(), 2, "{trust}");
         assert!(sts.iter().any(|s| is_pod_identity_statement(s)) && sts.iter().any(|s| is_web_identity_statement(s)));
         assert_eq!(sw.helm, HelmChange { key: ANNOTATION_KEY.into(), value: None });

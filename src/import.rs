@@ -3,12 +3,12 @@
 //! let go of them in the tool that made them (docs/import.md).
 
 use crate::catalog::RULES;
-use crate::doctor::analysis::role_name;
-use crate::doctor::model::{IdentityMode, NodeRole, Setup};
 use crate::error::UserError;
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
+use crate::facts::setup::{IdentityMode, NodeRole, Setup};
 use crate::karpenter_iam::KarpenterVersion;
 use crate::options::Options;
+use crate::policy::analysis::role_name;
 use crate::report::{HandAddedPolicy, ImportReport, LetGo, ModuleOutput, Stack, TerraformSteps};
 use crate::resources::iam::path_from_arn;
 use anyhow::Result;
@@ -157,7 +157,7 @@ fn karpenter_actions() -> std::collections::BTreeSet<String> {
             crate::karpenter_iam::controller_policies(&i).into_iter().map(|(_, d)| d)
         })
         .collect();
-    crate::doctor::analysis::actions_of(&docs)
+    crate::policy::analysis::actions_of(&docs)
 }
 
 /// Pure: which controller policies are Karpenter's (retired), and which are someone else's
@@ -168,7 +168,7 @@ fn karpenter_actions() -> std::collections::BTreeSet<String> {
 /// (`--karpenter-version`, or CloudTrail's) is 1.0 or later, unless CloudTrail shows a pre-v1
 /// release still running (then kept, said so).
 pub fn sort_policies(f: &Found, own: &[String]) -> Policies {
-    use crate::doctor::analysis::{allows, is_karpenter_policy, is_pre_v1_policy, names_cluster, pass_role};
+    use crate::policy::analysis::{allows, is_karpenter_policy, is_pre_v1_policy, names_cluster, pass_role};
     let actions = karpenter_actions();
     let zonal = |p: &FoundPolicy| p.document.as_ref().is_some_and(|d| allows(&[d], "arc-zonal-shift:GetManagedResource"));
     let mut out = Policies {
@@ -744,7 +744,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         .hint("check --cluster and --region")
         .into());
     };
-    let inputs = crate::doctor::discover::Inputs {
+    let inputs = crate::gather::setup::Inputs {
         cluster: facts.clone(),
         account_id: connected.account_id.clone(),
         partition: connected.partition.clone(),
@@ -765,14 +765,14 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
         metrics: false,
         simulate: false,
     };
-    let mut setup = crate::doctor::discover::gather(&connected.readers, &inputs).await?;
+    let mut setup = crate::gather::setup::gather(&connected.readers, &inputs).await?;
     let (version, from_trail) = match flagged {
         Some(v) => (v, None),
         None => running_version(&setup, &args.namespace)?,
     };
     setup.version = version;
     // CloudTrail is the only read import does without: it only names the version.
-    if let Some(u) = setup.unreadable.iter().find(|u| u.code != crate::checks::finding::Code::CloudtrailUnreadable) {
+    if let Some(u) = setup.unreadable.iter().find(|u| u.code != crate::facts::finding::Code::CloudtrailUnreadable) {
         return Err(UserError::new(format!("import cannot read the setup: {} was refused ({})", u.operation, u.aws_code))
             .hint("import needs the read permissions doctor needs (docs/doctor.md); nothing was written")
             .into());
@@ -859,7 +859,7 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
 
 /// The version CloudTrail shows the controller role running (the newest during a rollout), and
 /// the line saying where it came from; without one, the error asking for the flag.
-fn running_version(setup: &crate::doctor::model::Setup, namespace: &str) -> Result<(KarpenterVersion, Option<String>)> {
+fn running_version(setup: &crate::facts::setup::Setup, namespace: &str) -> Result<(KarpenterVersion, Option<String>)> {
     let running = setup.running.as_ref();
     let why = match running {
         Some(r) if r.problem.is_some() => {
@@ -1168,7 +1168,7 @@ mod tests {
     }
 
     fn setup_with_roles() -> Setup {
-        use crate::doctor::model::NodeRole;
+        use crate::facts::setup::NodeRole;
         let mut s = Setup::empty("c1");
         let role = |name: &str, how: &str| NodeRole {
             name: name.into(),

@@ -1,13 +1,13 @@
 //! Every IAM document karpctl writes for Karpenter, by pinned Karpenter version
 //! (docs/aws-behaviour.md section 3: the v1.14 split for every version, each release's changes).
-//! Each document is returned canonical ([`policy_doc::canonical`]) with `"Version"`.
+//! Each document is returned canonical ([`doc::canonical`]) with `"Version"`.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde_json::{Value, json};
 
-use crate::policy_doc;
+use crate::policy::doc;
 
 /// A supported Karpenter minor release, v1.0 to v1.14.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -262,14 +262,14 @@ pub fn queue_policy(queue_arn: &str, rule_arns: &[String]) -> Value {
         }),
     ]);
     doc["Id"] = json!("EC2InterruptionPolicy");
-    policy_doc::canonical(&doc)
+    doc::canonical(&doc)
 }
 
 // ---------------------------------------------------------------------------------------------
 
 fn document(statements: Vec<Value>) -> Value {
-    policy_doc::canonical(&json!({
-        "Version": policy_doc::POLICY_VERSION,
+    doc::canonical(&json!({
+        "Version": doc::POLICY_VERSION,
         "Statement": statements,
     }))
 }
@@ -597,10 +597,52 @@ impl Builder<'_, '_> {
 
 // ---------------------------------------------------------------------------------------------
 
+/// EventBridge's service principal, the producer of every interruption message.
+pub const EVENTS_PRINCIPAL: &str = "events.amazonaws.com";
+/// What EventBridge needs of the key to send to an SSE-KMS queue.
+pub const EVENTS_KMS_ACTIONS: [&str; 2] = ["kms:GenerateDataKey", "kms:Decrypt"];
+
+/// The key-policy statement that lets EventBridge send to a queue encrypted with the key.
+pub fn events_key_statement() -> serde_json::Value {
+    serde_json::json!({
+        "Sid": "AllowEventBridgeToSendInterruptionEvents",
+        "Effect": "Allow",
+        "Principal": {"Service": EVENTS_PRINCIPAL},
+        "Action": EVENTS_KMS_ACTIONS,
+        "Resource": "*",
+    })
+}
+
+/// The key-policy statement that lets IAM policies in the account grant use of the key (KMS's
+/// default key policy has it; without it an IAM policy's kms:Decrypt has no effect).
+pub fn iam_delegation_statement(partition: &str, account_id: &str) -> serde_json::Value {
+    serde_json::json!({
+        "Sid": "EnableIAMPolicies",
+        "Effect": "Allow",
+        "Principal": {"AWS": format!("arn:{partition}:iam::{account_id}:root")},
+        "Action": "kms:*",
+        "Resource": "*",
+    })
+}
+
+/// The key policy of the key karpctl makes: IAM policies in the account may grant its use (so the
+/// controller's Interruption policy can give it kms:Decrypt, and administrators keep access),
+/// and EventBridge may encrypt what it sends to the queue.
+pub fn key_policy(partition: &str, account_id: &str) -> serde_json::Value {
+    crate::policy::doc::canonical(&serde_json::json!({
+        "Version": crate::policy::doc::POLICY_VERSION,
+        "Id": "karpctl-interruption-queue",
+        "Statement": [
+            iam_delegation_statement(partition, account_id),
+            events_key_statement(),
+        ],
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy_doc::{equivalent, size_without_whitespace};
+    use crate::policy::doc::{equivalent, size_without_whitespace};
 
     const ACCOUNT: &str = "111122223333";
 
@@ -703,7 +745,7 @@ mod tests {
                 for (part, doc) in &docs {
                     let size = size_without_whitespace(doc);
                     assert!(size < 6144, "{partition} {region} v{version} {part}: {size}");
-                    let wire = policy_doc::to_wire(doc);
+                    let wire = doc::to_wire(doc);
                     assert!(wire.contains(&format!("arn:{partition}:")), "{part}");
                     assert!(!wire.contains("arn:aws:") || partition == "aws", "{part}: {wire}");
                 }
@@ -837,9 +879,9 @@ mod tests {
         assert_eq!(got_parts, PolicyPart::ALL);
         for ((gp, gd), (wp, wd)) in got.iter().zip(&want) {
             assert_eq!(gp, wp);
-            assert!(equivalent(gd, wd), "{gp}: {}", policy_doc::render_diff(Some(wd), Some(gd)).unwrap_or_default());
+            assert!(equivalent(gd, wd), "{gp}: {}", doc::render_diff(Some(wd), Some(gd)).unwrap_or_default());
             assert_eq!(gd["Version"], "2012-10-17");
-            assert_eq!(gd, &policy_doc::canonical(gd), "{gp} is returned canonical");
+            assert_eq!(gd, &doc::canonical(gd), "{gp} is returned canonical");
         }
     }
 
@@ -905,7 +947,7 @@ mod tests {
         assert!(part(&p, PolicyPart::ResourceDiscovery).unwrap()["Statement"].as_array().unwrap().contains(regional));
         assert!(!has_action(&p, "ec2:DescribeCapacityReservations"));
         assert!(!has_action(&p, "iam:ListInstanceProfiles"));
-        assert!(!p.iter().any(|(_, d)| policy_doc::to_wire(d).contains("capacity-reservation")));
+        assert!(!p.iter().any(|(_, d)| doc::to_wire(d).contains("capacity-reservation")));
         assert!(part(&p, PolicyPart::ZonalShift).is_none(), "zonal shift needs 1.12");
     }
 
@@ -950,7 +992,7 @@ mod tests {
             assert_eq!(listed, (3..=8).contains(&version.minor), "v{version}");
             // The creation tagging never listed them.
             let tagging = statement(&p, "AllowScopedResourceCreationTagging").unwrap();
-            assert!(!policy_doc::to_wire(tagging).contains("capacity-reservation"), "v{version}");
+            assert!(!doc::to_wire(tagging).contains("capacity-reservation"), "v{version}");
         }
     }
 
@@ -1053,7 +1095,7 @@ mod tests {
             version: KarpenterVersion::LATEST,
         };
         for (part, doc) in controller_policies(&i) {
-            let wire = policy_doc::to_wire(&doc);
+            let wire = doc::to_wire(&doc);
             assert!(!wire.contains("arn:aws:"), "{part}: {wire}");
         }
         let arns = node_managed_policy_arns("aws-cn", ACCOUNT, false, KarpenterVersion::LATEST);
@@ -1093,7 +1135,7 @@ mod tests {
             &node,
             &json!({"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}})
         ));
-        assert_eq!(node, policy_doc::canonical(&node));
+        assert_eq!(node, doc::canonical(&node));
         for (partition, principal) in [
             ("aws", "ec2.amazonaws.com"),
             ("aws-cn", "ec2.amazonaws.com.cn"),
@@ -1106,7 +1148,7 @@ mod tests {
             let want = json!({"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":{"Service":principal},"Action":"sts:AssumeRole",
                 "Condition":{"StringEquals":{"aws:SourceAccount":ACCOUNT}}}});
             assert!(equivalent(&scoped, &want), "{partition}: {scoped:#}");
-            assert_eq!(scoped, policy_doc::canonical(&scoped));
+            assert_eq!(scoped, doc::canonical(&scoped));
         }
     }
 
@@ -1116,7 +1158,7 @@ mod tests {
             let cluster_arn = format!("arn:{partition}:eks:{region}:{ACCOUNT}:cluster/demo");
             let scope = PodIdentityScope { cluster_arn: &cluster_arn, namespace: "karpenter", service_account: "karpenter-ctl" };
             let pod = controller_trust_pod_identity(&scope);
-            assert_eq!(pod, policy_doc::canonical(&pod));
+            assert_eq!(pod, doc::canonical(&pod));
             let want = json!({"Version":"2012-10-17","Statement":[{"Effect":"Allow",
                 "Principal":{"Service":["pods.eks.amazonaws.com"]},"Action":["sts:TagSession","sts:AssumeRole"],
                 "Condition":{"StringEquals":{
@@ -1162,7 +1204,7 @@ mod tests {
                 .collect();
             assert_eq!(rules[0], format!("arn:{partition}:events:{region}:{ACCOUNT}:rule/Karpenter-demo-HealthEvent"));
             let q = queue_policy(&queue, &rules);
-            assert_eq!(q, policy_doc::canonical(&q));
+            assert_eq!(q, doc::canonical(&q));
             let want = json!({"Version":"2012-10-17","Id":"EC2InterruptionPolicy","Statement":[
                 {"Sid":"SqsWrite","Effect":"Allow","Principal":{"Service":"events.amazonaws.com"},
                  "Action":"sqs:SendMessage","Resource":queue,
@@ -1170,9 +1212,9 @@ mod tests {
                 {"Sid":"DenyHTTP","Effect":"Deny","Principal":"*","Action":"sqs:*","Resource":queue,
                  "Condition":{"Bool":{"aws:SecureTransport":false}}}]});
             assert!(equivalent(&q, &want), "{partition}: {q:#}");
-            assert!(!policy_doc::to_wire(&q).contains("sqs.amazonaws.com"), "no sqs.amazonaws.com principal");
+            assert!(!doc::to_wire(&q).contains("sqs.amazonaws.com"), "no sqs.amazonaws.com principal");
             // What SQS hands back (a string) reads as the same document.
-            let back = policy_doc::parse(&policy_doc::to_wire(&q)).unwrap();
+            let back = doc::parse(&doc::to_wire(&q)).unwrap();
             assert!(equivalent(&back, &q));
             // One rule fewer is a different document: the condition names exactly the plan's rules.
             assert!(!equivalent(&queue_policy(&queue, &rules[..1]), &q));

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 
 pub async fn run(global: &Options, format: OutputFormat) -> Result<ValuesReport> {
-    let p = crate::prepare::prepare(global, crate::facts::Intent::Diff, false).await?;
+    let p = crate::prepare::prepare(global, crate::facts::prepared::Intent::Diff, false).await?;
     let spec = &p.spec;
     let nodes = desired::build(spec, &p.facts);
     // Read only what the outputs name.
@@ -391,7 +391,7 @@ pub fn handoff(
     plan: &crate::model::Plan,
     results: &BTreeMap<String, crate::model::Outcome>,
     spec: &crate::spec::Spec,
-    facts: &crate::facts::Facts,
+    facts: &crate::facts::prepared::Facts,
     config: Option<&std::path::Path>,
 ) -> crate::report::Handoff {
     use crate::model::{Action, Outcome};
@@ -461,7 +461,7 @@ fn previous_pin(
     plan: &crate::model::Plan,
     results: &BTreeMap<String, crate::model::Outcome>,
     spec: &crate::spec::Spec,
-    facts: &crate::facts::Facts,
+    facts: &crate::facts::prepared::Facts,
 ) -> Vec<crate::karpenter_iam::KarpenterVersion> {
     use crate::karpenter_iam::KarpenterVersion;
     let pinned = spec.identity.karpenter_version;
@@ -484,7 +484,7 @@ fn previous_pin(
             docs.iter()
                 .find(|p| p.id == *id)
                 .and_then(|p| p.doc.as_ref())
-                .is_some_and(|d| crate::policy_doc::equivalent(d, before))
+                .is_some_and(|d| crate::policy::doc::equivalent(d, before))
         })
     };
     KarpenterVersion::all().filter(|v| *v != pinned && matches(*v)).collect()

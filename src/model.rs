@@ -19,7 +19,7 @@ pub fn fields_of(pairs: Vec<(&str, Value)>) -> Fields {
 /// Every resource kind, listed once (see the `kinds!` call below): its variant, the spec its
 /// nodes carry and its Terraform-like label. The macro makes `Kind`, `NodeSpec`, and the maps
 /// between them, so adding a kind here is one line; its behaviour lives in its own module under
-/// `resources/` (see `resources::KindDef`).
+/// `resources/` (see `resources::kind::KindDef`).
 macro_rules! kinds {
     ($( $(#[$doc:meta])* $variant:ident($spec:ty) = $label:literal, )*) => {
         /// A resource kind. Declaration order is the sort order.

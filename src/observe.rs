@@ -2,8 +2,9 @@
 //! of the nodes (slowest kinds first, at most `concurrency` in flight), and the discovery of
 //! owned objects the plan no longer names.
 
+use crate::ctx::Ctx;
 use crate::model::{Node, Observed};
-use crate::resources::{self, Ctx};
+use crate::resources;
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use std::sync::Arc;
 /// the discovery only when every node did. A read that failed here fails the observation, as it
 /// would have there (after the SDK's own retries; it is not made twice), once preflight has
 /// passed. Dropping it (preflight failed) cancels what is still in flight.
-pub struct ReadAhead(resources::Background<AheadReads>);
+pub struct ReadAhead(crate::ctx::Background<AheadReads>);
 
 pub struct AheadReads {
     nodes: Vec<Node>,
@@ -34,7 +35,7 @@ impl AheadReads {
 
 impl ReadAhead {
     pub fn start(ctx: Arc<Ctx>, nodes: Vec<Node>, concurrency: usize) -> ReadAhead {
-        ReadAhead(resources::Background::spawn(async move {
+        ReadAhead(crate::ctx::Background::spawn(async move {
             let nodes: Vec<Node> = nodes.into_iter().filter(|n| resources::def(n.kind).read_ahead).collect();
             let mut order = nodes.clone();
             order.sort_by_key(|n| resources::read_rank(n.kind));

@@ -4,17 +4,18 @@
 use crate::aws::read::Readers;
 use crate::aws::read::cloudtrail::{READINESS, Trail};
 use crate::aws::{self, CallStats, Classify, ConnectOptions, ConsistencyPolicy, in_unit};
-use crate::checks::finding::{Code, Finding, Readiness};
 use crate::checks::running::Running;
+use crate::ctx::Ctx;
 use crate::desired;
-use crate::facts::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
+use crate::facts::finding::{Code, Finding, Readiness};
+use crate::facts::prepared::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
 use crate::model::Level;
 use crate::model::{Node, Observed};
 use crate::observe::{ReadAhead, observe, observe_after};
 use crate::options::Options;
 use crate::plan_file::{self, Spec, UserError};
 use crate::report::{Event, Reporter, reporter_for};
-use crate::resources::{self, Ctx};
+use crate::resources;
 use anyhow::{Context, Result};
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 use std::path::Path;
@@ -28,17 +29,17 @@ pub struct Prepared {
     pub stats: Arc<CallStats>,
     pub global: Options,
     /// What preflight found that `up` acts on first: the add-on to install, the Spot role.
-    pub preflight: crate::preflight::Preflight,
+    pub preflight: crate::gather::preflight::Preflight,
     pub cmd: Intent,
     pub(crate) ahead: std::sync::Mutex<Option<ReadAhead>>,
     /// Work `observe` started early for what comes after it (the bus's rule count), kept
     /// running until then (dropped with the `Prepared`).
-    pub(crate) early: std::sync::Mutex<Option<resources::Background<()>>>,
+    pub(crate) early: std::sync::Mutex<Option<crate::ctx::Background<()>>>,
     /// The readiness checks over what `observe` read (the Pod Identity association's).
     pub(crate) observed_checks: std::sync::Mutex<Vec<(Code, Option<Finding>)>>,
     /// CloudTrail's records of the running Karpenter, read in the background from the moment
     /// STS named the account (`up`, `diff`); joined by `observe` into `running`.
-    pub(crate) trail: std::sync::Mutex<Option<resources::Background<Arc<Trail>>>>,
+    pub(crate) trail: std::sync::Mutex<Option<crate::ctx::Background<Arc<Trail>>>>,
     /// What they show of the plan's controller and node roles (None: not read).
     pub(crate) running: std::sync::Mutex<Option<Running>>,
     /// The records, once joined (an identity switch joins them before the plan is made).
@@ -93,7 +94,7 @@ impl Prepared {
                         // counted now, alongside the reads still in flight (the discovery tags'),
                         // rather than after them, between the plan and its first write.
                         let ctx = self.ctx.clone();
-                        let count = resources::Background::spawn(in_unit("observe", async move {
+                        let count = crate::ctx::Background::spawn(in_unit("observe", async move {
                             let _ = resources::event_rule::bus_rule_count(&ctx).await;
                         }));
                         *self.early.lock().unwrap() = Some(count);
@@ -148,7 +149,7 @@ async fn read_quotas(readers: &Readers, running: &mut Running) {
 pub fn readiness_of(
     facts: &Facts,
     spec: &Spec,
-    pre: &crate::preflight::Preflight,
+    pre: &crate::gather::preflight::Preflight,
     running: Option<&Running>,
     today: crate::running::support::Ymd,
 ) -> Readiness {
@@ -333,7 +334,7 @@ pub async fn prepare_on(global: &Options, cmd: Intent, read_ahead: bool, conn: O
         let trail = (cmd != Intent::Down).then(|| {
             let readers = readers.clone();
             let window = global.settings.trail_window;
-            resources::Background::spawn(in_unit("prepare:trail", async move { readers.trail.recent(window, &READINESS).await }))
+            crate::ctx::Background::spawn(in_unit("prepare:trail", async move { readers.trail.recent(window, &READINESS).await }))
         });
         let mut spec_now = spec.clone();
         let mut followed = None;
@@ -345,7 +346,7 @@ pub async fn prepare_on(global: &Options, cmd: Intent, read_ahead: bool, conn: O
             followed = Some(v);
         }
         stats.set_phase("preflight");
-        let early_checks = crate::preflight::start_early_checks(&ctx, &spec_now, cmd);
+        let early_checks = crate::gather::preflight::start_early_checks(&ctx, &spec_now, cmd);
         let ahead = read_ahead.then(|| ReadAhead::start(ctx.clone(), nodes_for(&spec_now, &account_facts, cmd), concurrency));
         Ok::<_, anyhow::Error>((ctx, ahead, early_checks, trail, followed))
     };
@@ -387,7 +388,7 @@ pub async fn prepare_on(global: &Options, cmd: Intent, read_ahead: bool, conn: O
         kms_key: None,
     };
     desired::validate(&desired::build(&spec, &facts))?;
-    let preflight = in_unit("preflight", crate::preflight::check(&ctx, &spec, &facts, cmd)).await?;
+    let preflight = in_unit("preflight", crate::gather::preflight::check(&ctx, &spec, &facts, cmd)).await?;
     facts.kms_key = preflight.kms_key.clone();
     drop(early_checks);
     if let Some(existing) = &spec.identity.existing_node_role {
@@ -396,7 +397,7 @@ pub async fn prepare_on(global: &Options, cmd: Intent, read_ahead: bool, conn: O
         facts.existing_node_role_arn = in_unit("preflight", resources::iam_role::get_role(&ctx, name)).await?.map(|r| r.arn);
     }
     stats.set_phase("discovery:select");
-    facts.discovery = in_unit("discovery:select", crate::discovery::select(&ctx, &spec, &facts, cmd)).await?;
+    facts.discovery = in_unit("discovery:select", crate::gather::discovery::select(&ctx, &spec, &facts, cmd)).await?;
     Ok(Prepared {
         spec,
         facts,

@@ -2,9 +2,9 @@
 //! and the function that runs it. `doctor` runs it over what doctor found, `readiness` over what
 //! `up`/`diff` will make plus the facts read; what a refused read skips derives from it.
 
-use super::finding::Read::{self, *};
-use super::finding::{Checker, Code, Finding, Outcome, Readiness, Severity};
-use crate::doctor::model::Setup;
+use crate::facts::finding::Read::{self, *};
+use crate::facts::finding::{Checker, Code, Finding, Outcome, Readiness, Severity};
+use crate::facts::setup::Setup;
 use std::collections::BTreeSet;
 
 /// The function of doctor's that runs a check (one function may give several codes).
@@ -365,13 +365,14 @@ fn unreadable(s: &Setup, c: &mut Checker) {
 /// `running`: what CloudTrail shows of the Karpenter that runs with the plan's roles (None: not
 /// read); judged against the plan's `karpenter_version` (`checks::running::readiness`).
 pub fn readiness(
-    facts: &crate::facts::Facts,
+    facts: &crate::facts::prepared::Facts,
     spec: &crate::plan_file::Spec,
     spot_role: Option<bool>,
     running: Option<&super::running::Running>,
     today: crate::running::support::Ymd,
 ) -> Readiness {
-    use crate::resources::kms_key::{ARN_AFTER_APPLY, key_policy};
+    use crate::arns::ARN_AFTER_APPLY;
+    use crate::karpenter_iam::key_policy;
     let mut r = Readiness::default();
     let pinned = spec.identity.karpenter_version;
     r.karpenter = Some(super::running::pin_support(pinned, today));
@@ -434,12 +435,12 @@ pub fn readiness(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::finding::Severity;
+    use crate::catalog::RULES;
     use crate::checks::identity::trusts;
-    use crate::doctor::model::*;
-    use crate::doctor::model::{Queue, Unreadable};
+    use crate::facts::finding::Severity;
+    use crate::facts::setup::*;
+    use crate::facts::setup::{Queue, Unreadable};
     use crate::karpenter_iam::{self, ControllerPolicyInputs};
-    use crate::resources::event_rule::RULES;
 
     /// The queue policy of karpctl's earlier releases and upstream: EventBridge may send, no condition.
     fn unconditioned_queue_policy() -> serde_json::Value {
@@ -535,7 +536,7 @@ mod tests {
                 })
                 .collect(),
             assumed_through: None,
-            association: Some(crate::checks::facts::Association {
+            association: Some(crate::facts::observed::Association {
                 cluster: "demo".into(),
                 id: "a-0123456789abcdef0".into(),
                 name: "kube-system/karpenter".into(),
@@ -570,7 +571,7 @@ mod tests {
             exists: true,
             kms_master_key_id: Some("alias/karpenter-demo".into()),
             kms_key_arn: Some(KEY.into()),
-            kms_key_policy: Some(crate::resources::kms_key::key_policy("aws", "111122223333")),
+            kms_key_policy: Some(crate::karpenter_iam::key_policy("aws", "111122223333")),
             policy: Some(policy),
         });
         s.rules = RULES
@@ -594,7 +595,7 @@ mod tests {
                 ..Default::default()
             })
             .collect();
-        let all = |groups: &[&str], cidrs: &[&str]| crate::checks::facts::SgRule {
+        let all = |groups: &[&str], cidrs: &[&str]| crate::facts::observed::SgRule {
             protocol: "-1".into(),
             groups: groups.iter().map(|g| g.to_string()).collect(),
             cidrs: cidrs.iter().map(|c| c.to_string()).collect(),
@@ -604,7 +605,7 @@ mod tests {
             id: "sg-1".into(),
             name: "nodes".into(),
             vpc_id: "vpc-1".into(),
-            rules: crate::checks::facts::GroupRules {
+            rules: crate::facts::observed::GroupRules {
                 ingress: vec![all(&["sg-cluster"], &[])],
                 egress: vec![all(&[], &["0.0.0.0/0"])],
             },

@@ -2,10 +2,10 @@
 //! entries, the Spot service-linked role, EKS Auto Mode. Each takes what doctor found (`Setup`)
 //! or, for the ones `up` and `diff` run too, the plain facts.
 
-use super::finding::{Checker, Code, Finding, Severity};
-use crate::doctor::analysis;
-use crate::doctor::model::Setup;
+use crate::facts::finding::{Checker, Code, Finding, Severity};
+use crate::facts::setup::Setup;
 use crate::karpenter_iam;
+use crate::policy::analysis;
 use std::collections::BTreeSet;
 
 /// The EC2 Spot service-linked role, account-wide.

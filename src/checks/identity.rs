@@ -3,12 +3,14 @@
 //! association's two take the plain association (`up` and `diff` run them on what they read).
 
 use super::cluster::role_res;
-use super::facts::Association;
-use super::finding::{Checker, Code, Finding, Severity};
-use crate::doctor::analysis::{self, allows, glob, statements};
-use crate::doctor::model::{ControllerRole, IdentityMode, Setup, strings};
+use crate::facts::finding::{Checker, Code, Finding, Severity};
+use crate::facts::observed::Association;
+use crate::facts::setup::{ControllerRole, IdentityMode, Setup};
 use crate::karpenter_iam::{self, ControllerPolicyInputs};
-use crate::policy_doc::size_without_whitespace;
+use crate::policy::analysis::{self, allows};
+use crate::policy::doc::size_without_whitespace;
+use crate::policy::doc::strings;
+use crate::policy::doc::{glob, statements};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -41,7 +43,7 @@ pub fn required_actions(s: &Setup) -> BTreeSet<String> {
 /// The controller role the other controller checks judge: found, existing, and given to
 /// Karpenter's pods (else `controller-role-not-found` says why, and they do not run).
 fn usable(s: &Setup) -> Option<&ControllerRole> {
-    s.controller.as_ref().filter(|r| r.exists && r.how != crate::doctor::model::UNASSOCIATED)
+    s.controller.as_ref().filter(|r| r.exists && r.how != crate::facts::setup::UNASSOCIATED)
 }
 
 pub(super) fn controller_role(s: &Setup, c: &mut Checker) {
@@ -64,7 +66,7 @@ pub(super) fn controller_role(s: &Setup, c: &mut Checker) {
         );
         return;
     };
-    if role.how == crate::doctor::model::UNASSOCIATED {
+    if role.how == crate::facts::setup::UNASSOCIATED {
         // The role is there, but nothing gives it to Karpenter's pods (the module v20's defaults).
         c.add(
             Code::ControllerRoleNotFound,
@@ -156,8 +158,8 @@ pub(super) fn trust(s: &Setup, c: &mut Checker) {
         // account's root).
         let root = format!("arn:{}:iam::{}:root", s.partition, hop.split(':').nth(4).unwrap_or_default());
         let lets_in = statements(trust).iter().any(|st| {
-            crate::policy_doc::is_allow(st)
-                && crate::policy_doc::statement_takes(st, "sts:AssumeRole")
+            crate::policy::doc::is_allow(st)
+                && crate::policy::doc::statement_takes(st, "sts:AssumeRole")
                 && strings(&st["Principal"]["AWS"]).iter().any(|p| p == hop || *p == root || p == "*")
         });
         if !lets_in {
@@ -271,7 +273,7 @@ pub const PODS_PRINCIPAL: &str = "pods.eks.amazonaws.com";
 /// `eks-cluster-name`, `kubernetes-namespace`, `kubernetes-service-account` and the pod's tags
 /// only with session tags on (docs/aws-behaviour.md section 9.7).
 pub fn session_tag_conditions(trust: &serde_json::Value) -> Vec<String> {
-    use crate::policy_doc::{is_allow, statement_takes, statements};
+    use crate::policy::doc::{is_allow, statement_takes, statements};
     let mut keys = std::collections::BTreeSet::new();
     for st in statements(trust) {
         let assumes = statement_takes(st, "sts:AssumeRole") || statement_takes(st, "sts:TagSession");
@@ -285,7 +287,7 @@ pub fn session_tag_conditions(trust: &serde_json::Value) -> Vec<String> {
             for (k, v) in kv.as_object().into_iter().flatten() {
                 let key = k.to_ascii_lowercase();
                 let tag = key.starts_with("aws:requesttag/") || key.starts_with("aws:principaltag/");
-                let needs = !op.eq_ignore_ascii_case("Null") || crate::policy_doc::strings(v).contains("false");
+                let needs = !op.eq_ignore_ascii_case("Null") || crate::policy::doc::strings(v).contains("false");
                 if tag && needs {
                     keys.insert(k.clone());
                 }

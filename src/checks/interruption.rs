@@ -1,10 +1,11 @@
 //! Checks on interruption handling as doctor found it: the queue, its encryption and policy, the
 //! EventBridge rules that feed it, and the default event bus's rule quota.
 
-use super::finding::{Checker, Code, Severity};
-use crate::doctor::analysis::{glob, statements};
-use crate::doctor::model::{Queue, Rule, Setup, strings};
-use crate::resources::event_rule::RULES;
+use crate::catalog::RULES;
+use crate::facts::finding::{Checker, Code, Severity};
+use crate::facts::setup::{Queue, Rule, Setup};
+use crate::policy::doc::strings;
+use crate::policy::doc::{glob, statements};
 use serde_json::Value;
 
 fn queue_res(name: &str) -> String {
@@ -15,7 +16,7 @@ fn queue_res(name: &str) -> String {
 /// cluster's rules may not fit.
 pub(super) fn bus_quota(s: &Setup, c: &mut Checker) {
     c.ran(Code::EventBusRuleQuota);
-    if let Some(message) = crate::resources::event_rule::bus_quota_message_at(s.bus_quota, &s.region, s.bus_rules, 0) {
+    if let Some(message) = bus_quota_message_at(s.bus_quota, &s.region, s.bus_rules, 0) {
         c.add(
             Code::EventBusRuleQuota,
             Severity::Warning,
@@ -224,5 +225,41 @@ pub(super) fn rules(s: &Setup, c: &mut Checker) {
                 format!("aws events enable-rule --name {}", names[0]),
             );
         }
+    }
+}
+
+/// Pure: what to say when a bus holding `existing` rules gets `adding` more, against a quota of
+/// `quota` rules per bus: past the quota (PutRule will be refused with LimitExceededException)
+/// or past 90% of it. None: room enough.
+pub fn bus_quota_message_at(quota: usize, region: &str, existing: usize, adding: usize) -> Option<String> {
+    let total = existing + adding;
+    if total * 10 <= quota * 9 {
+        return None;
+    }
+    let what = if total > quota {
+        format!("over the quota of {quota} rules per event bus: EventBridge will refuse the new rules (LimitExceededException)")
+    } else {
+        format!("{total} of the quota of {quota} rules per event bus")
+    };
+    Some(format!(
+        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge; then set KARPCTL_RULES_PER_BUS to it) or use interruption.rules = \"merged\" (one rule per cluster instead of one per event kind)",
+        if adding > 0 { format!(" and this plan adds {adding}") } else { String::new() }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bus_quota_is_said_past_90_percent_and_past_the_quota() {
+        let q = crate::settings::DEFAULT_RULES_PER_BUS;
+        assert_eq!(bus_quota_message_at(q, "us-east-1", 260, 5), None);
+        let near = bus_quota_message_at(q, "us-east-1", 270, 5).unwrap();
+        assert!(near.contains("275 of the quota of 300") && near.contains("merged"), "{near}");
+        let over = bus_quota_message_at(q, "us-east-1", 298, 5).unwrap();
+        assert!(over.contains("LimitExceededException") && over.contains("Maximum number of rules per event bus"), "{over}");
+        assert!(bus_quota_message_at(q, "eu-west-1", 299, 0).unwrap().contains("has 299 rule(s),"));
+        assert_eq!(bus_quota_message_at(1000, "us-east-1", 298, 5), None, "a raised quota");
     }
 }

@@ -2,36 +2,9 @@
 //! controller may decrypt. Pure over the key's ARN and policy, which `up` and `diff` pass as
 //! they will write it or read it, and doctor as it found it; plus the statements they need.
 
-use super::finding::{Checker, Code, Finding, Severity};
-use crate::doctor::model::Setup;
-
-/// EventBridge's service principal, the producer of every interruption message.
-pub const EVENTS_PRINCIPAL: &str = "events.amazonaws.com";
-/// What EventBridge needs of the key to send to an SSE-KMS queue.
-pub const EVENTS_KMS_ACTIONS: [&str; 2] = ["kms:GenerateDataKey", "kms:Decrypt"];
-
-/// The key-policy statement that lets EventBridge send to a queue encrypted with the key.
-pub fn events_key_statement() -> serde_json::Value {
-    serde_json::json!({
-        "Sid": "AllowEventBridgeToSendInterruptionEvents",
-        "Effect": "Allow",
-        "Principal": {"Service": EVENTS_PRINCIPAL},
-        "Action": EVENTS_KMS_ACTIONS,
-        "Resource": "*",
-    })
-}
-
-/// The key-policy statement that lets IAM policies in the account grant use of the key (KMS's
-/// default key policy has it; without it an IAM policy's kms:Decrypt has no effect).
-pub fn iam_delegation_statement(partition: &str, account_id: &str) -> serde_json::Value {
-    serde_json::json!({
-        "Sid": "EnableIAMPolicies",
-        "Effect": "Allow",
-        "Principal": {"AWS": format!("arn:{partition}:iam::{account_id}:root")},
-        "Action": "kms:*",
-        "Resource": "*",
-    })
-}
+use crate::facts::finding::{Checker, Code, Finding, Severity};
+use crate::facts::setup::Setup;
+use crate::karpenter_iam::{EVENTS_KMS_ACTIONS, EVENTS_PRINCIPAL, events_key_statement, iam_delegation_statement};
 
 /// Whether a key-policy statement's principal takes in one of `who` (service names, account
 /// roots, account ids, role ARNs) or everyone (`*`).
@@ -40,17 +13,17 @@ pub(super) fn principal_names(s: &serde_json::Value, field: &str, who: &[&str]) 
     if p.as_str() == Some("*") {
         return true;
     }
-    let names = crate::policy_doc::strings(&p[field]);
+    let names = crate::policy::doc::strings(&p[field]);
     names.contains("*") || who.iter().any(|w| names.contains(*w))
 }
 
 /// The Allow statements of `policy` naming one of `who` under `field` take in `action`.
 fn key_policy_allows(policy: &serde_json::Value, field: &str, who: &[&str], action: &str) -> bool {
-    use crate::policy_doc::{is_allow, is_deny, statement_takes, statements};
+    use crate::policy::doc::{is_allow, is_deny, statement_takes, statements};
     let st = statements(policy);
     let allowed = st.iter().any(|s| is_allow(s) && principal_names(s, field, who) && statement_takes(s, action));
     let denied = st.iter().any(|s| {
-        is_deny(s) && !crate::policy_doc::has_condition(s) && principal_names(s, field, who) && statement_takes(s, action)
+        is_deny(s) && !crate::policy::doc::has_condition(s) && principal_names(s, field, who) && statement_takes(s, action)
     });
     allowed && !denied
 }

@@ -4,8 +4,6 @@
 
 pub mod catalog;
 pub mod cluster;
-pub mod facts;
-pub mod finding;
 pub mod identity;
 pub mod interruption;
 pub mod kms;

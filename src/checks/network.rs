@@ -2,9 +2,9 @@
 //! subnet's way out, and the node security group's rules for the control plane. Doctor's take
 //! `Setup`; the way-out and security group ones take plain facts (`up` and `diff` run them too).
 
-use super::facts::{GroupRules, SgRule, TaggedSubnet};
-use super::finding::{Checker, Code, Finding, Severity};
-use crate::doctor::model::{IdentityMode, Setup};
+use crate::facts::finding::{Checker, Code, Finding, Severity};
+use crate::facts::observed::{GroupRules, SgRule, TaggedSubnet};
+use crate::facts::setup::{IdentityMode, Setup};
 use std::collections::BTreeSet;
 
 /// Karpenter launches into any subnet carrying the discovery tag, whoever put it there: one
@@ -149,7 +149,7 @@ pub fn node_group_lets_control_plane_in(group_id: &str, rules: &GroupRules, cont
 /// in another VPC is `discovery-outside-cluster-vpc`; its routes are not read.
 pub fn subnets_as_judged(s: &Setup, any_vpc: bool) -> (Vec<TaggedSubnet>, crate::egress::Network) {
     let ipv6 = s.ip_family.eq_ignore_ascii_case("ipv6");
-    let in_vpc: Vec<&crate::doctor::model::TaggedSubnet> =
+    let in_vpc: Vec<&crate::facts::setup::TaggedSubnet> =
         s.discovery.subnets.iter().filter(|t| t.vpc_id == s.cluster_vpc || (any_vpc && s.cluster_vpc.is_empty())).collect();
     let tagged = in_vpc
         .iter()

@@ -2,9 +2,9 @@
 //! queue nobody reads) and on the policy simulator's decisions (`--simulate`: SCP and boundary
 //! denials); docs/doctor.md, "Records and simulation".
 
-use super::finding::{Checker, Code, Severity};
-use crate::doctor::model::{Queue, Setup};
-use crate::policy_doc::{glob, is_allow, is_deny, statement_takes, statements, strings};
+use crate::facts::finding::{Checker, Code, Severity};
+use crate::facts::setup::{Queue, Setup};
+use crate::policy::doc::{glob, is_allow, is_deny, statement_takes, statements, strings};
 use crate::running::metrics::{OLDEST_MESSAGE_LIMIT_S, failing_rules, unread_queue};
 use crate::running::simulation::{BLIND_SPOTS, Denial, denials};
 use serde_json::Value;
@@ -27,7 +27,7 @@ fn names_events(st: &Value) -> bool {
     let p = &st["Principal"];
     p.as_str() == Some("*")
         || strings(&p["AWS"]).contains("*")
-        || strings(&p["Service"]).iter().any(|x| x == super::kms::EVENTS_PRINCIPAL)
+        || strings(&p["Service"]).iter().any(|x| x == crate::karpenter_iam::EVENTS_PRINCIPAL)
 }
 
 /// Whether a statement's conditions hold for a delivery by `rule_arn` of `account`. The keys
@@ -118,12 +118,12 @@ pub(super) fn records(s: &Setup, c: &mut Checker) {
             (Cause::Key(k), _) => (
                 format!(
                     "{seen}; the queue's KMS key {k} does not let {} use it (kms:GenerateDataKey, kms:Decrypt)",
-                    super::kms::EVENTS_PRINCIPAL
+                    crate::karpenter_iam::EVENTS_PRINCIPAL
                 ),
                 if crate::plan_file::is_aws_managed_sqs_key(&k) {
                     "encrypt the queue with SQS managed encryption (SqsManagedSseEnabled=true) or a customer managed key whose policy lets events.amazonaws.com use it: the AWS managed key's policy cannot".to_string()
                 } else {
-                    format!("add to the key policy of {k}: {}", super::kms::events_key_statement())
+                    format!("add to the key policy of {k}: {}", crate::karpenter_iam::events_key_statement())
                 },
             ),
             _ => (
@@ -143,7 +143,7 @@ pub(super) fn records(s: &Setup, c: &mut Checker) {
     let arn = q.map(|q| q.arn.as_str()).unwrap_or(name);
     let role = s.controller.as_ref().filter(|r| r.exists);
     let docs: Vec<&Value> = role.iter().flat_map(|r| r.policies.iter().filter_map(|p| p.document.as_ref())).collect();
-    let may_receive = role.is_none() || crate::doctor::analysis::receive_queues(&docs).iter().any(|a| glob(a, arn));
+    let may_receive = role.is_none() || crate::policy::analysis::receive_queues(&docs).iter().any(|a| glob(a, arn));
     let receive = match role {
         Some(r) if !may_receive => {
             format!("the controller role {} does not allow sqs:ReceiveMessage on {arn} (the likely cause); ", r.name)
@@ -208,7 +208,7 @@ pub(super) fn simulation(s: &Setup, c: &mut Checker) {
         c.note("--simulate: no controller role was found, so nothing was simulated".into());
         return;
     };
-    let role = crate::doctor::analysis::role_name(role_arn);
+    let role = crate::policy::analysis::role_name(role_arn);
     c.ran(Code::SimulationScpDenied);
     c.ran(Code::SimulationBoundaryDenied);
     let denied = denials(&sim.decisions);

@@ -2,10 +2,10 @@
 //! against the pin, refused calls, a refused lookup, the pin's support status; the same functions
 //! serve `up`/`diff` (`readiness`) and doctor (`doctor`, `support`).
 
-pub use super::facts::Running;
-use super::finding::{Checker, Code, Finding, Severity};
 use crate::aws::read::cloudtrail::LookupProblem;
-use crate::doctor::model::Setup;
+use crate::facts::finding::{Checker, Code, Finding, Severity};
+pub use crate::facts::observed::Running;
+use crate::facts::setup::Setup;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::running::{self, PermissionShape, PinCheck, Seen};
 
@@ -319,7 +319,7 @@ pub fn doctor(s: &Setup, c: &mut Checker) {
 mod tests {
     use super::*;
     use crate::aws::read::cloudtrail::{RawEvent, Trail};
-    use crate::checks::facts::window_text;
+    use crate::facts::observed::window_text;
     use serde_json::json;
     use std::time::Duration;
 
@@ -440,9 +440,9 @@ mod tests {
 }
 
 /// The pinned version's support status on `today` (Karpenter's SUPPORT.md, docs/karpenter-support.md).
-pub fn pin_support(pinned: KarpenterVersion, today: running::support::Ymd) -> super::finding::PinSupport {
+pub fn pin_support(pinned: KarpenterVersion, today: running::support::Ymd) -> crate::facts::finding::PinSupport {
     let s = running::support::support_on(pinned, today);
-    super::finding::PinSupport { version: pinned.to_string(), support: s.word(), detail: s.to_string() }
+    crate::facts::finding::PinSupport { version: pinned.to_string(), support: s.word(), detail: s.to_string() }
 }
 
 /// A warning when the pinned version is out of Karpenter's support on `today`.

@@ -2,8 +2,8 @@
 
 use super::style::Style;
 use crate::checks::catalog::title;
-use crate::checks::finding::{Finding, Outcome, Severity};
-use crate::doctor::model::{IdentityMode, Setup};
+use crate::facts::finding::{Finding, Outcome, Severity};
+use crate::facts::setup::{IdentityMode, Setup};
 use serde_json::{Value, json};
 
 /// The version of the JSON document's shape.

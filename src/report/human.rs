@@ -63,7 +63,7 @@ fn render_change(out: &mut String, c: &Change, style: Style, action: Action) {
     let body = if action == Action::Create || action == Action::Delete {
         serde_json::to_string_pretty(after.or(before).unwrap()).unwrap_or_default()
     } else {
-        crate::policy_doc::render_diff(before, after).unwrap_or_default()
+        crate::policy::doc::render_diff(before, after).unwrap_or_default()
     };
     for line in body.lines() {
         let painted = if line.starts_with("+ ") {
@@ -148,8 +148,8 @@ pub fn identity_switch(s: &crate::model::IdentitySwitch, style: Style, applied: 
 }
 
 /// The readiness checks: one line when all passed, else each finding with its fix.
-pub fn readiness(r: &crate::checks::finding::Readiness, style: Style) -> String {
-    use crate::checks::finding::Severity;
+pub fn readiness(r: &crate::facts::finding::Readiness, style: Style) -> String {
+    use crate::facts::finding::Severity;
     let n = r.checked.len();
     let pin = r.karpenter.as_ref().map(|k| format!("Karpenter {} (pinned): {}.\n", k.version, k.detail)).unwrap_or_default();
     if r.found.is_empty() {

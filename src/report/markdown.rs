@@ -102,7 +102,7 @@ fn render_change(out: &mut String, c: &Value, action: &str) {
         let body: Vec<String> = doc.lines().map(|l| format!("{sign}{l}")).collect();
         code_block(out, "diff", &body.join("\n"));
     } else {
-        code_block(out, "diff", &crate::policy_doc::render_diff(b, a).unwrap_or_default());
+        code_block(out, "diff", &crate::policy::doc::render_diff(b, a).unwrap_or_default());
     }
     out.push('\n');
 }

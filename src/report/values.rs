@@ -3,9 +3,9 @@
 
 use super::markdown::Section;
 use crate::aws::StatsReport;
-use crate::checks::finding::Readiness;
 use crate::error::UserError;
 use crate::exit::{EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
+use crate::facts::finding::Readiness;
 use crate::model::{Outcome, Plan};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -161,15 +161,15 @@ pub struct ValuesReport {
 /// What `karpctl doctor` returns.
 #[derive(Debug)]
 pub struct DoctorReport {
-    pub setup: crate::doctor::model::Setup,
-    pub outcome: crate::checks::finding::Outcome,
+    pub setup: crate::facts::setup::Setup,
+    pub outcome: crate::facts::finding::Outcome,
     pub stats: StatsReport,
 }
 
 impl DoctorReport {
     pub fn exit_code(&self) -> i32 {
         // Notes (nothing wrong) do not make doctor fail.
-        let problems = self.outcome.findings.iter().any(|f| f.severity != crate::checks::finding::Severity::Note);
+        let problems = self.outcome.findings.iter().any(|f| f.severity != crate::facts::finding::Severity::Note);
         if problems { EXIT_CHANGES } else { EXIT_OK }
     }
 }

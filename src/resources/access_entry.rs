@@ -2,12 +2,12 @@
 //! karpctl did not make satisfies the plan and is never changed or deleted, unless `up --adopt`
 //! takes over the node role in the same run. Username and groups are AWS's and never compared.
 
-use super::ctx::eks_cluster_of as cluster_of;
-use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
+use crate::ctx::eks_cluster_of as cluster_of;
+use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::events::Event;
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::{Action, EksSpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use anyhow::{Result, bail};
@@ -100,7 +100,7 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
     let node = &step.node;
     let live = read(ctx, node).await?;
     Ok(live.map(|o| {
-        let tags = super::ctx::observed_tags(&o);
+        let tags = crate::ctx::observed_tags(&o);
         let arn = o.ids.get("arn").cloned().unwrap_or_default();
         Current::new(o.owner, tags).id("arn", arn)
     }))
@@ -211,7 +211,7 @@ async fn tag(ctx: &Ctx, step: &Step, arn: Option<&str>) -> Result<()> {
         None => read(ctx, &step.node).await?.and_then(|o| o.ids.get("arn").cloned()),
     };
     let Some(arn) = arn else { bail!("EKS access entry {} disappeared since it was read; run karpctl up again", step.node.name) };
-    let stale = super::ctx::stale_tags(step);
+    let stale = crate::ctx::stale_tags(step);
     if !stale.is_empty() {
         ctx.aws
             .eks

@@ -2,10 +2,10 @@
 //! removes only `karpenter.sh/discovery=<c>` and its marker `karpctl.io/discovery=<c>`, and only
 //! where the marker names this cluster (docs/reference.md, "Discovery tags").
 
-use super::ctx::{Ctx, Current};
 use crate::aws::{Classify, aws_err};
+use crate::ctx::{Ctx, Current};
 use crate::events::Event;
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::{Action, DiscoverySpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};

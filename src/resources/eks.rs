@@ -2,10 +2,10 @@
 //! association and the agent add-on: one bounded wait for ACTIVE that every EKS step shares; on a
 //! cluster that is gone, DELETING or FAILED their deletes are skipped (docs/aws-behaviour.md 9.8).
 
-use super::ctx::{Ctx, eks_cluster_of};
 use crate::aws::{self, Classify, ConsistencyPolicy, aws_err};
+use crate::ctx::{Ctx, eks_cluster_of};
 use crate::events::Event;
-use crate::facts::{CLUSTER_NOT_FOUND, ClusterState};
+use crate::facts::prepared::{CLUSTER_NOT_FOUND, ClusterState};
 use crate::model::{Action, Step, Tags};
 use anyhow::Result;
 use std::sync::Mutex;

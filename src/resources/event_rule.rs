@@ -2,13 +2,13 @@
 //! from `crate::catalog::RULES`. PutRule replaces a whole rule and ignores tags on an existing one,
 //! so a create reads first and tags go through TagResource (docs/aws-behaviour.md section 5).
 
-use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
-use crate::facts::Facts;
+use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::facts::prepared::Facts;
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, QueueSpec, Step, Tags};
 use crate::plan_file::Spec;
-use crate::policy_doc;
+use crate::policy::doc;
 use anyhow::{Context, Result, bail};
 use aws_sdk_eventbridge::types::{RuleState, Tag, Target};
 use serde_json::{Value, json};
@@ -50,30 +50,6 @@ pub fn desired_fields(source: &str, detail_type: &str, queue_arn: &str, cluster:
     fields(pattern, format!("Karpenter interruption handling for {cluster}: {detail_type}"), queue_arn, tags)
 }
 
-/// EventBridge's default quota of rules per event bus (Service Quotas: "Maximum number of
-/// rules per event bus", adjustable; docs/aws-behaviour.md 9.20). The account's quota
-/// is `Settings::rules_per_bus` (`KARPCTL_RULES_PER_BUS` when it was raised).
-pub const RULES_PER_BUS: usize = crate::settings::DEFAULT_RULES_PER_BUS;
-
-/// Pure: what to say when a bus holding `existing` rules gets `adding` more, against a quota of
-/// `quota` rules per bus: past the quota (PutRule will be refused with LimitExceededException)
-/// or past 90% of it. None: room enough.
-pub fn bus_quota_message_at(quota: usize, region: &str, existing: usize, adding: usize) -> Option<String> {
-    let total = existing + adding;
-    if total * 10 <= quota * 9 {
-        return None;
-    }
-    let what = if total > quota {
-        format!("over the quota of {quota} rules per event bus: EventBridge will refuse the new rules (LimitExceededException)")
-    } else {
-        format!("{total} of the quota of {quota} rules per event bus")
-    };
-    Some(format!(
-        "the default event bus in {region} has {existing} rule(s){}, {what}; raise the Service Quotas quota \"Maximum number of rules per event bus\" (Amazon EventBridge; then set KARPCTL_RULES_PER_BUS to it) or use interruption.rules = \"merged\" (one rule per cluster instead of one per event kind)",
-        if adding > 0 { format!(" and this plan adds {adding}") } else { String::new() }
-    ))
-}
-
 /// Every rule on the default bus, counted once per run (memoised), so that `prepare` can start
 /// the count while the last reads are in flight, once they show the plan creates a rule.
 pub async fn bus_rule_count(ctx: &Ctx) -> Result<usize> {
@@ -88,11 +64,8 @@ pub async fn quota_finding(ctx: &Ctx, plan: &crate::model::Plan) -> Result<Optio
         return Ok(None);
     }
     let existing = bus_rule_count(ctx).await?;
-    Ok(bus_quota_message_at(ctx.settings.rules_per_bus, &ctx.region, existing, adding).map(|message| crate::model::Note {
-        id: "event-bus-rule-quota".into(),
-        level: crate::model::Level::Warning,
-        message,
-    }))
+    Ok(crate::checks::interruption::bus_quota_message_at(ctx.settings.rules_per_bus, &ctx.region, existing, adding)
+        .map(|message| crate::model::Note { id: "event-bus-rule-quota".into(), level: crate::model::Level::Warning, message }))
 }
 
 /// The node id of the one rule of `interruption.rules = "merged"`.
@@ -248,7 +221,7 @@ async fn read_rule(ctx: &Ctx, node: &Node, fresh: bool) -> Result<Option<Observe
     let (Some(targets), Some(tags)) = (targets, tags) else { return Ok(None) };
     let mut fields = Fields::new();
     let pattern = match d.pattern.as_deref() {
-        Some(p) => policy_doc::parse_event_pattern(p).unwrap_or_else(|_| json!(p)),
+        Some(p) => doc::parse_event_pattern(p).unwrap_or_else(|_| json!(p)),
         None => Value::Null,
     };
     fields.insert("EventPattern".into(), pattern);
@@ -373,7 +346,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
         Action::Update | Action::Adopt => {
             let arn = current.and_then(|c| c.get("arn")).map(str::to_string).unwrap_or_else(|| rule_arn(ctx, name));
             if step.action == Action::Adopt || changed(step, "tags") {
-                let stale = super::ctx::stale_tags(step);
+                let stale = crate::ctx::stale_tags(step);
                 if !stale.is_empty() {
                     ctx.aws
                         .events
@@ -450,19 +423,3 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     Ok(found)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bus_quota_is_said_past_90_percent_and_past_the_quota() {
-        let q = RULES_PER_BUS;
-        assert_eq!(bus_quota_message_at(q, "us-east-1", 260, 5), None);
-        let near = bus_quota_message_at(q, "us-east-1", 270, 5).unwrap();
-        assert!(near.contains("275 of the quota of 300") && near.contains("merged"), "{near}");
-        let over = bus_quota_message_at(q, "us-east-1", 298, 5).unwrap();
-        assert!(over.contains("LimitExceededException") && over.contains("Maximum number of rules per event bus"), "{over}");
-        assert!(bus_quota_message_at(q, "eu-west-1", 299, 0).unwrap().contains("has 299 rule(s),"));
-        assert_eq!(bus_quota_message_at(1000, "us-east-1", 298, 5), None, "a raised quota");
-    }
-}

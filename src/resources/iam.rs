@@ -57,7 +57,7 @@ pub fn plan_iam_path(nodes: &[Node]) -> Option<String> {
 
 /// Create the Spot service-linked role (`up`, opted in, missing). "Has been taken" means another
 /// caller made it meanwhile: done.
-pub async fn create_spot_role(ctx: &super::ctx::Ctx) -> Result<()> {
+pub async fn create_spot_role(ctx: &crate::ctx::Ctx) -> Result<()> {
     use crate::aws::Classify;
     match ctx.aws.iam.create_service_linked_role().aws_service_name("spot.amazonaws.com").send().await {
         Ok(_) => Ok(()),

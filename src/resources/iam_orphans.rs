@@ -2,8 +2,8 @@
 //! list call each; for `down`, also those of this cluster attached to its roles (a path of `/`).
 //! They become nodes without desired fields; their normal reads decide ownership by tags.
 
-use super::ctx::Ctx;
 use super::iam::plan_iam_path;
+use crate::ctx::Ctx;
 use crate::model::{ArnSpec, Kind, Node, NodeSpec};
 use anyhow::Result;
 use std::collections::BTreeSet;

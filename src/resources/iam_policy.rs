@@ -2,17 +2,17 @@
 //! oldest other version pruned at IAM's 5), a changed path a delete and create under the same
 //! name. Delete detaches it everywhere and removes its versions first (docs/aws-behaviour.md 5).
 
-use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_satisfied};
 use super::iam_role::detach;
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
-use crate::facts::Facts;
+use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::facts::prepared::Facts;
 use crate::karpenter_iam::{self, PolicyPart};
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, RESOURCE_TAG, Step, Tags};
 use crate::names;
 use crate::plan_file::Spec;
-use crate::policy_doc;
+use crate::policy::doc;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -83,7 +83,7 @@ pub fn controller_policies(spec: &Spec, facts: &Facts) -> Vec<ControllerPolicy> 
             .kms_key_id
             .as_ref()
             .filter(|_| spec.interruption.enabled)
-            .map(|_| facts.kms_key.as_ref().and_then(|k| k.arn.as_deref()).unwrap_or(super::kms_key::ARN_AFTER_APPLY)),
+            .map(|_| facts.kms_key.as_ref().and_then(|k| k.arn.as_deref()).unwrap_or(crate::arns::ARN_AFTER_APPLY)),
         zonal_shift: id.zonal_shift,
         version: id.karpenter_version,
     };
@@ -137,7 +137,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let arn = policy_arn(node)?;
     let Some(live) = get_policy(ctx, arn).await? else { return Ok(None) };
     let doc = match ctx.readers.iam.policy_version(&live.arn, &live.default_version).await? {
-        Some(Some(text)) => policy_doc::parse(&text)
+        Some(Some(text)) => doc::parse(&text)
             .with_context(|| format!("the document of IAM policy {} is not a valid policy document", node.name))?,
         Some(None) => Value::Null,
         // Deleted between the two calls.
@@ -174,7 +174,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result
 }
 
 /// The document to write. A policy naming the KMS key karpctl made in this run gets the key's
-/// ARN in place of `kms_key::ARN_AFTER_APPLY` (the key is made before it: a dependency).
+/// ARN in place of `arns::ARN_AFTER_APPLY` (the key is made before it: a dependency).
 async fn wanted_document(ctx: &Ctx, node: &Node) -> Result<String> {
     let doc = node
         .fields
@@ -182,9 +182,9 @@ async fn wanted_document(ctx: &Ctx, node: &Node) -> Result<String> {
         .and_then(|f| f.get("PolicyDocument"))
         .filter(|v| !v.is_null())
         .context("the plan has no document for this policy")?;
-    let text = policy_doc::to_wire(doc);
-    if text.contains(super::kms_key::ARN_AFTER_APPLY) {
-        return Ok(text.replace(super::kms_key::ARN_AFTER_APPLY, &super::kms_key::arn_now(ctx).await?));
+    let text = doc::to_wire(doc);
+    if text.contains(crate::arns::ARN_AFTER_APPLY) {
+        return Ok(text.replace(crate::arns::ARN_AFTER_APPLY, &super::kms_key::arn_now(ctx).await?));
     }
     Ok(text)
 }
@@ -248,9 +248,9 @@ async fn converge(ctx: &Ctx, step: &Step, arn: &str, live: &LivePolicy) -> Resul
     let same = live_doc
         .policy_version()
         .and_then(|v| v.document())
-        .and_then(|t| policy_doc::parse(t).ok())
+        .and_then(|t| doc::parse(t).ok())
         .zip(node.fields.as_ref().and_then(|f| f.get("PolicyDocument")))
-        .is_some_and(|(a, b)| policy_doc::equivalent(&a, b));
+        .is_some_and(|(a, b)| doc::equivalent(&a, b));
     if !same {
         new_version(ctx, &step.id, arn, &wanted_document(ctx, node).await?, None).await?;
     }
@@ -311,7 +311,7 @@ async fn versions(ctx: &Ctx, arn: &str) -> Result<Vec<Version>> {
 
 /// One version's document (None: no such version).
 async fn version_document(ctx: &Ctx, arn: &str, id: &str) -> Result<Option<Value>> {
-    Ok(ctx.readers.iam.policy_version(arn, id).await?.flatten().as_deref().map(policy_doc::parse).transpose()?)
+    Ok(ctx.readers.iam.policy_version(arn, id).await?.flatten().as_deref().map(doc::parse).transpose()?)
 }
 
 async fn delete_version(ctx: &Ctx, arn: &str, id: &str) -> Result<()> {
@@ -335,7 +335,7 @@ pub fn newer_than_read(versions: &[Version], read_default: &str) -> Option<Strin
 /// non-default one at IAM's limit of five (LimitExceeded from a concurrent run: again, on the
 /// consistency schedule).
 async fn new_version(ctx: &Ctx, step_id: &str, arn: &str, document: &str, read_default: Option<&str>) -> Result<()> {
-    let wanted = policy_doc::parse(document)?;
+    let wanted = doc::parse(document)?;
     let r = aws::with_consistency(
         &ctx.consistency,
         ctx.reporter.as_ref(),
@@ -366,7 +366,7 @@ async fn new_version(ctx: &Ctx, step_id: &str, arn: &str, document: &str, read_d
 async fn prune(ctx: &Ctx, arn: &str, wanted: &Value, read_default: Option<&str>) -> Result<bool> {
     let all = versions(ctx, arn).await?;
     if let Some(newer) = read_default.and_then(|d| newer_than_read(&all, d))
-        && version_document(ctx, arn, &newer).await?.is_some_and(|d| policy_doc::equivalent(&d, wanted))
+        && version_document(ctx, arn, &newer).await?.is_some_and(|d| doc::equivalent(&d, wanted))
     {
         if !all.iter().any(|v| v.id == newer && v.is_default) {
             ctx.aws
@@ -390,7 +390,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
     let arn = step.observed.as_ref().and_then(|o| o.ids.get("arn")).map(String::as_str).unwrap_or(policy_arn(node)?).to_string();
     if adopt || changed(step, "tags") {
-        let stale = super::ctx::stale_tags(step);
+        let stale = crate::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
                 .iam

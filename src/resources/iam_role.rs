@@ -2,15 +2,15 @@
 //! the managed policies that are not karpctl's own; a delete empties the role first (inline
 //! policies, attachments, instance profiles: [`super::instance_profile::release_role`]).
 
-use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{CONCURRENT, not_managed, sdk_tags, tags_satisfied};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
-use crate::facts::Facts;
+use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::facts::prepared::Facts;
 use crate::karpenter_iam;
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::{IdentityMode, Spec};
-use crate::policy_doc;
+use crate::policy::doc;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -131,8 +131,9 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
 
 fn observed(ctx: &Ctx, live: &LiveRole) -> Result<Observed> {
     let trust = match live.trust.as_deref() {
-        Some(t) if !t.trim().is_empty() => policy_doc::parse(t)
-            .with_context(|| format!("the trust policy of IAM role {} is not a valid policy document", live.name))?,
+        Some(t) if !t.trim().is_empty() => {
+            doc::parse(t).with_context(|| format!("the trust policy of IAM role {} is not a valid policy document", live.name))?
+        }
         _ => serde_json::Value::Null,
     };
     let mut fields = Fields::new();
@@ -179,7 +180,7 @@ fn trust_doc(node: &Node) -> Result<&serde_json::Value> {
 async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
     let node = &step.node;
     let name = &node.name;
-    let trust = policy_doc::to_wire(trust_doc(node)?);
+    let trust = doc::to_wire(trust_doc(node)?);
     let r = ctx
         .aws
         .iam
@@ -221,7 +222,7 @@ async fn converge(ctx: &Ctx, step: &Step, live: &LiveRole) -> Result<()> {
         );
     }
     let want = trust_doc(node)?;
-    let same = live.trust.as_deref().and_then(|t| policy_doc::parse(t).ok()).is_some_and(|d| policy_doc::equivalent(&d, want));
+    let same = live.trust.as_deref().and_then(|t| doc::parse(t).ok()).is_some_and(|d| doc::equivalent(&d, want));
     if !same {
         update_trust(ctx, node).await?;
     }
@@ -258,7 +259,7 @@ async fn update_trust(ctx: &Ctx, node: &Node) -> Result<()> {
         .iam
         .update_assume_role_policy()
         .role_name(&node.name)
-        .policy_document(policy_doc::to_wire(trust_doc(node)?))
+        .policy_document(doc::to_wire(trust_doc(node)?))
         .send()
         .await
         .map_err(|e| aws_err("iam:UpdateAssumeRolePolicy", e))?;
@@ -276,7 +277,7 @@ async fn tag_role(ctx: &Ctx, name: &str, tags: &Tags) -> Result<()> {
 async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
     if adopt || changed(step, "tags") {
-        let stale = super::ctx::stale_tags(step);
+        let stale = crate::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
                 .iam

@@ -1,11 +1,11 @@
 //! The node instance profile (opt-in, or made for isolated subnets), holding the node role; and
 //! [`release_role`], which empties every profile holding a role before the role's delete.
 
-use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use super::iam::{not_managed, sdk_tags, tags_satisfied};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
-use crate::facts::Facts;
+use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::facts::prepared::Facts;
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use anyhow::{Context, Result, bail};
@@ -214,7 +214,7 @@ async fn update(ctx: &Ctx, step: &Step, adopt: bool) -> Result<()> {
     let node = &step.node;
     let name = &node.name;
     if adopt || changed(step, "tags") {
-        let stale = super::ctx::stale_tags(step);
+        let stale = crate::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
                 .iam

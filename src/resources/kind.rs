@@ -1,7 +1,7 @@
 //! What the engine asks of one resource kind (`KindDef`); each kind's module defines its `DEF`.
 
-use super::ctx::{Ctx, Current};
-use crate::facts::Facts;
+use crate::ctx::{Ctx, Current};
+use crate::facts::prepared::Facts;
 use crate::model::{Kind, Node, Observed, Step};
 use crate::spec::Spec;
 use anyhow::Result;

@@ -2,11 +2,11 @@
 //! `alias/karpenter-<cluster>` (docs/readiness.md, "Encrypted queues"). A key the plan names is the
 //! user's and never written; late KMS answers are retried only for a key this step just made.
 
-use super::ctx::{Ctx, Current, changed, wanted_tags};
 use super::iam::{not_managed, tags_satisfied};
 use crate::aws::{self, Classify, Condition, aws_err};
-use crate::checks::kms as key_checks;
-use crate::facts::Facts;
+use crate::ctx::{Ctx, Current, changed, wanted_tags};
+use crate::facts::prepared::Facts;
+use crate::karpenter_iam::key_policy;
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use anyhow::{Context, Result, bail};
@@ -33,24 +33,6 @@ pub const ID: &str = "kms-key";
 /// What KMS answers about a key it has not propagated yet (right after CreateKey or
 /// CancelKeyDeletion): retried for a key this step just made or brought back.
 const NOT_YET: [Condition; 2] = [Condition::KmsNotFound, Condition::KmsInvalidState];
-
-/// What the interruption policy's kms:Decrypt names until the key karpctl makes has an ARN:
-/// `iam_policy` puts the ARN in its place when it writes (the policy depends on the key).
-pub const ARN_AFTER_APPLY: &str = "(known after apply: the ARN of the KMS key karpctl makes)";
-
-/// The key policy of the key karpctl makes: IAM policies in the account may grant its use (so the
-/// controller's Interruption policy can give it kms:Decrypt, and administrators keep access),
-/// and EventBridge may encrypt what it sends to the queue.
-pub fn key_policy(partition: &str, account_id: &str) -> Value {
-    crate::policy_doc::canonical(&json!({
-        "Version": crate::policy_doc::POLICY_VERSION,
-        "Id": "karpctl-interruption-queue",
-        "Statement": [
-            key_checks::iam_delegation_statement(partition, account_id),
-            key_checks::events_key_statement(),
-        ],
-    }))
-}
 
 fn description(cluster: &str) -> String {
     format!("Encrypts Karpenter's interruption queue for EKS cluster {cluster} (made by karpctl)")
@@ -87,7 +69,7 @@ pub async fn describe(ctx: &Ctx, key: &str) -> Result<Option<LiveKey>> {
 /// GetKeyPolicy (the `default` policy, the only one a key has), canonical.
 pub async fn policy(ctx: &Ctx, key_id: &str) -> Result<Value> {
     let text = ctx.readers.kms.policy(key_id).await?;
-    crate::policy_doc::parse(text.as_deref().unwrap_or_default()).with_context(|| format!("reading the key policy of {key_id}"))
+    crate::policy::doc::parse(text.as_deref().unwrap_or_default()).with_context(|| format!("reading the key policy of {key_id}"))
 }
 
 /// DescribeKey memoised for this observation: preflight's lookup of karpctl's key (`"create"`)
@@ -151,7 +133,7 @@ fn sdk_tags(tags: &Tags) -> Result<Vec<aws_sdk_kms::types::Tag>> {
 }
 
 fn want_policy(node: &Node) -> String {
-    crate::policy_doc::to_wire(node.fields.as_ref().and_then(|f| f.get("KeyPolicy")).unwrap_or(&Value::Null))
+    crate::policy::doc::to_wire(node.fields.as_ref().and_then(|f| f.get("KeyPolicy")).unwrap_or(&Value::Null))
 }
 
 async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
@@ -168,7 +150,7 @@ async fn create(ctx: &Ctx, step: &Step) -> Result<()> {
         .aws
         .kms
         .create_key()
-        .description(super::ctx::want_str(node, "Description"))
+        .description(crate::ctx::want_str(node, "Description"))
         .policy(want_policy(node))
         .key_usage(aws_sdk_kms::types::KeyUsageType::EncryptDecrypt)
         .key_spec(aws_sdk_kms::types::KeySpec::SymmetricDefault)
@@ -235,7 +217,7 @@ async fn update(ctx: &Ctx, step: &Step, current: &Current, adopt: bool) -> Resul
         .map_err(|e| aws_err("kms:PutKeyPolicy", e))?;
     }
     if adopt || changed(step, "Description") {
-        let want = super::ctx::want_str(node, "Description");
+        let want = crate::ctx::want_str(node, "Description");
         aws::with_consistency(policy, reporter, id, "kms:UpdateKeyDescription", retry, || {
             ctx.aws.kms.update_key_description().key_id(&key_id).description(want).send()
         })
@@ -328,9 +310,15 @@ mod tests {
     #[test]
     fn the_key_policy_passes_the_readiness_checks_it_is_made_for() {
         let p = key_policy("aws", "111122223333");
-        assert_eq!(key_checks::kms_key_lets_eventbridge_in("k", &p), None);
+        assert_eq!(crate::checks::kms::kms_key_lets_eventbridge_in("k", &p), None);
         assert_eq!(
-            key_checks::kms_key_lets_controller_decrypt("k", &p, "aws", "111122223333", "arn:aws:iam::111122223333:role/c"),
+            crate::checks::kms::kms_key_lets_controller_decrypt(
+                "k",
+                &p,
+                "aws",
+                "111122223333",
+                "arn:aws:iam::111122223333:role/c"
+            ),
             None
         );
     }

@@ -2,7 +2,6 @@
 //! hands the engine a `KindDef` (its `DEF`). This module only dispatches through `KINDS`.
 
 pub mod access_entry;
-pub mod ctx;
 pub mod discovery_tags;
 pub mod eks;
 pub mod event_rule;
@@ -19,10 +18,11 @@ pub mod queue_policy;
 pub mod retired_policy;
 pub mod role_policy_attachment;
 
+use crate::ctx::{Ctx, Current};
+use kind::KindDef;
+
 use crate::model::{Action, Kind, Node, Observed, Step};
 use anyhow::Result;
-pub use ctx::{Background, Ctx, Current};
-pub use kind::KindDef;
 
 /// Every kind, in the order their nodes are built (and listed in a plan).
 pub const KINDS: &[&KindDef] = &[
@@ -86,7 +86,7 @@ async fn apply_step(ctx: &Ctx, step: &Step) -> Result<()> {
         Action::Create => None,
         _ => current(ctx, step).await?,
     };
-    if !ctx::may_write(step, current.as_ref())? {
+    if !crate::ctx::may_write(step, current.as_ref())? {
         return Ok(());
     }
     let r = (def(step.kind).apply)(ctx, step, current.as_ref()).await;

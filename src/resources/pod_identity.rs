@@ -2,11 +2,11 @@
 //! The list call shows neither role nor tags, so a read describes the association it finds; a 409
 //! on create reads again and converges only an association of ours.
 
-use super::ctx::eks_cluster_of as cluster_of;
-use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
-use crate::facts::Facts;
+use crate::ctx::eks_cluster_of as cluster_of;
+use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
+use crate::facts::prepared::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, PodIdentitySpec, Step, Tags};
 use crate::plan_file::{IdentityMode, Spec};
 use anyhow::{Context, Result, bail};
@@ -123,10 +123,10 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
 /// role's trust is the one `up` writes. No checks without Pod Identity (IRSA, `down`).
 pub fn readiness(
     entries: &[(Node, Option<Observed>)],
-) -> Vec<(crate::checks::finding::Code, Option<crate::checks::finding::Finding>)> {
-    use crate::checks::facts::Association;
-    use crate::checks::finding::Code;
+) -> Vec<(crate::facts::finding::Code, Option<crate::facts::finding::Finding>)> {
     use crate::checks::identity::{pod_identity_session_policy, pod_identity_session_tags};
+    use crate::facts::finding::Code;
+    use crate::facts::observed::Association;
     let Some((node, live)) = entries.iter().find(|(n, _)| n.kind == crate::model::Kind::PodIdentity) else { return vec![] };
     if node.fields.is_none() {
         return vec![];
@@ -233,7 +233,7 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
     let node = &step.node;
     let live = read(ctx, node).await?;
     Ok(live.map(|o| {
-        let tags = super::ctx::observed_tags(&o);
+        let tags = crate::ctx::observed_tags(&o);
         Current { owner: o.owner, tags, ids: o.ids }
     }))
 }
@@ -359,7 +359,7 @@ async fn update(ctx: &Ctx, step: &Step, ids: &BTreeMap<String, String>, fix: Fix
     let fields = fix.role || fix.target || fix.session_tags || fix.policy;
     if fix.tags {
         let arn = ids.get("arn").context("no association ARN")?;
-        let stale = super::ctx::stale_tags(step);
+        let stale = crate::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
                 .eks
@@ -521,7 +521,7 @@ mod tests {
     #[test]
     fn session_tags_target_role_and_session_policy_drift_are_field_changes() {
         let spec = crate::plan_file::defaults("c").unwrap();
-        let facts = crate::facts::Facts {
+        let facts = crate::facts::prepared::Facts {
             account_id: "123456789012".into(),
             region: "us-east-1".into(),
             partition: "aws".into(),

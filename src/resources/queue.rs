@@ -2,11 +2,11 @@
 //! a delete, so those answers are retried, and `up` and `down` return only once reads agree with
 //! what they wrote (docs/aws-behaviour.md section 9, items 1 to 3 and 18).
 
-use super::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
+use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::events::Event;
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::{Action, ArnSpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::plan_file::Spec;
 use anyhow::{Result, bail};
@@ -366,7 +366,7 @@ async fn update(ctx: &Ctx, step: &Step, url: Option<&str>, adopt: bool) -> Resul
     let Some(url) = url else { bail!("SQS queue {} disappeared since it was read; run karpctl up again", step.node.name) };
     let created_now = ctx.wrote("queue", None);
     if adopt || changed(step, "tags") {
-        let stale = super::ctx::stale_tags(step);
+        let stale = crate::ctx::stale_tags(step);
         if !stale.is_empty() {
             ctx.aws
                 .sqs

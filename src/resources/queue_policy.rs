@@ -2,15 +2,15 @@
 //! the `handover` that changes the rule layout without a moment when a rule that targets the queue
 //! may not send to it (docs/aws-behaviour.md section 9.21).
 
-use super::ctx::{Ctx, Current};
 use super::queue;
 use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
+use crate::ctx::{Ctx, Current};
 use crate::events::Event;
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, QueueSpec, Step};
 use crate::plan_file::Spec;
-use crate::policy_doc;
+use crate::policy::doc;
 use anyhow::{Context, Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::Value;
@@ -72,8 +72,8 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
 fn takes_events(st: &Value) -> bool {
     let p = &st["Principal"];
     p.as_str() == Some("*")
-        || policy_doc::strings(&p["AWS"]).contains("*")
-        || policy_doc::strings(&p["Service"]).contains(crate::checks::kms::EVENTS_PRINCIPAL)
+        || doc::strings(&p["AWS"]).contains("*")
+        || doc::strings(&p["Service"]).contains(crate::karpenter_iam::EVENTS_PRINCIPAL)
 }
 
 /// The values of a statement's `aws:SourceArn` conditions (any operator), or None when it has
@@ -83,7 +83,7 @@ fn source_arns(st: &Value) -> Option<BTreeSet<String>> {
     for (_, kv) in st["Condition"].as_object().into_iter().flatten() {
         for (k, v) in kv.as_object().into_iter().flatten() {
             if k.eq_ignore_ascii_case("aws:SourceArn") {
-                found.get_or_insert_with(BTreeSet::new).extend(policy_doc::strings(v));
+                found.get_or_insert_with(BTreeSet::new).extend(doc::strings(v));
             }
         }
     }
@@ -92,15 +92,15 @@ fn source_arns(st: &Value) -> Option<BTreeSet<String>> {
 
 /// The statements of a queue policy that let EventBridge send to the queue.
 fn sending(policy: &Value) -> impl Iterator<Item = &Value> {
-    policy_doc::statements(policy)
+    doc::statements(policy)
         .into_iter()
-        .filter(|st| policy_doc::is_allow(st) && takes_events(st) && policy_doc::statement_takes(st, "sqs:SendMessage"))
+        .filter(|st| doc::is_allow(st) && takes_events(st) && doc::statement_takes(st, "sqs:SendMessage"))
 }
 
 /// Pure: whether a queue policy lets EventBridge deliver for the rule `rule_arn` (a statement
 /// with no `aws:SourceArn` condition lets every rule; `ArnLike` patterns match).
 pub fn lets_rule_send(policy: &Value, rule_arn: &str) -> bool {
-    sending(policy).any(|st| source_arns(st).is_none_or(|arns| arns.iter().any(|a| policy_doc::glob(a, rule_arn))))
+    sending(policy).any(|st| source_arns(st).is_none_or(|arns| arns.iter().any(|a| doc::glob(a, rule_arn))))
 }
 
 /// The EventBridge rules that target `queue_arn` and are neither karpctl's for this cluster nor
@@ -207,7 +207,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let (attrs, tags) = tokio::try_join!(queue::attributes(ctx, &url), queue::tags(ctx, &url))?;
     let (Some(attrs), Some(tags)) = (attrs, tags) else { return Ok(None) };
     let Some(text) = attrs.get("Policy").filter(|p| !p.trim().is_empty()) else { return Ok(None) };
-    let doc = policy_doc::parse(text).with_context(|| format!("the policy of SQS queue {} is not valid JSON", node.name))?;
+    let doc = doc::parse(text).with_context(|| format!("the policy of SQS queue {} is not valid JSON", node.name))?;
     let mut fields = Fields::new();
     fields.insert("Policy".into(), doc);
     let mut ids = BTreeMap::new();
@@ -235,7 +235,7 @@ pub async fn apply(ctx: &Ctx, step: &Step, current: Option<&Current>) -> Result<
         Action::Delete => None,
         _ => Some(step.node.fields.as_ref().and_then(|f| f.get("Policy")).context("no policy in the plan")?.clone()),
     };
-    let value = want.as_ref().map(policy_doc::to_wire).unwrap_or_default();
+    let value = want.as_ref().map(doc::to_wire).unwrap_or_default();
     let mut retryable = PROPAGATING.to_vec();
     retryable.extend_from_slice(queue::not_yet(created_now));
     aws::with_consistency(&ctx.consistency, ctx.reporter.as_ref(), &step.id, "sqs:SetQueueAttributes", &retryable, || {
@@ -258,7 +258,7 @@ fn shows(want: &Option<Value>, attrs: &HashMap<String, String>) -> bool {
     match (want, live) {
         (None, live) => live.is_none(),
         (Some(_), None) => false,
-        (Some(w), Some(text)) => policy_doc::parse(text).is_ok_and(|doc| policy_doc::equivalent(&doc, w)),
+        (Some(w), Some(text)) => doc::parse(text).is_ok_and(|doc| doc::equivalent(&doc, w)),
     }
 }
 
@@ -326,7 +326,7 @@ mod tests {
             account_id: "123456789012".into(),
             region: "us-east-1".into(),
             partition: "aws".into(),
-            cluster: crate::facts::ClusterFacts { name: "c".into(), status: "ACTIVE".into(), ..Default::default() },
+            cluster: crate::facts::prepared::ClusterFacts { name: "c".into(), status: "ACTIVE".into(), ..Default::default() },
             ..Default::default()
         }
     }

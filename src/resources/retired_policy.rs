@@ -2,11 +2,11 @@
 //! (`identity.retire_policies`): planned as deletes that wait for every attachment of karpctl's
 //! policies and for IAM to settle, so the controller's permissions never shrink mid-way.
 
-use super::ctx::{Ctx, Current};
 use super::iam_role::{detach, get_role, get_role_fresh};
 use crate::aws::{Agreement, Classify, ConsistencyPolicy, aws_err, wait_agreed};
+use crate::ctx::{Ctx, Current};
 use crate::events::Event;
-use crate::facts::Facts;
+use crate::facts::prepared::Facts;
 use crate::model::{Action, AttachmentSpec, Fields, Level, Node, NodeSpec, Observed, Owner, Step};
 use crate::plan_file::Spec;
 use anyhow::{Context, Result};
@@ -238,7 +238,7 @@ mod tests {
             account_id: "123456789012".into(),
             region: "us-east-1".into(),
             partition: "aws".into(),
-            cluster: crate::facts::ClusterFacts { name: "c".into(), status: "ACTIVE".into(), ..Default::default() },
+            cluster: crate::facts::prepared::ClusterFacts { name: "c".into(), status: "ACTIVE".into(), ..Default::default() },
             discovery: Default::default(),
             existing_node_role_arn: None,
             kms_key: None,

@@ -2,10 +2,10 @@
 //! ListAttachedRolePolicies and take their ownership from the role; attach and detach are retried
 //! while IAM has not yet propagated the role or the policy.
 
-use super::ctx::{Ctx, Current};
 use super::iam_role::{ATTACH_FRESH_ROLE, detach, get_role, get_role_fresh};
 use crate::aws::{self, Classify, Condition, aws_err};
-use crate::facts::Facts;
+use crate::ctx::{Ctx, Current};
+use crate::facts::prepared::Facts;
 use crate::karpenter_iam;
 use crate::model::{Action, AttachmentSpec, Fields, Node, NodeSpec, Observed, Owner, Step};
 use crate::plan_file::Spec;

@@ -134,8 +134,8 @@ impl Grant {
     /// Whether this grant allows `action` on `resource` under `condition`: the same action (or a
     /// pattern of it), a resource pattern matching it, no condition or the same one.
     fn allows(&self, action: &str, resource: &str, condition: &Option<String>) -> bool {
-        crate::policy_doc::glob(&self.action, action)
-            && self.resources.iter().any(|h| crate::policy_doc::glob(h, resource))
+        crate::policy::doc::glob(&self.action, action)
+            && self.resources.iter().any(|h| crate::policy::doc::glob(h, resource))
             && (self.condition.is_none() || self.condition == *condition)
     }
 }
@@ -144,13 +144,13 @@ impl Grant {
 pub fn grants(version: KarpenterVersion, shape: PermissionShape) -> Vec<Grant> {
     let mut out = Vec::new();
     for doc in policies_of(version, shape) {
-        for st in crate::policy_doc::statements(&doc) {
-            if !crate::policy_doc::is_allow(st) {
+        for st in crate::policy::doc::statements(&doc) {
+            if !crate::policy::doc::is_allow(st) {
                 continue;
             }
-            let resources: Vec<String> = crate::policy_doc::strings(&st["Resource"]).into_iter().collect();
+            let resources: Vec<String> = crate::policy::doc::strings(&st["Resource"]).into_iter().collect();
             let condition = st.get("Condition").filter(|c| !c.is_null()).map(|c| c.to_string());
-            for action in crate::policy_doc::strings(&st["Action"]) {
+            for action in crate::policy::doc::strings(&st["Action"]) {
                 out.push(Grant { action, resources: resources.clone(), condition: condition.clone() });
             }
         }
@@ -181,7 +181,7 @@ pub fn grants_lacking(need: &[Grant], have: &[Grant]) -> Vec<String> {
     by_action
         .into_iter()
         .map(|(action, lacking)| {
-            if !have.iter().any(|h| crate::policy_doc::glob(&h.action, action)) {
+            if !have.iter().any(|h| crate::policy::doc::glob(&h.action, action)) {
                 return action.to_string();
             }
             format!("{action} on {}", lacking.into_iter().collect::<Vec<_>>().join(", "))

@@ -24,7 +24,7 @@ pub struct SgRule {
 
 impl SgRule {
     /// The rule lets TCP traffic on `port` through.
-    pub(super) fn covers_tcp(&self, port: i32) -> bool {
+    pub fn covers_tcp(&self, port: i32) -> bool {
         match self.protocol.as_str() {
             "-1" | "all" => true,
             "tcp" | "6" => match (self.from_port, self.to_port) {
@@ -60,13 +60,13 @@ pub struct Association {
 }
 
 impl Association {
-    pub(super) fn resource(&self) -> String {
+    pub fn resource(&self) -> String {
         format!("podidentityassociation/{}/{}", self.cluster, self.id)
     }
-    pub(super) fn label(&self) -> String {
+    pub fn label(&self) -> String {
         format!("EKS Pod Identity association {} ({})", self.name, self.id)
     }
-    pub(super) fn update_command(&self, args: &str) -> String {
+    pub fn update_command(&self, args: &str) -> String {
         match &self.owner_arn {
             Some(addon) => format!(
                 "the EKS add-on {addon} owns it: change its Pod Identity association through the add-on (aws eks update-addon --cluster-name {} --addon-name <add-on> --pod-identity-associations ...)",

@@ -2,8 +2,8 @@
 //! `iam:PassRole` and `sqs:ReceiveMessage` name, which of Karpenter's interruption events an
 //! event pattern matches, and which cluster a name or tags point at.
 
-pub use crate::policy_doc::{glob, has_condition, is_allow, is_deny, statement_takes, statements, strings};
-use crate::resources::event_rule::RULES;
+use crate::catalog::RULES;
+use crate::policy::doc::{has_condition, is_allow, is_deny, statement_takes, statements, strings};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -201,6 +201,7 @@ pub fn role_name(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::doc::glob;
     use serde_json::json;
 
     #[test]

@@ -3,13 +3,13 @@
 //! together, each a `UserError` saying what to do. `down` runs none of them.
 
 use crate::aws;
+use crate::ctx::{Background, Ctx};
 use crate::error::combine_errors;
 use crate::events::Event;
-use crate::facts::Facts;
-use crate::facts::Intent;
+use crate::facts::prepared::Facts;
+use crate::facts::prepared::Intent;
 use crate::model::{Action, Level, NodeSpec, Note, Plan};
 use crate::plan_file::{IdentityMode, Spec, UserError};
-use crate::resources::{Background, Ctx};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -34,7 +34,7 @@ pub struct Preflight {
     /// `up` creates it (the plan opted in and it is missing).
     pub create_spot_role: bool,
     /// The queue's KMS key (`interruption.kms_key_id`), resolved.
-    pub kms_key: Option<crate::facts::KmsKeyFacts>,
+    pub kms_key: Option<crate::facts::prepared::KmsKeyFacts>,
 }
 
 use crate::checks::cluster::{SPOT_ROLE, SPOT_ROLE_PATH};
@@ -52,7 +52,7 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result
         pod_identity_agent(ctx, spec, facts),
         oidc_provider(ctx, spec, facts),
         existing_node_role(ctx, spec),
-        crate::discovery::select(ctx, spec, facts, cmd),
+        crate::gather::discovery::select(ctx, spec, facts, cmd),
         spot_role_exists(ctx),
         kms_key(ctx, spec, facts),
     );
@@ -252,8 +252,8 @@ pub async fn policy_headroom(ctx: &Ctx, plan: &Plan, cmd: Intent) -> Result<Opti
 /// managed (an AWS managed key's policy cannot let EventBridge in), and its ARN is what the
 /// controller's kms:Decrypt names; its key policy is read for the readiness checks (a refused
 /// read skips them, said so). For `"create"`, the ARN of karpctl's key if it exists already.
-async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::facts::KmsKeyFacts>> {
-    use crate::facts::KmsKeyFacts;
+async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::facts::prepared::KmsKeyFacts>> {
+    use crate::facts::prepared::KmsKeyFacts;
     use crate::resources::kms_key;
     let i = &spec.interruption;
     let Some(key) = i.kms_key_id.as_deref().filter(|_| i.enabled) else { return Ok(None) };
@@ -391,7 +391,7 @@ async fn pod_identity_agent(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Age
 /// the add-on once the shared wait for ACTIVE is over (`eks::install_pending_agent`).
 pub async fn create_agent(ctx: &Ctx, spec: &Spec) -> Result<()> {
     let status = eks::remembered_status(ctx, &spec.cluster).await?;
-    if crate::facts::ClusterState::of(&status) != crate::facts::ClusterState::Active {
+    if crate::facts::prepared::ClusterState::of(&status) != crate::facts::prepared::ClusterState::Active {
         eks::defer_agent(ctx, &spec.cluster, &spec.tags);
         ctx.reporter.event(Event::Note { level: Level::Info, text: &format!(
             "EKS cluster {} is {status}; the {POD_IDENTITY_AGENT} add-on is installed with the Pod Identity association, once the cluster is ACTIVE",

@@ -1,10 +1,6 @@
 //! `karpctl doctor`: diagnose the Karpenter setup around a cluster, whoever made it; reads only.
-//! Finds the pieces without knowing their names (`discover`), judges them (`crate::checks`), and
-//! returns the findings (rendered by `report::doctor`). Exit 0 clean, 2 on findings, 1 cannot run.
-
-pub(crate) mod analysis;
-pub(crate) mod discover;
-pub(crate) mod model;
+//! A thin command: `gather::setup` finds the pieces without knowing their names, `crate::checks`
+//! judges them, `report::doctor` renders. Exit 0 clean, 2 on findings, 1 cannot run.
 
 use crate::cli::DoctorArgs;
 use crate::error::UserError;
@@ -96,12 +92,12 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         (Some(f), _) => f.clone(),
         (None, Some(a)) => {
             // STS answered: every read that needs only the cluster's name still runs.
-            refused.push(model::Unreadable {
-                code: crate::checks::finding::Code::ClusterUnreadable,
+            refused.push(crate::facts::setup::Unreadable {
+                code: crate::facts::finding::Code::ClusterUnreadable,
                 operation: a.operation.clone(),
                 aws_code: a.code.clone(),
             });
-            crate::facts::ClusterFacts { name: cluster.clone(), ..Default::default() }
+            crate::facts::prepared::ClusterFacts { name: cluster.clone(), ..Default::default() }
         }
         (None, None) => {
             return Err(UserError::new(format!("EKS cluster {cluster} does not exist in region {}", connected.region))
@@ -109,7 +105,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
                 .into());
         }
     };
-    let inputs = discover::Inputs {
+    let inputs = crate::gather::setup::Inputs {
         cluster: facts,
         account_id: connected.account_id.clone(),
         partition: connected.partition.clone(),
@@ -130,7 +126,7 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
         metrics: true,
         simulate: args.simulate,
     };
-    let mut setup = discover::gather(&connected.readers, &inputs).await.map_err(|e| explain(e, &cluster))?;
+    let mut setup = crate::gather::setup::gather(&connected.readers, &inputs).await.map_err(|e| explain(e, &cluster))?;
     setup.today = Some(global.settings.today);
     let outcome = crate::checks::catalog::doctor(&setup);
     Ok(DoctorReport { setup, outcome, stats: connected.stats.report() })

@@ -69,7 +69,7 @@ pub struct Once {
     /// The wait for IAM to settle after this run's attachments, by role.
     pub settled_after_attach: Memo<()>,
     /// The subnets and security group chosen (`discovery::select`).
-    pub discovery: Memo<crate::facts::DiscoveryFacts>,
+    pub discovery: Memo<crate::facts::prepared::DiscoveryFacts>,
 }
 
 /// One `settle_later` wait while it runs: its step id, when it began, and the task (its result

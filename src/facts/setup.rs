@@ -1,7 +1,7 @@
-//! What `doctor` gathered about a Karpenter setup (`Setup`, plain data read from AWS), for the
-//! checks (`crate::checks`) to judge. Nothing here calls AWS, so the checks are testable without it.
+//! What `doctor` and `import` find of a Karpenter setup (`Setup`, plain data read from AWS by
+//! `gather::setup`), for the checks to judge. Nothing here calls AWS: the checks test without it.
 
-use crate::checks::finding::Code;
+use crate::facts::finding::Code;
 use crate::karpenter_iam::KarpenterVersion;
 use serde::Serialize;
 use serde_json::Value;
@@ -41,7 +41,7 @@ pub struct ControllerRole {
     /// EKS assumes this role through that one, so the trust must let that role in.
     pub assumed_through: Option<String>,
     /// The Pod Identity association it was found through (its session tags and session policy).
-    pub association: Option<crate::checks::facts::Association>,
+    pub association: Option<crate::facts::observed::Association>,
     /// Its tags (the simulator's `aws:PrincipalTag/*`).
     pub tags: std::collections::BTreeMap<String, String>,
 }
@@ -122,7 +122,7 @@ pub struct TaggedGroup {
     pub name: String,
     pub vpc_id: String,
     #[serde(skip)]
-    pub rules: crate::checks::facts::GroupRules,
+    pub rules: crate::facts::observed::GroupRules,
 }
 
 /// A read AWS refused (AccessDenied, AccessDeniedException, UnauthorizedOperation): the finding
@@ -203,7 +203,7 @@ pub struct Setup {
     pub unreadable: Vec<Unreadable>,
     // --- The running Karpenter (#36) ---
     /// What CloudTrail shows of the controller and node roles' calls (None: not read).
-    pub running: Option<crate::checks::facts::Running>,
+    pub running: Option<crate::facts::observed::Running>,
     // What AWS records (CloudWatch) and the policy simulator (`doctor --simulate`).
     /// The interruption rules' and queue's CloudWatch metrics (None: not read).
     pub metrics: Option<crate::aws::read::cloudwatch::Metrics>,
@@ -256,7 +256,7 @@ impl Setup {
             other_queues: vec![],
             rules: vec![],
             bus_rules: 0,
-            bus_quota: crate::resources::event_rule::RULES_PER_BUS,
+            bus_quota: crate::settings::DEFAULT_RULES_PER_BUS,
             discovery: Discovery { tag_key: crate::tags::DISCOVERY_TAG.into(), tag_value: cluster.into(), ..Default::default() },
             spot_service_linked_role: false,
             control_plane_groups: vec![],
@@ -271,5 +271,3 @@ impl Setup {
         }
     }
 }
-
-pub use crate::policy_doc::strings;

@@ -61,7 +61,7 @@ pub struct DiscoveryFacts {
     /// The way-out checks on the subnets Karpenter will see (`checks::network::tagged_subnets_have_a_way_out`),
     /// by code, for `up` and `diff` to record.
     #[serde(skip)]
-    pub readiness: Vec<(crate::checks::finding::Code, Option<crate::checks::finding::Finding>)>,
+    pub readiness: Vec<(crate::facts::finding::Code, Option<crate::facts::finding::Finding>)>,
     /// Subnets and security groups karpctl tagged for this cluster before that the plan no longer
     /// selects: their tags are removed.
     #[serde(default)]
@@ -82,7 +82,7 @@ pub struct SecurityGroupFact {
     pub name: String,
     /// Its rules, for the readiness check that the control plane can reach nodes.
     #[serde(default)]
-    pub rules: crate::checks::facts::GroupRules,
+    pub rules: crate::facts::observed::GroupRules,
 }
 
 /// `ClusterFacts::status` of a cluster that DescribeCluster does not find (`down` only: the

@@ -2,20 +2,20 @@
 //! independent read at once; the account-wide IRSA scan (ListRoles) only when the cluster's Pod
 //! Identity association names no role. Only read calls.
 
-use super::analysis::{self, queue_name, role_name};
-use super::model::{
-    AccessEntry, ControllerRole, Discovery, IdentityMode, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet,
-    Unreadable,
-};
 use crate::aws::Classify;
 use crate::aws::read::Readers;
 use crate::aws::read::cloudtrail::DOCTOR;
 use crate::aws::read::ec2::{Subnet, filter};
-use crate::checks::facts::{Association, GroupRules};
-use crate::checks::finding::Code;
-use crate::facts::ClusterFacts;
+use crate::facts::finding::Code;
+use crate::facts::observed::{Association, GroupRules};
+use crate::facts::prepared::ClusterFacts;
+use crate::facts::setup::{
+    AccessEntry, ControllerRole, Discovery, IdentityMode, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet,
+    Unreadable,
+};
 use crate::karpenter_iam::KarpenterVersion;
-use crate::policy_doc;
+use crate::policy::analysis::{self, queue_name, role_name};
+use crate::policy::doc;
 use anyhow::Result;
 use futures::future::try_join_all;
 use serde_json::Value;
@@ -209,8 +209,8 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
             .filter(|g| has_tag(&g.tags))
             .map(|g| TaggedGroup {
                 rules: GroupRules {
-                    ingress: g.ingress.iter().map(crate::discovery::sg_rule).collect(),
-                    egress: g.egress.iter().map(crate::discovery::sg_rule).collect(),
+                    ingress: g.ingress.iter().map(crate::gather::discovery::sg_rule).collect(),
+                    egress: g.egress.iter().map(crate::gather::discovery::sg_rule).collect(),
                 },
                 id: g.id,
                 name: g.name,
@@ -377,10 +377,10 @@ fn records_read<T>(s: &mut Setup, code: Code, what: &str, r: Result<T>) -> Optio
 /// `--simulate`: the context keys the role's policies use, then the pinned action set (for the
 /// version doctor judges with) simulated with the values a Karpenter launch would carry and the
 /// principal's own keys, each group of actions on the resource karpctl knows it acts on.
-async fn simulate(aws: &Readers, s: &Setup, queue: bool) -> Result<super::model::Simulated> {
+async fn simulate(aws: &Readers, s: &Setup, queue: bool) -> Result<crate::facts::setup::Simulated> {
     use crate::running::simulation::{Place, by_resource, karpenter_context, principal_context, with_principal};
     use crate::running::{PermissionShape, permission_set};
-    let Some(role) = s.controller.as_ref().filter(|r| r.exists) else { return Ok(super::model::Simulated::default()) };
+    let Some(role) = s.controller.as_ref().filter(|r| r.exists) else { return Ok(crate::facts::setup::Simulated::default()) };
     let keys = aws.simulator.context_keys(&role.arn).await?;
     let principal = principal_context(&role.arn, &s.account_id, &role.tags);
     let (context, unknown_keys) = with_principal(principal, karpenter_context(&keys, &s.cluster, &s.region, &s.partition));
@@ -397,7 +397,7 @@ async fn simulate(aws: &Readers, s: &Setup, queue: bool) -> Result<super::model:
     for (resource, group) in by_resource(&actions, &place) {
         decisions.extend(aws.simulator.simulate(&role.arn, &group, resource.as_deref(), &context).await?);
     }
-    Ok(super::model::Simulated { role_arn: Some(role.arn.clone()), actions, context, unknown_keys, decisions })
+    Ok(crate::facts::setup::Simulated { role_arn: Some(role.arn.clone()), actions, context, unknown_keys, decisions })
 }
 
 /// A key id, ARN or alias -> (its ARN, its key policy; None when GetKeyPolicy is refused: the
@@ -420,7 +420,7 @@ async fn read_key(
 
 /// Parse an IAM or SQS document as AWS returns it (percent-encoded or not).
 fn doc(text: Option<&str>) -> Option<Value> {
-    text.and_then(|t| policy_doc::parse(t).ok())
+    text.and_then(|t| doc::parse(t).ok())
 }
 
 // ------------------------------------------------------------------------------- controller
@@ -511,7 +511,7 @@ async fn unassociated_pod_identity_role(
         })
         .map(|(_, arn, _)| arn)
         .collect();
-    let read = try_join_all(candidates.iter().map(|arn| read_controller(aws, arn, super::model::UNASSOCIATED))).await?;
+    let read = try_join_all(candidates.iter().map(|arn| read_controller(aws, arn, crate::facts::setup::UNASSOCIATED))).await?;
     let mut named: Vec<ControllerRole> = read
         .into_iter()
         .filter(|role| role.policies.iter().filter_map(|p| p.document.as_ref()).any(|d| analysis::names_cluster(d, &cluster.arn)))
@@ -594,8 +594,8 @@ fn irsa_role(roles: &[(String, String, Value)], issuer: &str, ns: &str, sa: &str
     roles
         .iter()
         .find(|(_, _, trust)| {
-            analysis::statements(trust).iter().any(|st| {
-                super::model::strings(&st["Principal"]["Federated"]).iter().any(|f| f.ends_with(&provider_suffix))
+            crate::policy::doc::statements(trust).iter().any(|st| {
+                crate::policy::doc::strings(&st["Principal"]["Federated"]).iter().any(|f| f.ends_with(&provider_suffix))
                     && crate::checks::identity::irsa_subject(st, &sub)
             })
         })
@@ -728,7 +728,7 @@ async fn karpenter_rules(aws: &Readers) -> Result<(Vec<Rule>, usize)> {
     let total = listed.len();
     let mut found = Vec::new();
     for r in listed {
-        let Some(pattern) = r.pattern.as_deref().and_then(|p| policy_doc::parse_event_pattern(p).ok()) else { continue };
+        let Some(pattern) = r.pattern.as_deref().and_then(|p| doc::parse_event_pattern(p).ok()) else { continue };
         let kinds = analysis::pattern_kinds(&pattern);
         if !kinds.is_empty() {
             found.push(Rule {

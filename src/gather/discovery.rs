@@ -2,11 +2,11 @@
 //! once a run; docs/reference.md, "Discovery tags"), what else carries it, and the subnet Karpenter
 //! picks per zone. For `down` only the objects karpctl marked, whatever the plan now selects.
 
+use crate::ctx::Ctx;
 use crate::egress;
-use crate::facts::{DiscoveryFacts, Facts, Intent, SecurityGroupFact, SubnetFact};
+use crate::facts::prepared::{DiscoveryFacts, Facts, Intent, SecurityGroupFact, SubnetFact};
 use crate::model::{Level, Note, Tags};
 use crate::plan_file::{IdentityMode, Spec, UserError};
-use crate::resources::Ctx;
 use crate::resources::discovery_tags::NODE_PREFIX;
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use anyhow::Result;
@@ -31,7 +31,7 @@ pub struct Group {
     pub description: String,
     pub vpc_id: String,
     pub tags: Tags,
-    pub rules: crate::checks::facts::GroupRules,
+    pub rules: crate::facts::observed::GroupRules,
 }
 
 use crate::aws::read::ec2::filter;
@@ -122,7 +122,7 @@ async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> 
     Ok(groups
         .into_iter()
         .map(|g| Group {
-            rules: crate::checks::facts::GroupRules {
+            rules: crate::facts::observed::GroupRules {
                 ingress: g.ingress.iter().map(sg_rule).collect(),
                 egress: g.egress.iter().map(sg_rule).collect(),
             },
@@ -136,7 +136,7 @@ async fn describe_groups(ctx: &Ctx, filters: Vec<Filter>) -> Result<Vec<Group>> 
 }
 
 /// A security group rule as the readiness checks see it.
-pub(crate) fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::checks::facts::SgRule {
+pub(crate) fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::facts::observed::SgRule {
     let cidrs = p
         .ip_ranges()
         .iter()
@@ -145,7 +145,7 @@ pub(crate) fn sg_rule(p: &aws_sdk_ec2::types::IpPermission) -> crate::checks::fa
         .chain(p.prefix_list_ids().iter().filter_map(|r| r.prefix_list_id()))
         .map(str::to_string)
         .collect();
-    crate::checks::facts::SgRule {
+    crate::facts::observed::SgRule {
         protocol: p.ip_protocol().unwrap_or("-1").to_string(),
         from_port: p.from_port(),
         to_port: p.to_port(),
@@ -253,11 +253,11 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
     let mut after: Vec<Subnet> = chosen.clone();
     after.extend(tagged_s.iter().filter(|s| !chosen_ids.contains(&s.id) && !marked(&s.tags, c)).cloned());
     // Their way out (those in the cluster's VPC; one elsewhere is named by `foreign_findings`).
-    let seen: Vec<crate::checks::facts::TaggedSubnet> = after
+    let seen: Vec<crate::facts::observed::TaggedSubnet> = after
         .iter()
         .filter_map(|s| {
             let candidate = judged.iter().chain(&tagged_cands).find(|x| x.id == s.id)?.clone();
-            Some(crate::checks::facts::TaggedSubnet { candidate, karpctls: chosen_ids.contains(&s.id) })
+            Some(crate::facts::observed::TaggedSubnet { candidate, karpctls: chosen_ids.contains(&s.id) })
         })
         .collect();
     let doubtful: BTreeSet<String> = seen

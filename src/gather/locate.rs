@@ -3,12 +3,12 @@
 //! objects through the links AWS keeps between them, ownership by tags; reads only.
 
 use crate::aws::{Classify, refusal_in};
-use crate::doctor::analysis::{pass_role, receive_queues, role_name};
+use crate::ctx::Ctx;
 use crate::error::UserError;
-use crate::facts::{CLUSTER_NOT_FOUND, Facts};
+use crate::facts::prepared::{CLUSTER_NOT_FOUND, Facts};
 use crate::model::{Node, Owner, Plan, RESOURCE_TAG, Tags};
 use crate::plan_file::Spec;
-use crate::resources::Ctx;
+use crate::policy::analysis::{pass_role, receive_queues, role_name};
 use crate::spec::Named;
 use anyhow::{Context, Result};
 use futures::future::try_join_all;
@@ -156,7 +156,7 @@ pub async fn without_plan(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Locat
 
     // The queue the controller reads from, when it is this cluster's.
     for arn in receive_queues(&docs) {
-        let name = crate::doctor::analysis::queue_name(&arn).to_string();
+        let name = crate::policy::analysis::queue_name(&arn).to_string();
         let Some(url) = ctx.readers.sqs.url(&name).await? else { continue };
         if ours(&ctx.readers.sqs.tags(&url).await?, c) {
             if name != spec.interruption.queue_name {
@@ -228,7 +228,7 @@ async fn owned_policy_document(ctx: &Ctx, cluster: &str, arn: &str) -> Result<Op
         return Ok(None);
     }
     let text = ctx.readers.iam.policy_version(arn, &p.default_version).await?.flatten();
-    Ok(text.and_then(|t| crate::policy_doc::parse(&t).ok()))
+    Ok(text.and_then(|t| crate::policy::doc::parse(&t).ok()))
 }
 
 /// Pure: whether a role's trust could be this cluster's controller role: karpctl's Pod Identity
@@ -243,8 +243,8 @@ pub fn may_be_controller(trust: &Value, cluster_arn: &str, issuer: Option<&str>,
         Some(i) => format!("oidc-provider/{i}"),
         None => format!("oidc-provider/oidc.eks.{region}."),
     };
-    crate::policy_doc::statements(trust).iter().any(|st| {
-        crate::policy_doc::strings(&st["Principal"]["Federated"]).iter().any(|f| match issuer {
+    crate::policy::doc::statements(trust).iter().any(|st| {
+        crate::policy::doc::strings(&st["Principal"]["Federated"]).iter().any(|f| match issuer {
             Some(_) => f.ends_with(&provider),
             None => f.contains(&provider),
         })
@@ -272,7 +272,7 @@ async fn search(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<(Vec<Found>, Op
         .filter(|r| {
             r.trust
                 .as_deref()
-                .and_then(|t| crate::policy_doc::parse(t).ok())
+                .and_then(|t| crate::policy::doc::parse(t).ok())
                 .is_some_and(|t| may_be_controller(&t, &cluster_arn, issuer, &facts.region))
         })
         .map(|r| r.name)

@@ -1,0 +1,8 @@
+//! Plain data below every judge and reader: what preparation learned (`prepared`), what doctor
+//! and import find (`setup`), the observed pieces the checks judge (`observed`), and the
+//! vocabulary of results (`finding`). Imports nothing above it.
+
+pub mod finding;
+pub mod observed;
+pub mod prepared;
+pub mod setup;
