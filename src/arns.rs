@@ -2,9 +2,10 @@
 //! the account facts. Below both `desired` and the resource kinds, which build nodes from them.
 
 use crate::facts::prepared::Facts;
-use crate::model::{OWNER_TAG, RESOURCE_TAG, Tags};
+use crate::model::Tags;
 use crate::names;
-use crate::plan_file::Spec;
+use crate::spec::Spec;
+use crate::tags::{OWNER_TAG, RESOURCE_TAG};
 
 /// The tags every object karpctl creates carries: the user's, then ownership.
 pub fn tags_for(spec: &Spec, id: &str) -> Tags {

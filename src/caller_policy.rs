@@ -3,8 +3,9 @@
 //! Reads use `*` only where the Service Authorization Reference gives no resource type.
 
 use crate::facts::prepared::Facts;
-use crate::model::{Kind, NodeSpec, OWNER_TAG};
-use crate::plan_file::{IdentityMode, Spec};
+use crate::model::{Kind, NodeSpec};
+use crate::spec::{IdentityMode, Spec};
+use crate::tags::OWNER_TAG;
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeSet;

@@ -2,8 +2,8 @@
 //! the run decided once (`Once`), cancel-on-drop background tasks, and the small helpers on desired
 //! and observed fields, including the ownership re-check made right before a write.
 
-pub use crate::aws::read::Memo;
 use crate::aws::read::Readers;
+use crate::aws::read::memo::Memo;
 use crate::aws::{Clients, ConsistencyPolicy};
 use crate::events::Reporter;
 use crate::model::{Action, Node, Observed, Owner, Step, Tags};

@@ -4,16 +4,16 @@
 
 use crate::facts::prepared::Facts;
 use crate::model::Node;
-use crate::plan_file::Spec;
+use crate::spec::Spec;
 
 /// Check what AWS would reject late: every managed policy document within IAM's 6,144
 /// characters (whitespace not counted).
-pub fn validate(nodes: &[Node]) -> Result<(), crate::plan_file::UserError> {
+pub fn validate(nodes: &[Node]) -> Result<(), crate::error::UserError> {
     for n in nodes {
         if let Some(doc) = n.fields.as_ref().and_then(|f| f.get("PolicyDocument")) {
             let size = crate::policy::doc::size_without_whitespace(doc);
             if size > 6144 {
-                return Err(crate::plan_file::UserError::new(format!(
+                return Err(crate::error::UserError::new(format!(
                     "policy {} would be {size} characters, over IAM's 6,144-character limit for a managed policy",
                     n.name
                 ))
@@ -37,8 +37,9 @@ pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
 mod tests {
     use super::*;
     use crate::facts::prepared::ClusterFacts;
-    use crate::model::{Kind, OWNER_TAG, RESOURCE_TAG};
+    use crate::model::Kind;
     use crate::plan_file;
+    use crate::tags::{OWNER_TAG, RESOURCE_TAG};
 
     pub fn facts() -> Facts {
         Facts {
@@ -228,7 +229,7 @@ mod tests {
             );
         }
         // IRSA keeps its sub/aud conditions and nothing else.
-        spec.identity.mode = plan_file::IdentityMode::Irsa;
+        spec.identity.mode = crate::spec::IdentityMode::Irsa;
         let mut f = facts();
         f.cluster.oidc_issuer = "https://oidc.eks.us-east-1.amazonaws.com/id/ABC".into();
         let trust = field(&build(&spec, &f), "controller-role", "AssumeRolePolicyDocument");

@@ -52,7 +52,7 @@ fn explain(e: anyhow::Error, cluster: &str) -> anyhow::Error {
 /// the plan's pin when there is a plan (its "running" follows CloudTrail, as `diff` does); else
 /// the version CloudTrail shows running (resolved once the trail is read, the newest without
 /// one). (version until then, whether it follows the running one, why.)
-fn version_choice(flagged: Option<KarpenterVersion>, spec: &crate::plan_file::Spec) -> (KarpenterVersion, bool, String) {
+fn version_choice(flagged: Option<KarpenterVersion>, spec: &crate::spec::Spec) -> (KarpenterVersion, bool, String) {
     if let Some(v) = flagged {
         return (v, false, "--karpenter-version".into());
     }

@@ -2,13 +2,13 @@
 //! execute. Each returns a `PlanReport` for the printer to render; `up` and `down` show the plan
 //! through the reporter before they apply it.
 
+use crate::error::UserError;
 use crate::executor;
 use crate::facts::prepared::Intent;
 use crate::model::Outcome;
 use crate::model::{Node, Observed, Plan};
 use crate::observe::observe_nodes;
 use crate::options::Options;
-use crate::plan_file::UserError;
 use crate::planner::{self, PlanOptions};
 use crate::prepare::{Prepared, prepare};
 use crate::report::{Applied, PlanReport, Printer};
@@ -383,7 +383,7 @@ async fn apply_plan(command: &'static str, p: &Prepared, plan: Plan, shown: bool
         crate::interrupt::writes_started();
         p.stats.set_phase("execute");
         let t = Instant::now();
-        crate::aws::in_unit("preflight:create-spot-role", crate::gather::preflight::create_spot_role(&p.ctx)).await?;
+        crate::aws::in_unit("preflight:create-spot-role", crate::resources::iam::create_spot_role(&p.ctx)).await?;
         p.stats.span("preflight:create-spot-role", "apply", t, Instant::now());
     }
     if p.preflight.install_agent {

@@ -4,9 +4,10 @@
 
 use crate::aws::{CallStats, Limiter};
 use crate::cli::Command;
+use crate::error::UserError;
 use crate::exit::{EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
 use crate::options::Options;
-use crate::plan_file::{self, UserError};
+use crate::plan_file::{self};
 use crate::report::markdown::Section;
 use crate::report::{AccountUse, ClusterRun, FleetReport, Prefixed, human, json};
 use crate::scope::Scope;

@@ -5,8 +5,8 @@
 use crate::aws::read::cloudtrail::{RawEvent, Trail};
 use crate::facts::prepared::Facts;
 use crate::model::{HelmChange, IdentitySwitch, Kind, Node, Observed, Owner, SwitchStage};
-use crate::plan_file::{IdentityMode, Spec};
 use crate::policy::doc;
+use crate::spec::{IdentityMode, Spec};
 use serde_json::{Value, json};
 
 /// The node ids the switch is about.

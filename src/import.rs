@@ -5,12 +5,13 @@
 use crate::catalog::RULES;
 use crate::error::UserError;
 use crate::facts::prepared::Facts;
-use crate::facts::setup::{IdentityMode, NodeRole, Setup};
+use crate::facts::setup::{NodeRole, Setup};
 use crate::karpenter_iam::KarpenterVersion;
 use crate::options::Options;
 use crate::policy::analysis::role_name;
 use crate::report::{HandAddedPolicy, ImportReport, LetGo, ModuleOutput, Stack, TerraformSteps};
 use crate::resources::iam::path_from_arn;
+use crate::spec::IdentityMode;
 use anyhow::Result;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -2,10 +2,11 @@
 
 use crate::cli::OutputFormat;
 use crate::desired;
+use crate::error::UserError;
 use crate::model::{Kind, Owner};
 use crate::options::Options;
-use crate::plan_file::{IdentityMode, UserError};
 use crate::report::ValuesReport;
+use crate::spec::IdentityMode;
 use anyhow::Result;
 use serde::Serialize;
 use serde_json::{Value, json};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 pub type Fields = BTreeMap<String, Value>;
 pub type Tags = BTreeMap<String, String>;
 
-pub use crate::tags::{OWNER_TAG, RESOURCE_TAG};
+use crate::tags::OWNER_TAG;
 
 /// Fields from (name, value) pairs.
 pub fn fields_of(pairs: Vec<(&str, Value)>) -> Fields {

@@ -1,10 +1,10 @@
 //! TOML plan files: load, defaults, validation. Errors name the file, the line and the field.
 
-pub use crate::error::UserError;
+use crate::error::UserError;
 use crate::model::Tags;
 use crate::names;
 use crate::settings::Settings;
-pub use crate::spec::*;
+use crate::spec::*;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 

@@ -65,7 +65,10 @@ pub fn created_key_alias(cluster: &str) -> String {
     format!("alias/karpenter-{cluster}")
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How Karpenter's controller gets its role: the plan's `identity.mode`, and what doctor and
+/// import find in a setup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum IdentityMode {
     PodIdentity,
     Irsa,

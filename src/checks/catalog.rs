@@ -366,9 +366,9 @@ fn unreadable(s: &Setup, c: &mut Checker) {
 /// read); judged against the plan's `karpenter_version` (`checks::running::readiness`).
 pub fn readiness(
     facts: &crate::facts::prepared::Facts,
-    spec: &crate::plan_file::Spec,
+    spec: &crate::spec::Spec,
     spot_role: Option<bool>,
-    running: Option<&super::running::Running>,
+    running: Option<&crate::facts::observed::Running>,
     today: crate::running::support::Ymd,
 ) -> Readiness {
     use crate::arns::ARN_AFTER_APPLY;
@@ -441,6 +441,7 @@ mod tests {
     use crate::facts::setup::*;
     use crate::facts::setup::{Queue, Unreadable};
     use crate::karpenter_iam::{self, ControllerPolicyInputs};
+    use crate::spec::IdentityMode;
 
     /// The queue policy of karpctl's earlier releases and upstream: EventBridge may send, no condition.
     fn unconditioned_queue_policy() -> serde_json::Value {
@@ -461,7 +462,7 @@ mod tests {
     /// A setup as karpctl makes it, with a queue policy conditioned on the account.
     /// What CloudTrail shows of the clean setup's controller role: calls naming these user
     /// agents, and a refused CreateFleet.
-    fn trail_of(agents: &[&str], refused: bool) -> crate::checks::running::Running {
+    fn trail_of(agents: &[&str], refused: bool) -> crate::facts::observed::Running {
         use crate::aws::read::cloudtrail::{RawEvent, Trail};
         let role = "arn:aws:iam::111122223333:role/KarpenterController-demo";
         let mut events: Vec<RawEvent> = agents
@@ -480,11 +481,11 @@ mod tests {
             events.push(RawEvent { cloudtrail_event: r.to_string(), resources: vec![] });
         }
         let t = Trail { events, window: std::time::Duration::from_secs(3600), ..Default::default() };
-        crate::checks::running::Running::of(&t, &[role.into()], &[NODE.into()])
+        crate::facts::observed::Running::of(&t, &[role.into()], &[NODE.into()])
     }
 
     /// What CloudTrail shows of a controller (1.14.2) whose fleet had a launch fail with `code`.
-    fn fleet_failed(code: &str) -> crate::checks::running::Running {
+    fn fleet_failed(code: &str) -> crate::facts::observed::Running {
         use crate::aws::read::cloudtrail::{RawEvent, Trail};
         let role = "arn:aws:iam::111122223333:role/KarpenterController-demo";
         let r = json!({"userIdentity": {"type": "AssumedRole", "sessionContext": {"sessionIssuer": {"arn": role}}},
@@ -497,7 +498,7 @@ mod tests {
             window: std::time::Duration::from_secs(3600),
             ..Default::default()
         };
-        crate::checks::running::Running::of(&t, &[role.into()], &[NODE.into()])
+        crate::facts::observed::Running::of(&t, &[role.into()], &[NODE.into()])
     }
 
     fn clean() -> Setup {

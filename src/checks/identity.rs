@@ -5,12 +5,13 @@
 use super::cluster::role_res;
 use crate::facts::finding::{Checker, Code, Finding, Severity};
 use crate::facts::observed::Association;
-use crate::facts::setup::{ControllerRole, IdentityMode, Setup};
+use crate::facts::setup::{ControllerRole, Setup};
 use crate::karpenter_iam::{self, ControllerPolicyInputs};
 use crate::policy::analysis::{self, allows};
 use crate::policy::doc::size_without_whitespace;
 use crate::policy::doc::strings;
 use crate::policy::doc::{glob, statements};
+use crate::spec::IdentityMode;
 use serde_json::Value;
 use std::collections::BTreeSet;
 

@@ -3,8 +3,9 @@
 //! `Setup`; the way-out and security group ones take plain facts (`up` and `diff` run them too).
 
 use crate::facts::finding::{Checker, Code, Finding, Severity};
-use crate::facts::observed::{GroupRules, SgRule, TaggedSubnet};
-use crate::facts::setup::{IdentityMode, Setup};
+use crate::facts::observed::{GroupRules, SgRule, SubnetWay};
+use crate::facts::setup::Setup;
+use crate::spec::IdentityMode;
 use std::collections::BTreeSet;
 
 /// Karpenter launches into any subnet carrying the discovery tag, whoever put it there: one
@@ -15,7 +16,7 @@ use std::collections::BTreeSet;
 /// `egress::judge`. Returns the two checks by code.
 pub fn tagged_subnets_have_a_way_out(
     (tag_key, tag_value): (&str, &str),
-    subnets: &[TaggedSubnet],
+    subnets: &[SubnetWay],
     net: &crate::egress::Network,
 ) -> [(Code, Option<Finding>); 2] {
     use crate::egress::{Verdict, Way, judge};
@@ -147,13 +148,13 @@ pub fn node_group_lets_control_plane_in(group_id: &str, rules: &GroupRules, cont
 /// The tagged subnets of the cluster's VPC and what judging them needs, as `up` and `diff` build
 /// them from the plan (`any_vpc`: with no cluster VPC known, take every tagged subnet). A subnet
 /// in another VPC is `discovery-outside-cluster-vpc`; its routes are not read.
-pub fn subnets_as_judged(s: &Setup, any_vpc: bool) -> (Vec<TaggedSubnet>, crate::egress::Network) {
+pub fn subnets_as_judged(s: &Setup, any_vpc: bool) -> (Vec<SubnetWay>, crate::egress::Network) {
     let ipv6 = s.ip_family.eq_ignore_ascii_case("ipv6");
     let in_vpc: Vec<&crate::facts::setup::TaggedSubnet> =
         s.discovery.subnets.iter().filter(|t| t.vpc_id == s.cluster_vpc || (any_vpc && s.cluster_vpc.is_empty())).collect();
     let tagged = in_vpc
         .iter()
-        .map(|t| TaggedSubnet {
+        .map(|t| SubnetWay {
             candidate: crate::egress::Candidate::new(&t.id, t.map_public_ip, t.dns64, &s.route_tables, ipv6),
             karpctls: t.karpctls,
         })
@@ -353,8 +354,8 @@ mod tests {
         assert!(c.fix.contains("authorize-security-group-egress --group-id sg-node"), "{}", c.fix);
     }
 
-    fn tagged(id: &str, karpctls: bool, map_public_ip: bool, way: crate::egress::Way) -> TaggedSubnet {
-        TaggedSubnet {
+    fn tagged(id: &str, karpctls: bool, map_public_ip: bool, way: crate::egress::Way) -> SubnetWay {
+        SubnetWay {
             candidate: crate::egress::Candidate {
                 id: id.into(),
                 map_public_ip,

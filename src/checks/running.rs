@@ -4,7 +4,7 @@
 
 use crate::aws::read::cloudtrail::LookupProblem;
 use crate::facts::finding::{Checker, Code, Finding, Severity};
-pub use crate::facts::observed::Running;
+use crate::facts::observed::Running;
 use crate::facts::setup::Setup;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::running::{self, PermissionShape, PinCheck, Seen};

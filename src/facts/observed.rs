@@ -1,9 +1,10 @@
 //! What the checks judge that AWS describes and that `up`, `diff` and doctor all carry: security
 //! group rules, a Pod Identity association, a discovery-tagged subnet. Plain data.
 
-/// A subnet carrying `karpenter.sh/discovery=<cluster>`, as the way-out checks see it.
+/// A subnet carrying `karpenter.sh/discovery=<cluster>` with its way out judged (`egress`): what
+/// the way-out checks see. `setup::TaggedSubnet` is the same subnet as EC2 describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TaggedSubnet {
+pub struct SubnetWay {
     pub candidate: crate::egress::Candidate,
     /// It carries karpctl's marker (`karpctl.io/discovery`): karpctl put the tag there.
     pub karpctls: bool,

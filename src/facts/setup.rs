@@ -3,17 +3,10 @@
 
 use crate::facts::finding::Code;
 use crate::karpenter_iam::KarpenterVersion;
+use crate::spec::IdentityMode;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::BTreeSet;
-
-/// How Karpenter's controller gets its role.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum IdentityMode {
-    PodIdentity,
-    Irsa,
-}
 
 /// One policy of a role: attached managed (customer or AWS) or inline, with its document (None:
 /// it could not be read, e.g. a managed policy ARN that does not exist).

@@ -4,10 +4,11 @@
 
 use crate::ctx::Ctx;
 use crate::egress;
+use crate::error::UserError;
 use crate::facts::prepared::{DiscoveryFacts, Facts, Intent, SecurityGroupFact, SubnetFact};
 use crate::model::{Level, Note, Tags};
-use crate::plan_file::{IdentityMode, Spec, UserError};
 use crate::resources::discovery_tags::NODE_PREFIX;
+use crate::spec::{IdentityMode, Spec};
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use anyhow::Result;
 use aws_sdk_ec2::types::Filter;
@@ -22,7 +23,7 @@ pub const LOW_FREE_ADDRESSES: i64 = 64;
 const CONTROL_PLANE_DESCRIPTION: &str =
     "EKS created security group applied to ENI that is attached to EKS Control Plane master nodes";
 
-pub use crate::aws::read::ec2::Subnet;
+use crate::aws::read::ec2::Subnet;
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Group {
@@ -253,11 +254,11 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
     let mut after: Vec<Subnet> = chosen.clone();
     after.extend(tagged_s.iter().filter(|s| !chosen_ids.contains(&s.id) && !marked(&s.tags, c)).cloned());
     // Their way out (those in the cluster's VPC; one elsewhere is named by `foreign_findings`).
-    let seen: Vec<crate::facts::observed::TaggedSubnet> = after
+    let seen: Vec<crate::facts::observed::SubnetWay> = after
         .iter()
         .filter_map(|s| {
             let candidate = judged.iter().chain(&tagged_cands).find(|x| x.id == s.id)?.clone();
-            Some(crate::facts::observed::TaggedSubnet { candidate, karpctls: chosen_ids.contains(&s.id) })
+            Some(crate::facts::observed::SubnetWay { candidate, karpctls: chosen_ids.contains(&s.id) })
         })
         .collect();
     let doubtful: BTreeSet<String> = seen

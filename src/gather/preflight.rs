@@ -4,18 +4,19 @@
 
 use crate::aws;
 use crate::ctx::{Background, Ctx};
+use crate::error::UserError;
 use crate::error::combine_errors;
 use crate::events::Event;
 use crate::facts::prepared::Facts;
 use crate::facts::prepared::Intent;
 use crate::model::{Action, Level, NodeSpec, Note, Plan};
-use crate::plan_file::{IdentityMode, Spec, UserError};
+use crate::spec::{IdentityMode, Spec};
 use anyhow::Result;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::resources::eks;
-pub use crate::resources::eks::POD_IDENTITY_AGENT;
+use crate::resources::eks::POD_IDENTITY_AGENT;
 
 #[derive(Debug, PartialEq, Eq)]
 enum Agent {
@@ -328,9 +329,6 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
 async fn spot_role_exists(ctx: &Ctx) -> Result<bool> {
     ctx.readers.iam.role_at_path(SPOT_ROLE_PATH).await
 }
-
-/// Create the Spot service-linked role (`up`, opted in, missing): a write, so the kinds' module makes it.
-pub use crate::resources::iam::create_spot_role;
 
 fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {
     if facts.cluster.authentication_mode == "CONFIG_MAP" {

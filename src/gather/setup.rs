@@ -10,12 +10,12 @@ use crate::facts::finding::Code;
 use crate::facts::observed::{Association, GroupRules};
 use crate::facts::prepared::ClusterFacts;
 use crate::facts::setup::{
-    AccessEntry, ControllerRole, Discovery, IdentityMode, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet,
-    Unreadable,
+    AccessEntry, ControllerRole, Discovery, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet, Unreadable,
 };
 use crate::karpenter_iam::KarpenterVersion;
 use crate::policy::analysis::{self, queue_name, role_name};
 use crate::policy::doc;
+use crate::spec::IdentityMode;
 use anyhow::Result;
 use futures::future::try_join_all;
 use serde_json::Value;
@@ -147,7 +147,7 @@ fn judge_trail(s: &mut Setup, trail: &crate::aws::read::cloudtrail::Trail) {
         };
         s.unreadable.push(Unreadable { code: Code::CloudtrailUnreadable, operation: "cloudtrail:LookupEvents".into(), aws_code });
     }
-    s.running = Some(crate::checks::running::Running::of(trail, &controller, &nodes));
+    s.running = Some(crate::facts::observed::Running::of(trail, &controller, &nodes));
 }
 
 /// The setup, and whether an interruption queue was found (the simulated permission set's shape).

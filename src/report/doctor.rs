@@ -3,7 +3,8 @@
 use super::style::Style;
 use crate::checks::catalog::title;
 use crate::facts::finding::{Finding, Outcome, Severity};
-use crate::facts::setup::{IdentityMode, Setup};
+use crate::facts::setup::Setup;
+use crate::spec::IdentityMode;
 use serde_json::{Value, json};
 
 /// The version of the JSON document's shape.

@@ -9,7 +9,7 @@ use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::events::Event;
 use crate::facts::prepared::Facts;
 use crate::model::{Action, EksSpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
-use crate::plan_file::Spec;
+use crate::spec::Spec;
 use anyhow::{Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -193,7 +193,7 @@ async fn create(ctx: &Ctx, step: &Step, recreate: bool) -> Result<()> {
     };
     match r {
         Ok(_) => Ok(()),
-        Err(e) if e.is_config_map_only() => Err(crate::plan_file::UserError::new(format!(
+        Err(e) if e.is_config_map_only() => Err(crate::error::UserError::new(format!(
             "EKS cluster {cluster} is in CONFIG_MAP authentication mode, so it cannot hold access entries"
         ))
         .hint(format!(
@@ -315,7 +315,7 @@ fn short_hash(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::OWNER_TAG;
+    use crate::tags::OWNER_TAG;
 
     #[test]
     fn entries_without_our_tag_are_external() {

@@ -7,7 +7,7 @@ use crate::ctx::{Ctx, Current};
 use crate::events::Event;
 use crate::facts::prepared::Facts;
 use crate::model::{Action, DiscoverySpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
-use crate::plan_file::Spec;
+use crate::spec::Spec;
 use crate::tags::{DISCOVERY_TAG, MARKER_TAG};
 use anyhow::{Result, bail};
 use aws_sdk_ec2::types::Tag;

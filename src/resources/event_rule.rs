@@ -7,8 +7,8 @@ use crate::aws::{self, Classify, Condition, aws_err};
 use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::facts::prepared::Facts;
 use crate::model::{Action, Fields, Kind, Node, NodeSpec, Observed, Owner, QueueSpec, Step, Tags};
-use crate::plan_file::Spec;
 use crate::policy::doc;
+use crate::spec::Spec;
 use anyhow::{Context, Result, bail};
 use aws_sdk_eventbridge::types::{RuleState, Tag, Target};
 use serde_json::{Value, json};
@@ -30,7 +30,7 @@ super::kind::def!(
 pub const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
 /// Karpenter's interruption rules, defined once in `catalog`.
-pub use crate::catalog::{RULES, Rule};
+use crate::catalog::{RULES, Rule};
 
 /// DeleteRule right after RemoveTargets.
 const HAS_TARGETS: [Condition; 1] = [Condition::RuleHasTargets];
@@ -422,4 +422,3 @@ pub async fn discover(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     }
     Ok(found)
 }
-

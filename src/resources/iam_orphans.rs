@@ -39,7 +39,7 @@ pub async fn attached_to_roles(ctx: &Ctx, nodes: &[Node]) -> Result<Vec<Node>> {
     let known_policies: BTreeSet<String> =
         nodes.iter().filter(|n| n.kind == Kind::IamPolicy).map(|n| n.spec.arn().to_lowercase()).collect();
     let known_profiles = known(nodes, Kind::InstanceProfile);
-    let ours = |tags: &crate::model::Tags| tags.get(crate::model::OWNER_TAG) == Some(&ctx.cluster);
+    let ours = |tags: &crate::model::Tags| tags.get(crate::tags::OWNER_TAG) == Some(&ctx.cluster);
     let mut out: Vec<Node> = Vec::new();
     for role in roles {
         for a in ctx.readers.iam.attached(&role.name).await?.unwrap_or_default() {

@@ -9,10 +9,11 @@ use crate::aws::{self, Classify, Condition, aws_err};
 use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::facts::prepared::Facts;
 use crate::karpenter_iam::{self, PolicyPart};
-use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, RESOURCE_TAG, Step, Tags};
+use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::names;
-use crate::plan_file::Spec;
 use crate::policy::doc;
+use crate::spec::Spec;
+use crate::tags::RESOURCE_TAG;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -33,7 +34,7 @@ super::kind::def!(
 /// IAM keeps at most this many versions of a managed policy.
 pub const MAX_VERSIONS: usize = 5;
 
-pub use crate::aws::read::iam::Version;
+use crate::aws::read::iam::Version;
 
 /// The number in a version id ("v12" -> 12), to order versions created in the same second.
 fn version_number(id: &str) -> u64 {

@@ -9,8 +9,8 @@ use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::facts::prepared::Facts;
 use crate::karpenter_iam;
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
-use crate::plan_file::{IdentityMode, Spec};
 use crate::policy::doc;
+use crate::spec::{IdentityMode, Spec};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -92,7 +92,7 @@ fn node_trust(spec: &Spec, facts: &Facts) -> Value {
 /// DeleteRole while IAM still sees something attached (eventual consistency).
 const DELETE_CONFLICT: [Condition; 2] = [Condition::DeleteConflict, Condition::ConcurrentModification];
 
-pub use crate::aws::read::iam::LiveRole;
+use crate::aws::read::iam::LiveRole;
 
 /// GetRole without the memo (for writes: ownership must be current). None when missing.
 pub async fn get_role_fresh(ctx: &Ctx, name: &str) -> Result<Option<LiveRole>> {

@@ -7,7 +7,7 @@ use crate::aws::{self, Classify, Condition, aws_err};
 use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::facts::prepared::Facts;
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
-use crate::plan_file::Spec;
+use crate::spec::Spec;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -68,7 +68,7 @@ fn isolated_note(spec: &Spec, facts: &Facts) -> Option<String> {
     })
 }
 
-pub use crate::aws::read::iam::LiveProfile;
+use crate::aws::read::iam::LiveProfile;
 
 /// GetInstanceProfile; None when missing.
 pub async fn get(ctx: &Ctx, name: &str) -> Result<Option<LiveProfile>> {

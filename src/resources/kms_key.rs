@@ -8,7 +8,7 @@ use crate::ctx::{Ctx, Current, changed, wanted_tags};
 use crate::facts::prepared::Facts;
 use crate::karpenter_iam::key_policy;
 use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
-use crate::plan_file::Spec;
+use crate::spec::Spec;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -42,7 +42,7 @@ fn description(cluster: &str) -> String {
 /// that a key karpctl made before is found and its deletion scheduled).
 pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     let i = &spec.interruption;
-    let alias = crate::plan_file::created_key_alias(&spec.cluster);
+    let alias = crate::spec::created_key_alias(&spec.cluster);
     let fields = (i.enabled && i.create_key).then(|| {
         crate::model::fields_of(vec![
             ("Description", json!(description(&spec.cluster))),
@@ -59,7 +59,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     )]
 }
 
-pub use crate::aws::read::kms::LiveKey;
+use crate::aws::read::kms::LiveKey;
 
 /// DescribeKey (by id, ARN, alias or alias ARN); None when there is no such key or alias.
 pub async fn describe(ctx: &Ctx, key: &str) -> Result<Option<LiveKey>> {
@@ -285,7 +285,7 @@ async fn delete(ctx: &Ctx, step: &Step, current: &Current) -> Result<()> {
 /// step made or found may not read back at once (KMS is eventually consistent): the read is then
 /// retried on the consistency schedule.
 pub async fn arn_now(ctx: &Ctx) -> Result<String> {
-    let alias = crate::plan_file::created_key_alias(&ctx.cluster);
+    let alias = crate::spec::created_key_alias(&ctx.cluster);
     ctx.once
         .made_key_arn
         .get(&alias, || async {

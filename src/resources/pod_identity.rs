@@ -8,7 +8,7 @@ use crate::ctx::eks_cluster_of as cluster_of;
 use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::facts::prepared::Facts;
 use crate::model::{Action, Fields, Node, NodeSpec, Observed, Owner, PodIdentitySpec, Step, Tags};
-use crate::plan_file::{IdentityMode, Spec};
+use crate::spec::{IdentityMode, Spec};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -177,7 +177,7 @@ pub async fn read(ctx: &Ctx, node: &Node) -> Result<Option<Observed>> {
     let opt = |v: Option<&str>| v.map(|s| json!(s)).unwrap_or(serde_json::Value::Null);
     let owner_arn = a.owner_arn.as_deref().filter(|o| !o.is_empty());
     if let Some(msg) = addon_conflict(node, owner_arn, a.role_arn.as_deref()) {
-        return Err(crate::plan_file::UserError::new(msg)
+        return Err(crate::error::UserError::new(msg)
             .hint("karpctl never changes an association an EKS add-on owns: change it through the add-on (aws eks update-addon ... --pod-identity-associations), or set identity.namespace / identity.service_account to another service account in the plan")
             .into());
     }
@@ -496,7 +496,7 @@ mod tests {
     #[test]
     fn an_association_an_addon_owns_is_external_whatever_its_tags() {
         let mut t = Tags::new();
-        t.insert(crate::model::OWNER_TAG.into(), "c".into());
+        t.insert(crate::tags::OWNER_TAG.into(), "c".into());
         assert_eq!(owner(&t, None, "c"), Owner::Ours);
         assert_eq!(owner(&t, Some(""), "c"), Owner::Ours);
         assert_eq!(owner(&t, Some("arn:aws:eks:us-east-1:1:addon/c/karpenter/x"), "c"), Owner::External);

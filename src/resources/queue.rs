@@ -8,7 +8,7 @@ use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::events::Event;
 use crate::facts::prepared::Facts;
 use crate::model::{Action, ArnSpec, Fields, Node, NodeSpec, Observed, Owner, Step, Tags};
-use crate::plan_file::Spec;
+use crate::spec::Spec;
 use anyhow::{Result, bail};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};

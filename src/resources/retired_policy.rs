@@ -8,7 +8,7 @@ use crate::ctx::{Ctx, Current};
 use crate::events::Event;
 use crate::facts::prepared::Facts;
 use crate::model::{Action, AttachmentSpec, Fields, Level, Node, NodeSpec, Observed, Owner, Step};
-use crate::plan_file::Spec;
+use crate::spec::Spec;
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::collections::BTreeMap;

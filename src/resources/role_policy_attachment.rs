@@ -8,7 +8,7 @@ use crate::ctx::{Ctx, Current};
 use crate::facts::prepared::Facts;
 use crate::karpenter_iam;
 use crate::model::{Action, AttachmentSpec, Fields, Node, NodeSpec, Observed, Owner, Step};
-use crate::plan_file::Spec;
+use crate::spec::Spec;
 use anyhow::{Result, bail};
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -15,8 +15,6 @@ pub mod simulate;
 pub mod sqs;
 pub mod sts;
 
-pub use memo::Memo;
-
 use crate::aws::Clients;
 
 /// The readers of one account and region (built from its clients; one per run and cluster).
