@@ -540,15 +540,6 @@ pub fn actions_by_sid(doc: &Value) -> std::collections::BTreeMap<String, Vec<Str
     out
 }
 
-/// The command that prints the policy granting what a refused call needed.
-pub fn grant_command(cluster: &str, command: &str) -> String {
-    let f = match command {
-        "up" | "diff" | "down" | "doctor" | "import" => format!(" --for {command}"),
-        _ => String::new(),
-    };
-    format!("karpctl output --cluster {cluster} --format caller-policy{f}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,6 +728,7 @@ mod tests {
 
     #[test]
     fn grant_command_names_the_command() {
+        use crate::policy::doc::grant_command;
         assert_eq!(grant_command("a", "up"), "karpctl output --cluster a --format caller-policy --for up");
     }
 }

@@ -41,7 +41,7 @@ fn explain(e: anyhow::Error, cluster: &str) -> anyhow::Error {
         .hint(format!(
             "grant these credentials the read permission {} (doctor needs only read permissions): `{}` prints the IAM policy that grants every call doctor makes",
             a.operation,
-            crate::caller_policy::grant_command(cluster, "doctor")
+            crate::policy::doc::grant_command(cluster, "doctor")
         ))
         .into(),
         None => e,

@@ -84,11 +84,11 @@ pub async fn diff_on(
     let t = Instant::now();
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.identity_switch = switch;
-    plan.findings.extend(nothing_to_finish(&p, &plan));
-    plan.findings.extend(p.findings());
-    plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
-    plan.findings.extend(crate::gather::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
-    plan.findings.extend(queue_in_use_findings(&p, &plan));
+    plan.notes.extend(nothing_to_finish(&p, &plan));
+    plan.notes.extend(p.notes());
+    plan.notes.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
+    plan.notes.extend(crate::gather::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
+    plan.notes.extend(queue_in_use_notes(&p, &plan));
     phase(&p, "plan", t);
     if let Some(path) = out {
         let saved = SavedPlan {
@@ -124,10 +124,10 @@ pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> 
     let t = Instant::now();
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.identity_switch = switch;
-    plan.findings.extend(nothing_to_finish(&p, &plan));
-    plan.findings.extend(p.findings());
-    plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
-    plan.findings.extend(queue_in_use_findings(&p, &plan));
+    plan.notes.extend(nothing_to_finish(&p, &plan));
+    plan.notes.extend(p.notes());
+    plan.notes.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
+    plan.notes.extend(queue_in_use_notes(&p, &plan));
     // Over a role's managed-policy quota: stop here, before any question or write.
     crate::gather::preflight::policy_headroom(&p.ctx, &plan, Intent::Up).await?;
     phase(&p, "plan", t);
@@ -205,7 +205,7 @@ fn confirm(p: &Prepared, plan: &Plan, question: &str, command: &str) -> Result<(
 /// A plan that deletes the interruption queue the plan names: that name is the one `karpctl
 /// output` handed on as `settings.interruptionQueue`, so a Karpenter installed from it keeps
 /// polling a queue that is gone. Said in the plan (`diff` and `up`).
-fn queue_in_use_findings(p: &Prepared, plan: &Plan) -> Vec<crate::model::Note> {
+fn queue_in_use_notes(p: &Prepared, plan: &Plan) -> Vec<crate::model::Note> {
     use crate::model::{Action, Kind, Level, Note};
     let handed_on = &p.spec.interruption.queue_name;
     plan.steps

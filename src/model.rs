@@ -422,7 +422,7 @@ pub enum Level {
 pub struct Plan {
     pub steps: Vec<Step>,
     pub conflicts: Vec<Conflict>,
-    pub findings: Vec<Note>,
+    pub notes: Vec<Note>,
     /// Ids of nodes that are in sync.
     pub in_sync: Vec<String>,
     /// A change of `identity.mode` in progress, and where this plan leaves it.

@@ -90,7 +90,7 @@ fn record_only_written_tags(node: &mut Node, obs: &Observed) {
 
 /// A finding about `node`: "<kind> <name> <what>".
 fn say(p: &mut Plan, node: &Node, level: Level, what: &str) {
-    p.findings.push(Note { id: node.id.clone(), level, message: format!("{} {} {what}", node.kind.label(), node.name) });
+    p.notes.push(Note { id: node.id.clone(), level, message: format!("{} {} {what}", node.kind.label(), node.name) });
 }
 
 pub fn plan(mut entries: Vec<(Node, Option<Observed>)>, opts: PlanOptions) -> Plan {
@@ -367,7 +367,7 @@ fn remake_bound(p: &mut Plan, bound: Vec<(Node, Option<Observed>)>) {
                     });
                 }
             }
-            _ => p.findings.push(Note {
+            _ => p.notes.push(Note {
                 id: format!("{}-bound", node.id),
                 level: Level::Warning,
                 message: format!(
@@ -475,7 +475,7 @@ mod tests {
         let kept = node("node-instance-profile", Kind::InstanceProfile, None).keep_existing();
         let p = plan(vec![(kept, live.clone())], PlanOptions::default());
         assert!(p.steps.is_empty(), "{:?}", p.steps);
-        assert!(p.findings.iter().any(|f| f.message.contains("is kept")), "{:?}", p.findings);
+        assert!(p.notes.iter().any(|f| f.message.contains("is kept")), "{:?}", p.notes);
         let dropped = node("node-instance-profile", Kind::InstanceProfile, None);
         let p = plan(vec![(dropped, live)], PlanOptions::default());
         assert!(p.steps.iter().any(|s| s.action == Action::Delete), "switched off in the plan, or down: {:?}", p.steps);
@@ -488,11 +488,11 @@ mod tests {
         let p = plan(vec![(att.clone(), live.clone())], PlanOptions { adopt: true });
         assert!(p.steps.is_empty());
         assert!(
-            p.findings.iter().any(|f| f.level == Level::Warning && f.message.contains("extra_controller_policy_arns")),
+            p.notes.iter().any(|f| f.level == Level::Warning && f.message.contains("extra_controller_policy_arns")),
             "{:?}",
-            p.findings
+            p.notes
         );
-        assert!(plan(vec![(att, live)], PlanOptions::default()).findings.is_empty());
+        assert!(plan(vec![(att, live)], PlanOptions::default()).notes.is_empty());
     }
 
     #[test]
@@ -523,7 +523,7 @@ mod tests {
         assert_eq!(p.steps.len(), 1);
         assert_eq!(p.steps[0].id, "mine");
         assert_eq!(p.steps[0].action, Action::Delete);
-        assert_eq!(p.findings.len(), 1);
+        assert_eq!(p.notes.len(), 1);
     }
 
     #[test]
@@ -606,7 +606,7 @@ mod tests {
         // Not ours: never replaced, but the user is told.
         let p = plan(vec![(role(), None), entry(Owner::External)], PlanOptions::default());
         assert!(p.steps.iter().all(|s| s.id != "ae"));
-        assert!(p.findings.iter().any(|f| f.level == Level::Warning && f.message.contains("role's id")));
+        assert!(p.notes.iter().any(|f| f.level == Level::Warning && f.message.contains("role's id")));
     }
 
     #[test]
@@ -632,6 +632,6 @@ mod tests {
             PlanOptions::default(),
         );
         assert!(p.steps.is_empty());
-        assert_eq!(p.findings.len(), 1);
+        assert_eq!(p.notes.len(), 1);
     }
 }

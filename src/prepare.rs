@@ -54,8 +54,8 @@ impl Prepared {
     }
 
     /// What to tell the user with the plan besides the changes: discovery's notes.
-    pub fn findings(&self) -> Vec<crate::model::Note> {
-        let mut out = self.facts.discovery.findings.clone();
+    pub fn notes(&self) -> Vec<crate::model::Note> {
+        let mut out = self.facts.discovery.notes.clone();
         out.extend(self.spec.interruption.rules_note.iter().map(|message| crate::model::Note {
             id: "plan-deprecated".into(),
             level: crate::model::Level::Info,

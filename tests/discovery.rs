@@ -176,7 +176,7 @@ fn set(ids: &[String]) -> BTreeSet<String> {
 }
 
 fn findings(doc: &Value) -> Vec<(String, String, String)> {
-    doc["findings"]
+    doc["notes"]
         .as_array()
         .unwrap_or_else(|| panic!("no findings array: {doc}"))
         .iter()
@@ -731,7 +731,7 @@ fn an_ipv6_clusters_subnets_are_judged_by_their_ipv4_egress_in_doctor_too() {
     };
     let f = doctor().expect("DNS64 off: NAT64 is no way out, and ::/0 carries IPv6 only");
     assert_eq!(f["severity"], "error", "{f}");
-    let (msg, fix) = (f["message"].as_str().unwrap(), f["hint"].as_str().unwrap());
+    let (msg, fix) = (f["message"].as_str().unwrap(), f["fix"].as_str().unwrap());
     assert_eq!(named(msg, &private), set(&private), "{f}");
     assert!(msg.contains("DNS64 is off") && msg.contains("carries IPv6 only"), "{msg}");
     for id in &private {

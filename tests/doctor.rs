@@ -196,11 +196,11 @@ async fn tag_ec2(sdk: &Sdk, ids: &[String], key: &str, value: &str) {
 /// The codes of a doctor run's JSON document (asserting its shape and that it wrote nothing).
 fn codes(r: &Run) -> BTreeSet<String> {
     let doc = r.json();
-    assert_eq!(doc["format_version"], 1, "{r:?}");
+    assert_eq!(doc["format_version"], 2, "{r:?}");
     assert_eq!(doc["stats"]["writes"], 0, "doctor never writes: {r:?}");
     let findings = doc["findings"].as_array().unwrap_or_else(|| panic!("findings: {r:?}"));
     for f in findings {
-        for k in ["code", "severity", "resource", "message", "hint"] {
+        for k in ["code", "severity", "resource", "message", "fix"] {
             assert!(f[k].as_str().is_some_and(|v| !v.is_empty()), "finding field {k}: {f}");
         }
     }
@@ -773,7 +773,7 @@ fn a_refused_read_becomes_an_unreadable_finding_and_every_other_check_still_runs
     let msg = f["message"].as_str().unwrap();
     assert!(msg.contains("iam:ListAttachedRolePolicies") && msg.contains("AccessDenied"), "{msg}");
     assert!(msg.contains("controller-missing-permissions"), "names the checks it skipped: {msg}");
-    assert!(f["hint"].as_str().unwrap().contains("grant iam:ListAttachedRolePolicies"), "{f}");
+    assert!(f["fix"].as_str().unwrap().contains("grant iam:ListAttachedRolePolicies"), "{f}");
     // The checks that need other reads ran (and passed).
     let ok = passed(&r);
     for code in ["interruption-rule-missing", "queue-policy-blocks-eventbridge", "discovery-no-subnets", "subnet-no-way-out"] {

@@ -52,7 +52,7 @@ fn all_plans_diff_up_and_a_broken_plan_fails_only_itself() {
     for (entry, (name, region)) in clusters.iter().zip([(&a, "us-east-1"), (&b, "us-west-2"), (&c, "us-east-1")]) {
         assert_eq!(entry["cluster"], name.as_str());
         assert_eq!(entry["region"], region);
-        assert_eq!(entry["format_version"], 1);
+        assert_eq!(entry["format_version"], 2);
         assert!(entry["summary"]["add"].as_u64().unwrap() > 10, "{entry}");
     }
     for (_, r) in results(&doc) {

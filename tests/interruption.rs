@@ -275,7 +275,7 @@ fn diff_exit_codes_follow_the_contract() {
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let doc = r.json();
-    assert_eq!(doc["format_version"], 1);
+    assert_eq!(doc["format_version"], 2);
     assert_eq!(doc["in_sync"], true);
 }
 

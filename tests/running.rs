@@ -141,12 +141,12 @@ fn the_running_version_is_judged_against_the_pin_and_refusals_are_reported() {
         .unwrap_or_else(|| panic!("{refusals:?}"));
     assert!(scp["message"].as_str().unwrap().contains(" 2 time(s)"), "count: {scp}");
     assert_eq!(scp["resource"], "arn:aws:ec2:us-east-1:000000000000:fleet/*");
-    assert!(scp["hint"].as_str().unwrap().contains("SCP") && scp["hint"].as_str().unwrap().contains("EncOdEdScp"), "{scp}");
+    assert!(scp["fix"].as_str().unwrap().contains("SCP") && scp["fix"].as_str().unwrap().contains("EncOdEdScp"), "{scp}");
     let boundary = refusals
         .iter()
         .find(|f| f["message"].as_str().unwrap().contains("permissions boundary"))
         .unwrap_or_else(|| panic!("{refusals:?}"));
-    assert!(boundary["hint"].as_str().unwrap().contains("boundary"), "{boundary}");
+    assert!(boundary["fix"].as_str().unwrap().contains("boundary"), "{boundary}");
     assert!(refusals.iter().any(|f| f["message"].as_str().unwrap().contains("ecr:GetAuthorizationToken")), "{refusals:?}");
     let kinds: BTreeSet<String> = refusals.iter().map(|f| f["message"].as_str().unwrap().to_string()).collect();
     assert_eq!(kinds.len(), 4, "one per action and kind: {refusals:?}");

@@ -82,7 +82,7 @@ fn stable_json(r: &Run, c: &str) -> String {
     }
     let text = crate::common::transcript::snapshot_text(&serde_json::to_string_pretty(&doc).unwrap(), c);
     let mut doc: Value = serde_json::from_str(&text).unwrap();
-    for key in ["steps", "unchanged", "findings"] {
+    for key in ["steps", "unchanged", "notes"] {
         if let Some(a) = doc[key].as_array_mut() {
             a.sort_by_key(|v| v.to_string());
         }

@@ -78,7 +78,7 @@ const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: 
 }
 
 /// Every check, in checklist order (doctor lists findings and passed checks in it).
-pub const CATALOG: [Check; 49] = [
+pub const CATALOG: [Check; 51] = [
     check(
         Code::ControllerRoleNotFound,
         "Karpenter's controller role is found",
@@ -268,6 +268,13 @@ pub const CATALOG: [Check; 49] = [
         &[Simulation],
         Some(Run::Simulation),
     ),
+    check(Code::SimulationNotRun, "--simulate found a controller role to simulate", &[Simulation], Some(Run::Simulation)),
+    check(
+        Code::SimulationScope,
+        "what the IAM policy simulator was asked and cannot see (a note whenever it ran)",
+        &[Simulation],
+        Some(Run::Simulation),
+    ),
     check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], None),
     check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], None),
 ];
@@ -313,7 +320,7 @@ pub fn doctor(s: &Setup) -> Outcome {
     findings.sort_by(|a, b| (a.severity, order(a.code), &a.resource).cmp(&(b.severity, order(b.code), &b.resource)));
     let failed: BTreeSet<Code> = findings.iter().map(|f| f.code).collect();
     let passed = doctor_checks().map(|k| k.code).filter(|code| c.ran.contains(code) && !failed.contains(code)).collect();
-    Outcome { findings, passed, notes: c.notes }
+    Outcome { findings, passed }
 }
 
 /// Each refused read, as an error naming the permission and the checks it skipped.
@@ -350,8 +357,9 @@ fn unreadable(s: &Setup, c: &mut Checker) {
                 skipped.join(", ")
             ),
             fix: format!(
-                "grant {} to the credentials doctor runs with (doctor only reads: iam:Get*/List*, eks:Describe*/List*, events:List*, sqs:GetQueueUrl/GetQueueAttributes, ec2:Describe*, kms:DescribeKey/GetKeyPolicy, cloudtrail:LookupEvents, cloudwatch:GetMetricData, servicequotas:GetServiceQuota; with --simulate iam:SimulatePrincipalPolicy, iam:GetContextKeysForPrincipalPolicy)",
-                u.operation
+                "grant {} to the credentials doctor runs with; `{}` prints every permission doctor needs, all reads",
+                u.operation,
+                crate::policy::doc::grant_command(&s.cluster, "doctor")
             ),
         });
     }
@@ -660,8 +668,12 @@ mod tests {
 
     const KEY: &str = "arn:aws:kms:us-east-1:111122223333:key/k1";
 
+    /// Doctor's outcome without the note `--simulate` always adds (`simulation-scope`, tested
+    /// on its own): the setup here is simulated, so every run would carry it.
     fn check(s: &Setup) -> Outcome {
-        doctor(s)
+        let mut o = doctor(s);
+        o.findings.retain(|f| f.code != Code::SimulationScope);
+        o
     }
 
     fn codes(s: &Setup) -> Vec<&'static str> {
@@ -678,7 +690,9 @@ mod tests {
     fn a_karpctl_setup_is_clean_and_every_check_ran() {
         let o = check(&clean());
         assert!(o.findings.is_empty(), "{:#?}", o.findings);
-        assert_eq!(o.passed.len(), doctor_checks().count(), "{:?}", o.passed);
+        // Every check but --simulate's two notes: the scope (always said, left out by `check`)
+        // and the one that says nothing was simulated.
+        assert_eq!(o.passed.len(), doctor_checks().count() - 2, "{:?}", o.passed);
     }
 
     #[test]
@@ -803,6 +817,7 @@ mod tests {
             ("simulation-boundary-denied", |s| {
                 s.simulation.as_mut().unwrap().decisions[1] = decision("iam:PassRole", "implicitDeny", Some(true), Some(false))
             }),
+            ("simulation-not-run", |s| s.simulation.as_mut().unwrap().role_arn = None),
         ];
         let mut covered: BTreeSet<&str> = BTreeSet::new();
         for (code, inject) in defects {
@@ -821,7 +836,8 @@ mod tests {
             assert!(!f.message.is_empty() && !f.fix.is_empty() && !f.resource.is_empty(), "{f:?}");
             covered.insert(code);
         }
-        assert_eq!(covered.len(), doctor_checks().count(), "every check has a defect test");
+        // simulation-scope is said whenever the simulator ran (its own test above).
+        assert_eq!(covered.len(), doctor_checks().count() - 1, "every check has a defect test");
     }
 
     #[test]
@@ -938,10 +954,13 @@ mod tests {
         // runs; a failure is a note, no finding.
         let mut s = clean();
         s.metrics = None;
-        s.records_failed = vec!["the CloudWatch metrics could not be read (no answer)".into()];
+        s.records_failed = vec![(Code::MetricsUnreadable, "the CloudWatch metrics could not be read (no answer)".into())];
         let o = check(&s);
         assert!(!o.passed.contains(&Code::QueueUnread) && !o.passed.contains(&Code::InterruptionRuleFailing));
-        assert!(o.findings.is_empty() && o.notes[0] == s.records_failed[0], "{:?} {:?}", o.findings, o.notes);
+        let problems: Vec<&Finding> = o.findings.iter().filter(|f| f.severity != Severity::Note).collect();
+        assert!(problems.is_empty(), "{problems:?}");
+        let failed = o.findings.iter().find(|f| f.code == Code::MetricsUnreadable).expect("the failed read, said once");
+        assert_eq!((failed.severity, failed.message.as_str()), (Severity::Note, s.records_failed[0].1.as_str()));
     }
 
     #[test]
@@ -955,7 +974,8 @@ mod tests {
             assert_eq!(o.findings.len(), 1, "{:?}", o.findings);
             assert_eq!((o.findings[0].code, o.findings[0].severity), (code, Severity::Warning));
             assert!(o.findings[0].message.contains(op) && o.findings[0].fix.contains(op), "{:?}", o.findings[0]);
-            assert_eq!(o.passed.len(), doctor_checks().count() - 2, "{:?}", o.passed);
+            // Its checks skipped, and --simulate's notes neither passed nor said.
+            assert_eq!(o.passed.len(), doctor_checks().count() - 4, "{:?}", o.passed);
         }
     }
 
@@ -970,7 +990,7 @@ mod tests {
             decision("ssm:GetParameter", "implicitDeny", None, None),
         ];
         sim.unknown_keys = vec!["aws:PrincipalOrgID".into()];
-        let o = check(&s);
+        let o = doctor(&s);
         let scp = o.findings.iter().find(|f| f.code == Code::SimulationScpDenied).unwrap();
         assert!(
             scp.message.contains("2 action(s)") && scp.message.contains("ec2:CreateFleet, ec2:RunInstances"),
@@ -981,17 +1001,19 @@ mod tests {
         let b = o.findings.iter().find(|f| f.code == Code::SimulationBoundaryDenied).unwrap();
         assert!(b.message.contains("iam:PassRole") && !b.message.contains("ec2:CreateFleet"), "{}", b.message);
         assert!(b.fix.contains("delete-role-permissions-boundary"), "{}", b.fix);
-        assert_eq!(o.notes.len(), 1);
-        assert!(o.notes[0].contains(crate::running::simulation::BLIND_SPOTS), "{}", o.notes[0]);
+        let scope: Vec<&Finding> = o.findings.iter().filter(|f| f.code == Code::SimulationScope).collect();
+        assert_eq!(scope.len(), 1);
+        assert_eq!(scope[0].severity, Severity::Note);
+        assert!(scope[0].message.contains(crate::running::simulation::BLIND_SPOTS), "{}", scope[0].message);
         assert!(
-            o.notes[0].contains("aws:PrincipalOrgID") && o.notes[0].contains("1 action(s) the role's own policies"),
+            scope[0].message.contains("aws:PrincipalOrgID") && scope[0].message.contains("1 action(s) the role's own policies"),
             "{}",
-            o.notes[0]
+            scope[0].message
         );
-        // Without --simulate: neither check, no note.
+        // Without --simulate: none of its checks, no note.
         s.simulation = None;
-        let o = check(&s);
-        assert!(o.notes.is_empty() && !o.passed.contains(&Code::SimulationScpDenied));
+        let o = doctor(&s);
+        assert!(!o.findings.iter().any(|f| f.code == Code::SimulationScope) && !o.passed.contains(&Code::SimulationScpDenied));
     }
 
     /// The table doctor used to keep by hand (`<piece>-unreadable` and the checks it skips):
@@ -1092,7 +1114,10 @@ mod tests {
                 ],
             ),
             ("metrics-unreadable", &["interruption-rule-failing", "queue-unread"]),
-            ("simulation-unreadable", &["simulation-scp-denied", "simulation-boundary-denied"]),
+            (
+                "simulation-unreadable",
+                &["simulation-scp-denied", "simulation-boundary-denied", "simulation-not-run", "simulation-scope"],
+            ),
         ];
         for (read, (code, skipped)) in Read::ALL.into_iter().zip(table) {
             assert_eq!(read.unreadable().as_str(), code);

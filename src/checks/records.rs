@@ -92,8 +92,20 @@ fn cause(s: &Setup, q: Option<&Queue>, rule_arn: &str) -> Cause {
 
 /// The interruption rules' deliveries and the queue's oldest message, as CloudWatch recorded them.
 pub(super) fn records(s: &Setup, c: &mut Checker) {
-    for failed in &s.records_failed {
-        c.note(failed.clone());
+    for (code, failed) in &s.records_failed {
+        // Failed otherwise than refused (throttled past the retries, no answer): the same code
+        // as a refusal, a note, since nothing is known to be wrong.
+        let operation = match code {
+            Code::SimulationUnreadable => "iam:SimulatePrincipalPolicy",
+            _ => "cloudwatch:GetMetricData",
+        };
+        c.add(
+            *code,
+            Severity::Note,
+            operation,
+            failed.clone(),
+            "run doctor again: the read was throttled or got no answer, nothing is known to be wrong".into(),
+        );
     }
     let Some(m) = &s.metrics else { return };
     let q = s.queue.as_ref().filter(|q| q.exists);
@@ -205,7 +217,13 @@ pub(super) fn simulation(s: &Setup, c: &mut Checker) {
     use crate::running::refusal::RefusalKind;
     let Some(sim) = &s.simulation else { return };
     let Some(role_arn) = &sim.role_arn else {
-        c.note("--simulate: no controller role was found, so nothing was simulated".into());
+        c.add(
+            Code::SimulationNotRun,
+            Severity::Note,
+            "--simulate",
+            "no controller role was found, so nothing was simulated".into(),
+            "see controller-role-not-found; simulate again once the controller role exists".into(),
+        );
         return;
     };
     let role = crate::policy::analysis::role_name(role_arn);
@@ -266,11 +284,17 @@ pub(super) fn simulation(s: &Setup, c: &mut Checker) {
             sim.unknown_keys.join(", ")
         )
     };
-    c.note(format!(
-        "--simulate: {} action(s) simulated for {role_arn} with context keys [{}]{own}{unknown}. What it cannot see: {BLIND_SPOTS}",
-        sim.actions.len(),
-        keys.join(", ")
-    ));
+    c.add(
+        Code::SimulationScope,
+        Severity::Note,
+        role_arn.clone(),
+        format!(
+            "{} action(s) simulated for {role_arn} with context keys [{}]{own}{unknown}. What it cannot see: {BLIND_SPOTS}",
+            sim.actions.len(),
+            keys.join(", ")
+        ),
+        "read a simulated allow or deny as a hint: the refusals CloudTrail recorded (calls-refused) are the evidence".into(),
+    );
 }
 
 #[cfg(test)]

@@ -89,6 +89,8 @@ codes! {
     QueueUnread = "queue-unread",
     SimulationScpDenied = "simulation-scp-denied",
     SimulationBoundaryDenied = "simulation-boundary-denied",
+    SimulationNotRun = "simulation-not-run",
+    SimulationScope = "simulation-scope",
     MetricsUnreadable = "metrics-unreadable",
     SimulationUnreadable = "simulation-unreadable",
 }
@@ -278,13 +280,12 @@ impl Readiness {
     }
 }
 
-/// Doctor's findings, worst first, and the codes that were checked and found nothing.
+/// Doctor's findings, worst first (notes last: what is worth knowing and changes no exit code),
+/// and the codes that were checked and found nothing.
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub findings: Vec<Finding>,
     pub passed: Vec<Code>,
-    /// What the checks want said that is no finding (e.g. what the policy simulator cannot see).
-    pub notes: Vec<String>,
 }
 
 /// What doctor's checks write into: the findings, the checks that ran, and the checks whose
@@ -294,7 +295,6 @@ pub struct Checker {
     pub findings: Vec<Finding>,
     pub ran: BTreeSet<Code>,
     pub skip: BTreeSet<Code>,
-    pub notes: Vec<String>,
 }
 
 impl Checker {
@@ -311,10 +311,6 @@ impl Checker {
         }
         self.ran.insert(code);
         self.findings.push(Finding { code, severity, resource: resource.into(), message, fix });
-    }
-    /// Something to say that is no finding (listed after the checks, never changes the exit).
-    pub fn note(&mut self, text: String) {
-        self.notes.push(text);
     }
     /// A check that returns its finding (the ones `up` and `diff` run too).
     pub fn record(&mut self, code: Code, found: Option<Finding>) {

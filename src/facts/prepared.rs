@@ -48,7 +48,7 @@ pub struct DiscoveryFacts {
     /// The one security group to carry it.
     pub security_group: Option<SecurityGroupFact>,
     /// Warnings and notes to show with the plan (capacity per AZ, foreign tagged objects).
-    pub findings: Vec<crate::model::Note>,
+    pub notes: Vec<crate::model::Note>,
     /// The chosen subnets have no default route (the VPC has the endpoints instead): Karpenter
     /// needs `settings.isolatedVPC`.
     #[serde(default)]

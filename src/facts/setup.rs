@@ -204,7 +204,7 @@ pub struct Setup {
     pub simulation: Option<Simulated>,
     /// Those reads failed other than by a refusal (throttled past the retries, no answer, an
     /// answer karpctl cannot read): what failed, said as a note (their checks did not run).
-    pub records_failed: Vec<String>,
+    pub records_failed: Vec<(Code, String)>,
 }
 
 /// What `doctor --simulate` asked the IAM policy simulator and what it answered.

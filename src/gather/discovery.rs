@@ -75,7 +75,7 @@ fn with_a_way_out(
 
 /// The plan's lines about the subnet choice: each subnet left out, and an isolated or public
 /// cluster said so (`explicit`: the field that named the subnets).
-fn choice_findings(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>, net: &egress::Network) -> Vec<Note> {
+fn choice_notes(choice: &egress::Choice, spec: &Spec, explicit: Option<&str>, net: &egress::Network) -> Vec<Note> {
     let mut f: Vec<Note> = choice
         .left_out
         .iter()
@@ -193,7 +193,7 @@ fn marked(tags: &Tags, cluster: &str) -> bool {
 /// Choose subnets and the security group (read-only). Memoised: preflight runs it so that its
 /// errors come with the other preflight errors, and the engine's own call reuses the result.
 pub async fn select(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result<DiscoveryFacts> {
-    // The findings reach the user with the plan (the engine adds them to it).
+    // The notes reach the user with the plan (the engine adds them to it).
     ctx.once.discovery.get("", || select_for(ctx, spec, facts, cmd)).await
 }
 
@@ -203,14 +203,14 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
         let (subnets, groups) = tokio::try_join!(tagged_subnets(ctx, c), tagged_groups(ctx, c))?;
         let none = BTreeSet::new();
         return Ok(DiscoveryFacts {
-            findings: marked_findings(c, &subnets, &groups, &none),
+            notes: marked_notes(c, &subnets, &groups, &none),
             previously_marked: marked_ids(c, &subnets, &groups, &none).into_iter().map(|(id, _)| id.to_string()).collect(),
             ..Default::default()
         });
     }
     let cluster_subnets = subnets_by_id(ctx, &facts.cluster.subnet_ids).await?;
-    let mut findings = Vec::new();
-    let vpc = resolve_vpc(ctx, facts, &cluster_subnets, &mut findings).await?;
+    let mut notes = Vec::new();
+    let vpc = resolve_vpc(ctx, facts, &cluster_subnets, &mut notes).await?;
 
     let (chosen, group, tagged_s, tagged_g, tables) = tokio::join!(
         choose_subnets(ctx, spec, &vpc, &cluster_subnets),
@@ -253,7 +253,7 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
     // subnet tagged for the cluster that karpctl does not untag.
     let mut after: Vec<Subnet> = chosen.clone();
     after.extend(tagged_s.iter().filter(|s| !chosen_ids.contains(&s.id) && !marked(&s.tags, c)).cloned());
-    // Their way out (those in the cluster's VPC; one elsewhere is named by `foreign_findings`).
+    // Their way out (those in the cluster's VPC; one elsewhere is named by `foreign_notes`).
     let seen: Vec<crate::facts::observed::SubnetWay> = after
         .iter()
         .filter_map(|s| {
@@ -270,12 +270,12 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
     // else tagged is usable only with it): output sets it exactly when one of those needs it.
     let mut choice = choice;
     choice.public_ip_matters = seen.iter().any(|t| egress::needs_public_ip(&t.candidate.way));
-    findings.extend(choice_findings(&choice, spec, explicit, &net));
+    notes.extend(choice_notes(&choice, spec, explicit, &net));
     let readiness = crate::checks::network::tagged_subnets_have_a_way_out((DISCOVERY_TAG, c), &seen, &net).to_vec();
-    findings.extend(marked_findings(c, &tagged_s, &tagged_g, &chosen_ids));
-    findings.extend(foreign_findings(c, &tagged_s, &tagged_g, &chosen_ids, &doubtful));
+    notes.extend(marked_notes(c, &tagged_s, &tagged_g, &chosen_ids));
+    notes.extend(foreign_notes(c, &tagged_s, &tagged_g, &chosen_ids, &doubtful));
     let azs: BTreeSet<String> = cluster_subnets.iter().chain(after.iter()).map(|s| s.az.clone()).collect();
-    findings.extend(capacity_findings(&after, &azs));
+    notes.extend(capacity_notes(&after, &azs));
 
     Ok(DiscoveryFacts {
         vpc_id: vpc,
@@ -292,7 +292,7 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
         isolated: choice.isolated,
         associate_public_ip: spec.discovery.associate_public_ip && choice.public_ip_matters,
         readiness,
-        findings,
+        notes,
         previously_marked: marked_ids(c, &tagged_s, &tagged_g, &chosen_ids).into_iter().map(|(id, _)| id.to_string()).collect(),
     })
 }
@@ -326,7 +326,7 @@ async fn judge_subnets(
     Ok((cands, judged, net, tagged_cands))
 }
 
-async fn resolve_vpc(ctx: &Ctx, facts: &Facts, cluster_subnets: &[Subnet], findings: &mut Vec<Note>) -> Result<String> {
+async fn resolve_vpc(ctx: &Ctx, facts: &Facts, cluster_subnets: &[Subnet], notes: &mut Vec<Note>) -> Result<String> {
     let reported = facts.cluster.vpc_id.as_str();
     let subnet_vpcs: BTreeSet<&str> = cluster_subnets.iter().map(|s| s.vpc_id.as_str()).collect();
     if !reported.is_empty() && subnet_vpcs.len() == 1 && subnet_vpcs.contains(reported) {
@@ -338,7 +338,7 @@ async fn resolve_vpc(ctx: &Ctx, facts: &Facts, cluster_subnets: &[Subnet], findi
     }
     if subnet_vpcs.len() == 1 {
         let vpc = subnet_vpcs.into_iter().next().unwrap().to_string();
-        findings.push(Note {
+        notes.push(Note {
             id: "discovery-vpc".into(),
             level: Level::Info,
             message: format!(
@@ -570,7 +570,7 @@ fn marked_ids<'a>(
 }
 
 /// The note shown for each object of `marked_ids` (their node ids).
-fn marked_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: &BTreeSet<String>) -> Vec<Note> {
+fn marked_notes(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: &BTreeSet<String>) -> Vec<Note> {
     marked_ids(cluster, subnets, groups, chosen)
         .into_iter()
         .map(|(id, what)| Note {
@@ -586,7 +586,7 @@ fn marked_findings(cluster: &str, subnets: &[Subnet], groups: &[Group], chosen: 
 /// Objects tagged `karpenter.sh/discovery=<c>` by someone else and not chosen: Karpenter uses
 /// them too. A subnet whose way out the readiness checks judge (`doubtful`) is named there
 /// instead.
-fn foreign_findings(
+fn foreign_notes(
     cluster: &str,
     subnets: &[Subnet],
     groups: &[Group],
@@ -635,7 +635,7 @@ pub fn pick_per_az(tagged: &[Subnet]) -> BTreeMap<String, Subnet> {
     best
 }
 
-pub fn capacity_findings(tagged: &[Subnet], azs: &BTreeSet<String>) -> Vec<Note> {
+pub fn capacity_notes(tagged: &[Subnet], azs: &BTreeSet<String>) -> Vec<Note> {
     let best = pick_per_az(tagged);
     let mut out = Vec::new();
     for az in azs.iter().chain(best.keys().filter(|k| !azs.contains(*k))) {
@@ -776,7 +776,7 @@ mod tests {
         assert_eq!(best["az-a"].id, "subnet-a2");
         assert_eq!(best["az-b"].id, "subnet-b1", "ties go to the lowest id");
         let azs: BTreeSet<String> = ["az-a", "az-b", "az-c"].iter().map(|s| s.to_string()).collect();
-        let f = capacity_findings(&tagged, &azs);
+        let f = capacity_notes(&tagged, &azs);
         assert_eq!(f.len(), 3);
         assert_eq!(f[0].level, Level::Info);
         assert!(f[0].message.contains("subnet-a2 (4000 free"), "{}", f[0].message);
@@ -790,9 +790,9 @@ mod tests {
     fn an_ordinary_slash_24_is_no_warning() {
         let azs: BTreeSet<String> = ["az-a"].iter().map(|s| s.to_string()).collect();
         // A /24 has 256 addresses, 5 reserved by AWS.
-        let f = capacity_findings(&[subnet("subnet-a", "az-a", 251, "v", &[])], &azs);
+        let f = capacity_notes(&[subnet("subnet-a", "az-a", 251, "v", &[])], &azs);
         assert_eq!((f.len(), f[0].level), (1, Level::Info), "{f:?}");
-        let f = capacity_findings(&[subnet("subnet-a", "az-a", LOW_FREE_ADDRESSES - 1, "v", &[])], &azs);
+        let f = capacity_notes(&[subnet("subnet-a", "az-a", LOW_FREE_ADDRESSES - 1, "v", &[])], &azs);
         assert_eq!(f[0].level, Level::Warning, "{f:?}");
     }
 
@@ -816,9 +816,9 @@ mod tests {
         ];
         let mut g = group("sg-foreign", "x", "");
         g.tags = tags(&[(DISCOVERY_TAG, "c")]);
-        let m = marked_findings("c", &subnets, &[g.clone()], &chosen);
+        let m = marked_notes("c", &subnets, &[g.clone()], &chosen);
         assert_eq!(m.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(), ["discovery-tags-subnet-old"]);
-        let f = foreign_findings("c", &subnets, &[g.clone()], &chosen, &BTreeSet::new());
+        let f = foreign_notes("c", &subnets, &[g.clone()], &chosen, &BTreeSet::new());
         assert_eq!(
             f.iter().map(|f| f.id.as_str()).collect::<Vec<_>>(),
             ["discovery-foreign-subnet-foreign", "discovery-foreign-sg-foreign"]

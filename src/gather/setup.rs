@@ -367,7 +367,7 @@ fn records_read<T>(s: &mut Setup, code: Code, what: &str, r: Result<T>) -> Optio
                         s.unreadable.push(Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() });
                     }
                 }
-                None => s.records_failed.push(format!("{what} could not be read ({e:#}), so its checks did not run")),
+                None => s.records_failed.push((code, format!("{what} could not be read ({e:#}), so its checks did not run"))),
             }
             None
         }

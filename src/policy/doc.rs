@@ -377,6 +377,16 @@ pub fn has_condition(s: &Value) -> bool {
     s.get("Condition").is_some_and(|c| c.as_object().is_some_and(|m| !m.is_empty()))
 }
 
+/// The command that prints the IAM policy karpctl itself needs for `command` on `cluster`
+/// (`caller_policy`): what a refusal of karpctl's own call points to.
+pub fn grant_command(cluster: &str, command: &str) -> String {
+    let f = match command {
+        "up" | "diff" | "down" | "doctor" | "import" => format!(" --for {command}"),
+        _ => String::new(),
+    };
+    format!("karpctl output --cluster {cluster} --format caller-policy{f}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

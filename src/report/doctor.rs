@@ -7,9 +7,6 @@ use crate::facts::setup::Setup;
 use crate::spec::IdentityMode;
 use serde_json::{Value, json};
 
-/// The version of the JSON document's shape.
-pub const FORMAT_VERSION: u32 = 1;
-
 /// What was found, and how, as JSON.
 pub fn discovered(s: &Setup) -> Value {
     json!({
@@ -29,7 +26,7 @@ pub fn discovered(s: &Setup) -> Value {
 pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
     let count = |sev: Severity| o.findings.iter().filter(|f| f.severity == sev).count();
     json!({
-        "format_version": FORMAT_VERSION,
+        "format_version": super::json::FORMAT_VERSION,
         "command": "doctor",
         "cluster": s.cluster,
         "account_id": s.account_id,
@@ -40,15 +37,14 @@ pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
         "discovered": discovered(s),
         "findings": o.findings.iter().map(finding_json).collect::<Vec<_>>(),
         "passed": o.passed,
-        "notes": o.notes,
         "summary": {"errors": count(Severity::Error), "warnings": count(Severity::Warning), "notes": count(Severity::Note)},
         "stats": stats,
     })
 }
 
-/// A finding in doctor's document: its fix under `hint`.
+/// A finding in doctor's document, the same fields as in every other document.
 fn finding_json(f: &Finding) -> Value {
-    json!({"code": f.code, "severity": f.severity, "resource": f.resource, "message": f.message, "hint": f.fix})
+    json!({"code": f.code, "severity": f.severity, "resource": f.resource, "message": f.message, "fix": f.fix})
 }
 
 fn line(style: &Style, f: &Finding) -> String {
@@ -103,9 +99,6 @@ pub fn human(s: &Setup, o: &Outcome, style: Style) -> String {
     }
     for code in &o.passed {
         out += &format!("  {} {}\n", style.green("✓"), title(*code));
-    }
-    for n in &o.notes {
-        out += &format!("\n  note: {n}\n");
     }
     let errors = o.findings.iter().filter(|f| f.severity == Severity::Error).count();
     let warnings = o.findings.iter().filter(|f| f.severity == Severity::Warning).count();

@@ -81,14 +81,14 @@ fn render_change(out: &mut String, c: &Change, style: Style, action: Action) {
 /// summary line. Deterministic.
 pub fn render_plan(plan: &Plan, style: Style) -> String {
     let mut out = String::new();
-    for f in &plan.findings {
+    for f in &plan.notes {
         let tag = match f.level {
             Level::Info => "note",
             Level::Warning => &style.yellow("warning"),
         };
         let _ = writeln!(out, "{tag}: {}", f.message);
     }
-    if !plan.findings.is_empty() {
+    if !plan.notes.is_empty() {
         out.push('\n');
     }
     if plan.steps.is_empty() {
@@ -458,7 +458,7 @@ pub(crate) mod tests {
                 step("node-instance-profile", Kind::InstanceProfile, Action::Delete, vec![]),
             ],
             conflicts: vec![],
-            findings: vec![Note {
+            notes: vec![Note {
                 id: "discovery".into(),
                 level: Level::Warning,
                 message: "us-east-1c: subnet-0c has 12 free addresses (fewer than 256)".into(),

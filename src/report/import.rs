@@ -323,7 +323,7 @@ pub fn json_doc(r: &ImportReport) -> Value {
         LetGo::Unknown => json!({"tool": null}),
     };
     json!({
-        "format_version": 1,
+        "format_version": super::json::FORMAT_VERSION,
         "command": "import",
         "cluster": r.cluster,
         "plan_file": r.path.display().to_string(),

@@ -4,6 +4,11 @@ use crate::error::UserError;
 use crate::model::Plan;
 use serde_json::{Value, json};
 
+/// The shape of every JSON document karpctl prints (plans, doctor, import, fleets, errors).
+/// 2: a plan's notes under `notes` (were `findings`); doctor's fixes under `fix` (were `hint`),
+/// its notes findings of severity `note`. docs/reference.md, "JSON output".
+pub const FORMAT_VERSION: u32 = 2;
+
 pub fn plan_json(
     command: &str,
     cluster: &str,
@@ -32,7 +37,7 @@ pub fn plan_json(
         })
         .collect();
     let mut doc = json!({
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "command": command,
         "cluster": cluster,
         "account_id": account_id,
@@ -41,7 +46,7 @@ pub fn plan_json(
         "summary": {"add": add, "change": change, "destroy": destroy},
         "steps": steps,
         "conflicts": super::values::conflicts_json(plan),
-        "findings": plan.findings,
+        "notes": plan.notes,
         "unchanged": plan.in_sync,
         "results": results,
         "stats": stats,
@@ -87,7 +92,7 @@ pub fn error_json(err: &anyhow::Error) -> Value {
 /// The document of a command that ended with an error before it had a result.
 pub fn error_doc(err: &anyhow::Error, command: &str, stats: Option<&crate::aws::StatsReport>) -> Value {
     json!({
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "command": command,
         "error": error_json(err),
         "stats": stats.map(|s| serde_json::to_value(s).unwrap_or(Value::Null)),
@@ -99,7 +104,7 @@ pub fn fleet_doc(r: &super::values::FleetReport) -> Value {
     let cmd = r.command;
     let clusters: Vec<Value> = r.runs.iter().map(|d| d.doc.clone().unwrap_or(Value::Null)).collect();
     json!({
-        "format_version": 1,
+        "format_version": FORMAT_VERSION,
         "command": cmd,
         "clusters": clusters,
         "summary": r.runs.iter().map(|d| json!({

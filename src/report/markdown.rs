@@ -131,11 +131,11 @@ fn section_body(s: &Section) -> String {
     if let (Some(v), Some(d)) = (pin["version"].as_str(), pin["detail"].as_str()) {
         let _ = writeln!(out, "Karpenter {v} (pinned): {d}.\n");
     }
-    for f in doc["findings"].as_array().into_iter().flatten() {
+    for f in doc["notes"].as_array().into_iter().flatten() {
         let level = if f["level"].as_str() == Some("warning") { "warning" } else { "note" };
         let _ = writeln!(out, "> **{level}:** {}", f["message"].as_str().unwrap_or_default());
     }
-    if doc["findings"].as_array().is_some_and(|f| !f.is_empty()) {
+    if doc["notes"].as_array().is_some_and(|f| !f.is_empty()) {
         out.push('\n');
     }
     // The terminal's order: by kind (the graph's build order), then id.
@@ -380,7 +380,7 @@ mod tests {
                 {"id": "rule-Old", "kind": "event_rule", "type": "aws_cloudwatch_event_rule", "name": "Karpenter-old", "action": "delete",
                  "changes": [{"field": "State", "before": "ENABLED", "after": null}], "notes": ["no longer in the plan"], "ids": {}}
             ],
-            "conflicts": [], "findings": [{"id": "discovery", "level": "warning", "message": "subnet-0c has 12 free addresses"}],
+            "conflicts": [], "notes": [{"id": "discovery", "level": "warning", "message": "subnet-0c has 12 free addresses"}],
             "unchanged": ["node-role"],
         })
     }
@@ -390,7 +390,7 @@ mod tests {
             cluster: cluster.into(),
             account_id: "123456789012".into(),
             region: "eu-west-1".into(),
-            doc: Some(json!({"summary": {"add": 0, "change": 0, "destroy": 0}, "steps": [], "conflicts": [], "findings": []})),
+            doc: Some(json!({"summary": {"add": 0, "change": 0, "destroy": 0}, "steps": [], "conflicts": [], "notes": []})),
             error: None,
         }
     }
