@@ -154,6 +154,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -1145,6 +1146,58 @@ def main() -> int:
             servers.stop()
 
 
+class Karpctl:
+    """karpctl runs of the bench on one cluster each (`--output json`), and the failures they had."""
+
+    def __init__(self, runner: Runner):
+        self.runner = runner
+        self.failures: list[str] = []
+
+    def __call__(self, cluster: str, argv: list[str], label: str, conc: int | None = None,
+                 trace: bool = False) -> dict:
+        a = [*argv, "--cluster", cluster, "--output", "json"]
+        if conc is not None:
+            a += ["--concurrency", str(conc)]
+        if trace:
+            a += ["--stats"]  # with --output json: stats.trace, each unit's calls
+        return self.runner.run(a, label)
+
+    def check(self, r: dict, ok: tuple[int, ...], what: str) -> bool:
+        """Whether the run exited with one of `ok`; a failure is logged and kept."""
+        if r["rc"] in ok:
+            return True
+        err = ((r["doc"] or {}).get("error") or {}).get("message", "")
+        msg = f"{what}: exit {r['rc']} {err[:300]} (stderr: {r['stderr']})"
+        self.failures.append(msg)
+        log(f"FAILED {msg}")
+        return False
+
+
+@dataclass
+class Calibration:
+    """What the calibration cluster's traced runs gave: the bound's inputs and the bounds."""
+    cluster: str
+    c_conv: dict
+    saved_fresh: dict
+    nodes_c: list
+    units: dict
+    bounds: dict
+    checks: dict
+    gated_attempts: dict
+    timeline: dict
+    deps_source: str
+
+
+@dataclass
+class Costs:
+    """The binary's own costs and what the proxies saw."""
+    startup: dict
+    peak_kb: int | None
+    rss_method: str
+    microburst: dict
+    lagproxy: dict
+
+
 def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
             workdir: Path, t_start: float, runners: list) -> int:
     env = karpctl_env(servers.lag)
@@ -1155,52 +1208,82 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
     conc_default = default_concurrency(binary)
     has_out = supports_diff_out(binary)
     tag = uuid.uuid4().hex[:6]
-    failures: list[str] = []
-
-    def kc(cluster: str, argv: list[str], label: str, conc: int | None = None, trace: bool = False) -> dict:
-        a = [*argv, "--cluster", cluster, "--output", "json"]
-        if conc is not None:
-            a += ["--concurrency", str(conc)]
-        if trace:
-            a += ["--stats"]  # with --output json: stats.trace, each unit's calls
-        return runner.run(a, label)
-
-    def check(r: dict, ok: tuple[int, ...], what: str) -> bool:
-        if r["rc"] in ok:
-            return True
-        err = ((r["doc"] or {}).get("error") or {}).get("message", "")
-        msg = f"{what}: exit {r['rc']} {err[:300]} (stderr: {r['stderr']})"
-        failures.append(msg)
-        log(f"FAILED {msg}")
-        return False
+    kc = Karpctl(runner)
 
     if args.throttled:
-        counts = [int(x) for x in args.throttled.split(",") if x.strip()]
-        res = [measure_throttled(args, n, runner, seeder, servers, tag, workdir, check) for n in counts]
-        for r in res:
-            print(r["text"])
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"throttled": res, "failures": failures}, indent=2) + "\n")
-        print(f"\nwrote {out}")
-        return 1 if failures else 0
-
+        return throttled_only(args, runner, seeder, servers, tag, workdir, kc)
     if not has_out:
         die(f"{binary} has no `diff --out`: the bound needs the saved plan's steps and dependencies")
 
-    # ---- calibration: the bound's inputs (traced), and a warm-up ----
+    cal = calibrate(args, binary, lat, kc, seeder, workdir, tag)
+    if args.timeline:
+        return timeline_only(args, cal, kc.failures)
+    peer = None if args.no_peer else Peer(servers, env, workdir, cal.saved_fresh, cal.cluster)
+
+    concs = [(None, conc_default)] + ([] if args.no_serial else [(1, 1)])
+    results = measured_runs(args, kc, seeder, peer, tag, concs)
+
+    # ---- many clusters: diff --all over converged clusters vs one cluster's converged diff ----
+    # On a reset emulator: every run above left its seeded EKS cluster, VPC and subnets behind,
+    # and the discovery listings scan them all (the same ten clusters' diffs took 1.24 s instead
+    # of 0.89 s among those leftovers).
+    fleet = None
+    if args.fleet > 0:
+        servers.reset()
+        fleet = measure_fleet(args, runner, seeder, servers, lat, tag, workdir, kc.check)
+
+    costs = binary_costs(args, binary, results, use_time, servers)
+    emu_ms = add_emulator_time(cal.bounds, costs.microburst)
+    rows = table_rows(results, concs, cal.bounds)
+    table = table_text(rows)
+    targets = targets_of(args, rows, concs, conc_default, fleet, costs)
+    peer_res = peer_result(peer, rows, conc_default)
+    # Calls per resource kind for a converged diff, from karpctl's own trace: each read unit's
+    # calls under its node's kind, the phases under their own names.
+    per_kind = converged_calls_by_kind(cal.nodes_c, cal.units["diff_converged"])
+
+    elapsed = time.monotonic() - t_start
+    print_report(args, binary, profile, lat, conc_default, cal, costs, emu_ms, table, peer_res, fleet, targets,
+                 kc.failures, per_kind)
+    out = Path(args.out)
+    if not out.is_absolute():
+        out = Path.cwd() / out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = report_doc(args, binary, profile, lat, conc_default, cal, costs, table, rows, peer_res, fleet, targets,
+                     kc.failures, per_kind, elapsed)
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"\nwrote {out} ({elapsed:.0f}s)")
+    return 1 if kc.failures else 0
+
+
+def throttled_only(args, runner: Runner, seeder: Seeder, servers: Servers, tag: str, workdir: Path,
+                   kc: Karpctl) -> int:
+    """--throttled: only the throttled-account scenario, per cluster count; its JSON."""
+    counts = [int(x) for x in args.throttled.split(",") if x.strip()]
+    res = [measure_throttled(args, n, runner, seeder, servers, tag, workdir, kc.check) for n in counts]
+    for r in res:
+        print(r["text"])
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"throttled": res, "failures": kc.failures}, indent=2) + "\n")
+    print(f"\nwrote {out}")
+    return 1 if kc.failures else 0
+
+
+def calibrate(args, binary: Path, lat: dict, kc: Karpctl, seeder: Seeder, workdir: Path, tag: str) -> Calibration:
+    """The calibration cluster: diff, up, diff, down, traced, and the bounds derived from them."""
     cal = f"bench-{tag}-cal"
     log(f"calibration cluster {cal}: seeding")
     seeder(cal)
     fresh_file, conv_file = workdir / "plan-fresh.json", workdir / "plan-converged.json"
     c_fresh = kc(cal, ["diff", "--out", str(fresh_file)], "cal-diff-fresh", trace=True)
-    check(c_fresh, (2,), "calibration diff from nothing (expected exit 2)")
+    kc.check(c_fresh, (2,), "calibration diff from nothing (expected exit 2)")
     c_up = kc(cal, ["up"], "cal-up", trace=True)
-    up_ok = check(c_up, (0,), "calibration up")
+    up_ok = kc.check(c_up, (0,), "calibration up")
     c_conv = kc(cal, ["diff", "--out", str(conv_file)], "cal-diff-converged", trace=True)
-    check(c_conv, (0,), "calibration diff after up (expected exit 0, in sync)")
+    kc.check(c_conv, (0,), "calibration diff after up (expected exit 0, in sync)")
     c_down = kc(cal, ["down", "--yes"], "cal-down", trace=True)
-    check(c_down, (0,), "calibration down")
+    kc.check(c_down, (0,), "calibration down")
     if not up_ok:
         log("karpctl up fails against the emulator; measuring anyway (failed runs are marked)")
     cal_stats = {name: ((r["doc"] or {}).get("stats") or {}) for name, r in
@@ -1249,18 +1332,26 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
     tl = timeline(cal_stats["up_fresh"], steps_up, bounds["up_fresh"], c_up["wall_s"])
     if not cal_stats["up_fresh"].get("spans"):
         log("this karpctl reports no spans (stats.spans): the timeline has calls and waits but no steps or phases")
-    if args.timeline:
-        print(timeline_text(tl, f"calibration `up` from nothing ({cal}), bound {bounds['up_fresh']['bound_s']:.3f} s",
-                            full=True))
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"timeline": tl, "bound": bounds["up_fresh"], "failures": failures}, indent=2) + "\n")
-        print(f"\nwrote {out}")
-        return 1 if failures else 0
-    peer = None if args.no_peer else Peer(servers, env, workdir, saved_fresh, cal)
+    return Calibration(cluster=cal, c_conv=c_conv, saved_fresh=saved_fresh, nodes_c=nodes_c, units=units,
+                       bounds=bounds, checks=checks, gated_attempts=gated_attempts, timeline=tl,
+                       deps_source=deps_source)
 
-    # ---- measured runs ----
-    concs = [(None, conc_default)] + ([] if args.no_serial else [(1, 1)])
+
+def timeline_only(args, cal: Calibration, failures: list[str]) -> int:
+    """--timeline: the calibration `up`'s full timeline, printed and written."""
+    print(timeline_text(cal.timeline, f"calibration `up` from nothing ({cal.cluster}), bound "
+                                      f"{cal.bounds['up_fresh']['bound_s']:.3f} s", full=True))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"timeline": cal.timeline, "bound": cal.bounds["up_fresh"], "failures": failures},
+                              indent=2) + "\n")
+    print(f"\nwrote {out}")
+    return 1 if failures else 0
+
+
+def measured_runs(args, kc: Karpctl, seeder: Seeder, peer: Peer | None, tag: str,
+                  concs: list) -> dict[tuple[str, int], list[dict]]:
+    """--runs rounds: each concurrency's up, up, diff, down on a fresh cluster, then the peer's run."""
     results: dict[tuple[str, int], list[dict]] = {}
     for i in range(args.runs):
         for flag, conc in concs:
@@ -1271,7 +1362,7 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
                    ("diff_converged", ["diff"], (0,)), ("down", ["down", "--yes"], (0,))]
             for scen, argv, ok in seq:
                 r = kc(cluster, argv, f"{scen}-c{conc}-r{i + 1}", flag)
-                r["ok"] = check(r, ok, f"{scen} at concurrency {conc}, run {i + 1} ({cluster})")
+                r["ok"] = kc.check(r, ok, f"{scen} at concurrency {conc}, run {i + 1} ({cluster})")
                 stats = (r["doc"] or {}).get("stats") or {}
                 r["stats"] = {k: stats.get(k) for k in ("calls", "reads", "writes", "retries")}
                 r["operations"] = measured_ops(stats)
@@ -1286,20 +1377,13 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
             log(f"run {i + 1}/{args.runs}, by-hand peer (AWS CLI, serial): {cluster}")
             pr = peer.run(cluster, f"peer-r{i + 1}")
             if not pr["ok"]:
-                failures.append(f"peer run {i + 1} ({cluster}): exit {pr['rc']} (log: {pr['log']})")
-                log(f"FAILED {failures[-1]}")
+                kc.failures.append(f"peer run {i + 1} ({cluster}): exit {pr['rc']} (log: {pr['log']})")
+                log(f"FAILED {kc.failures[-1]}")
+    return results
 
 
-    # ---- many clusters: diff --all over converged clusters vs one cluster's converged diff ----
-    # On a reset emulator: every run above left its seeded EKS cluster, VPC and subnets behind,
-    # and the discovery listings scan them all (the same ten clusters' diffs took 1.24 s instead
-    # of 0.89 s among those leftovers).
-    fleet = None
-    if args.fleet > 0:
-        servers.reset()
-        fleet = measure_fleet(args, runner, seeder, servers, lat, tag, workdir, check)
-
-    # ---- the binary's own costs ----
+def binary_costs(args, binary: Path, results: dict, use_time: bool, servers: Servers) -> Costs:
+    """The binary's own costs (start-up, peak memory) and the proxies' counts."""
     st = startup(binary)
     rss_all = [r["rss_kb"] for rs in results.values() for r in rs if r.get("rss_kb")]
     rss_method = ("/usr/bin/time -v (Maximum resident set size)" if use_time
@@ -1317,14 +1401,23 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
                                               and c.get("service") == "eks")
     except Exception as e:  # noqa: BLE001
         log(f"could not read the lag proxy's calls: {e}")
+    return Costs(startup=st, peak_kb=max(rss_all) if rss_all else None, rss_method=rss_method, microburst=mb,
+                 lagproxy=lagp)
 
-    # ---- report ----
-    # The emulator's own time per call (after the injected latency), as microburst measured it:
-    # what each sequential call on the critical path adds on this machine, on top of the bound.
+
+def add_emulator_time(bounds: dict, mb: dict) -> float:
+    """The emulator's own time per call (after the injected latency), as microburst measured it:
+    what each sequential call on the critical path adds on this machine, on top of the bound.
+    Added to each bound; the p50 in ms."""
     emu_ms = float(((mb.get("upstream_latency_ms") or {}).get("p50")) or 0.0)
     for b in bounds.values():
         b["emulator_p50_ms"] = emu_ms
         b["bound_plus_emulator_s"] = b["bound_s"] + b["critical_path_calls"] * emu_ms / 1000
+    return emu_ms
+
+
+def table_rows(results: dict, concs: list, bounds: dict) -> list[dict]:
+    """A row per scenario and concurrency: the runs' walls against the bound, calls, writes."""
     rows = []
     for scen, title in SCENARIOS:
         for flag, conc in concs:
@@ -1347,13 +1440,18 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
                 "per_run": [{"wall_s": round(r["wall_s"], 4), "rc": r["rc"], **r["stats"], "rss_kb": r["rss_kb"],
                              "stderr_log": r["stderr"]} for r in rs],
             })
+    return rows
 
-    def fmt(v, spec=".2f"):
-        return "-" if v is None or math.isnan(v) else format(v, spec)
 
-    def joined(xs):
-        return "/".join(str(x) for x in xs) if xs else "-"
+def fmt(v, spec=".2f"):
+    return "-" if v is None or math.isnan(v) else format(v, spec)
 
+
+def joined(xs):
+    return "/".join(str(x) for x in xs) if xs else "-"
+
+
+def table_text(rows: list[dict]) -> str:
     hdr = f"{'scenario':<18} {'conc':>4} {'median s':>9} {'min':>7} {'max':>7} {'bound s':>8} {'ratio':>6} {'calls':>6} {'writes':>6}"
     lines = [hdr, "-" * len(hdr)]
     for row in rows:
@@ -1361,31 +1459,36 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
         lines.append(f"{row['title']:<18} {row['concurrency']:>4} {fmt(row['median_s']):>9} {fmt(row['min_s']):>7} "
                      f"{fmt(row['max_s']):>7} {fmt(row['bound_s']):>8} {fmt(row['ratio'], '.2f') + 'x' if row['ratio'] else '-':>6} "
                      f"{joined(row['calls']):>6} {joined(row['writes']):>6}{fails}")
-    table = "\n".join(lines)
+    return "\n".join(lines)
 
-    def row_of(scen, conc):
-        return next(r for r in rows if r["scenario"] == scen and r["concurrency"] == conc)
 
+def row_of(rows: list[dict], scen: str, conc: int) -> dict:
+    return next(r for r in rows if r["scenario"] == scen and r["concurrency"] == conc)
+
+
+def targets_of(args, rows: list[dict], concs: list, conc_default: int, fleet: dict | None,
+               costs: Costs) -> list[dict]:
+    """The bench's targets, each met or missed, with what was measured."""
     targets = []
     def target(name, ok, detail):
         targets.append({"target": name, "met": ok, "detail": detail})
     # up from nothing: 1.1x of the bound with IAM propagation (issue 37; was 1.25x); down: 1.5x
     # (issue 7).
     for scen, lim in (("up_fresh", 1.1), ("down", 1.5)):
-        r = row_of(scen, conc_default)
+        r = row_of(rows, scen, conc_default)
         target(f"{scen} within {lim}x of the bound (default concurrency)", r["ratio"] is not None and r["ratio"] <= lim,
                f"{fmt(r['ratio'])}x")
     for scen in ("up_converged", "diff_converged"):
         for _, conc in concs:
-            r = row_of(scen, conc)
+            r = row_of(rows, scen, conc)
             target(f"{scen} (concurrency {conc}) makes no writes", r["writes"] == [0], f"writes {joined(r['writes'])}")
-        r = row_of(scen, conc_default)
+        r = row_of(rows, scen, conc_default)
         target(f"{scen} within 2x of the bound (default concurrency)", r["ratio"] is not None and r["ratio"] <= 2.0,
                f"{fmt(r['ratio'])}x")
-    d = row_of("diff_converged", conc_default)["median_s"]
+    d = row_of(rows, "diff_converged", conc_default)["median_s"]
     target("converged diff under 1 s (default concurrency, median)", not math.isnan(d) and d < 1.0, f"{fmt(d)} s")
     if not args.no_serial:
-        a, b1 = row_of("up_fresh", conc_default)["median_s"], row_of("up_fresh", 1)["median_s"]
+        a, b1 = row_of(rows, "up_fresh", conc_default)["median_s"], row_of(rows, "up_fresh", 1)["median_s"]
         speedup = (b1 / a) if (a and b1 and not math.isnan(a) and not math.isnan(b1)) else None
         target("up from nothing: default concurrency >= 4x faster than --concurrency 1",
                speedup is not None and speedup >= 4, f"{fmt(speedup)}x")
@@ -1393,27 +1496,33 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
         target(f"diff --all over {fleet['clusters']} converged clusters within 1.5x of one cluster's converged diff "
                "(fixed latency)",
                fleet["ratio"] is not None and fleet["ratio"] <= 1.5, f"{fmt(fleet['ratio'])}x")
-    peer_res = None
-    if peer is not None:
-        good = [r for r in peer.runs if r["ok"]]
-        pw = [r["wall_s"] for r in good]
-        up_med = row_of("up_fresh", conc_default)["median_s"]
-        pm = median(pw) if pw else None
-        peer_res = {"script": "scripts/peer-awscli", "cli": AWSCLI_PIN, "runs": len(peer.runs), "ok_runs": len(good),
-                    "median_s": pm, "min_s": min(pw) if pw else None, "max_s": max(pw) if pw else None,
-                    "calls": sorted({r["calls"] for r in good}), "writes": sorted({r["writes"] for r in good}),
-                    "refused_for_propagation": [r["refused_for_propagation"] for r in good],
-                    "ratio_to_up": (pm / up_med) if (pm and up_med and not math.isnan(up_med)) else None,
-                    "per_run": [{k: (round(v, 4) if k == "wall_s" else v) for k, v in r.items()} for r in peer.runs]}
-    peak = max(rss_all) if rss_all else None
+    peak = costs.peak_kb
     target("peak memory < 50 MiB", peak is not None and peak < 50 * 1024, f"{fmt(peak / 1024 if peak else None, '.1f')} MiB")
-    target("--help start-up < 20 ms", st["median_ms"] < 20, f"{st['median_ms']} ms")
+    target("--help start-up < 20 ms", costs.startup["median_ms"] < 20, f"{costs.startup['median_ms']} ms")
+    return targets
 
-    # Calls per resource kind for a converged diff, from karpctl's own trace: each read unit's
-    # calls under its node's kind, the phases under their own names.
-    per_kind = converged_calls_by_kind(nodes_c, units["diff_converged"])
 
-    elapsed = time.monotonic() - t_start
+def peer_result(peer: Peer | None, rows: list[dict], conc_default: int) -> dict | None:
+    """The by-hand peer's runs against karpctl's up from nothing; None without the peer."""
+    if peer is None:
+        return None
+    good = [r for r in peer.runs if r["ok"]]
+    pw = [r["wall_s"] for r in good]
+    up_med = row_of(rows, "up_fresh", conc_default)["median_s"]
+    pm = median(pw) if pw else None
+    return {"script": "scripts/peer-awscli", "cli": AWSCLI_PIN, "runs": len(peer.runs), "ok_runs": len(good),
+            "median_s": pm, "min_s": min(pw) if pw else None, "max_s": max(pw) if pw else None,
+            "calls": sorted({r["calls"] for r in good}), "writes": sorted({r["writes"] for r in good}),
+            "refused_for_propagation": [r["refused_for_propagation"] for r in good],
+            "ratio_to_up": (pm / up_med) if (pm and up_med and not math.isnan(up_med)) else None,
+            "per_run": [{k: (round(v, 4) if k == "wall_s" else v) for k, v in r.items()} for r in peer.runs]}
+
+
+def print_report(args, binary: Path, profile: str, lat: dict, conc_default: int, cal: Calibration, costs: Costs,
+                 emu_ms: float, table: str, peer_res: dict | None, fleet: dict | None, targets: list[dict],
+                 failures: list[str], per_kind: dict) -> None:
+    """The report on stdout: the table, the peer, the timeline, the bounds, costs, targets, failures."""
+    bounds, st, peak, mb = cal.bounds, costs.startup, costs.peak_kb, costs.microburst
     print()
     print(f"karpctl {profile} binary {binary} ({binary.stat().st_size / 1e6:.1f} MB); "
           f"latency means (ms): " + ", ".join(f"{s} {p['mean_ms']:g}" for s, p in lat.items())
@@ -1430,8 +1539,9 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
               f"{joined(peer_res['writes'])} writes; karpctl up from nothing is {fmt(peer_res['ratio_to_up'])}x faster "
               f"({peer_res['ok_runs']}/{peer_res['runs']} runs ok)")
     print()
-    print(timeline_text(tl, f"calibration `up` from nothing ({cal}), bound {bounds['up_fresh']['bound_s']:.3f} s "
-                            "(`scripts/bench --timeline` lists every unit)", full=False))
+    print(timeline_text(cal.timeline, f"calibration `up` from nothing ({cal.cluster}), bound "
+                                      f"{bounds['up_fresh']['bound_s']:.3f} s "
+                                      "(`scripts/bench --timeline` lists every unit)", full=False))
     print()
     for scen in ("up_fresh", "diff_converged", "down"):
         b = bounds[scen]
@@ -1449,7 +1559,7 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
               f"serial (concurrency 1) model {b['serial_s']:.3f}s; {b['critical_path_calls']} calls in sequence, "
               f"+{b['critical_path_calls'] * emu_ms:.0f} ms at the emulator's p50 of {emu_ms:g} ms per call")
     print()
-    print(f"peak memory {fmt(peak / 1024 if peak else None, '.1f')} MiB ({rss_method}); "
+    print(f"peak memory {fmt(peak / 1024 if peak else None, '.1f')} MiB ({costs.rss_method}); "
           f"--help start-up median {st['median_ms']} ms (min {st['min_ms']}, max {st['max_ms']}; "
           f"spawning /bin/true costs {st['spawn_baseline_ms']} ms)")
     up_ms = (mb.get("upstream_latency_ms") or {})
@@ -1463,7 +1573,7 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
     print("targets:")
     for t in targets:
         print(f"  [{'ok' if t['met'] else 'MISS'}] {t['target']}: {t['detail']}")
-    if any(checks.values()):
+    if any(cal.checks.values()):
         print("trace check: karpctl's trace and its call counts differ (see bound.trace_check in the JSON)")
     if failures:
         print(f"\n{len(failures)} karpctl run(s) failed:")
@@ -1475,11 +1585,12 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
         objs = f"{v['objects']:>2} obj" if v["objects"] else "      "
         print(f"  {k:<58} {objs} {v['calls']:>3} calls  {', '.join(f'{op} {n}' for op, n in v['operations'].items())}")
 
-    out = Path(args.out)
-    if not out.is_absolute():
-        out = Path.cwd() / out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
+
+def report_doc(args, binary: Path, profile: str, lat: dict, conc_default: int, cal: Calibration, costs: Costs,
+               table: str, rows: list[dict], peer_res: dict | None, fleet: dict | None, targets: list[dict],
+               failures: list[str], per_kind: dict, elapsed: float) -> dict:
+    """The JSON the bench writes (--out)."""
+    return {
         "format_version": 1,
         "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "machine": platform.machine()},
@@ -1491,29 +1602,26 @@ def measure(args, binary: Path, profile: str, lat: dict, servers: Servers,
         "table": table,
         "rows": rows,
         "bound": {"definition": "critical path at mean latencies, unlimited concurrency; see scripts/bench --help",
-                  "deps_source": deps_source,
+                  "deps_source": cal.deps_source,
                   "chains_source": "karpctl --stats trace of the calibration runs (stats.trace: each unit's calls)",
-                  "role_propagation_s": prop, "propagation_gated": list(PROPAGATION_GATED),
+                  "role_propagation_s": args.role_propagation_s, "propagation_gated": list(PROPAGATION_GATED),
                   "propagation_after": list(PROPAGATION_WRITES),
-                  "calibration_gated_attempts": gated_attempts,
+                  "calibration_gated_attempts": cal.gated_attempts,
                   "follow_window_ms": FOLLOW_WINDOW_MS,
-                  "scenarios": bounds, "trace_check": checks},
+                  "scenarios": cal.bounds, "trace_check": cal.checks},
         "peer": peer_res,
-        "timeline_up_fresh": tl,
+        "timeline_up_fresh": cal.timeline,
         "fleet": {k: v for k, v in fleet.items() if k != "text"} if fleet is not None else None,
         "converged_diff_calls_by_kind": per_kind,
-        "converged_diff_operations": measured_ops(((c_conv["doc"] or {}).get("stats")) or {}),
-        "memory": {"peak_rss_kb": peak, "method": rss_method},
-        "startup_help": st,
-        "microburst": mb,
-        "lagproxy": lagp,
+        "converged_diff_operations": measured_ops(((cal.c_conv["doc"] or {}).get("stats")) or {}),
+        "memory": {"peak_rss_kb": costs.peak_kb, "method": costs.rss_method},
+        "startup_help": costs.startup,
+        "microburst": costs.microburst,
+        "lagproxy": costs.lagproxy,
         "targets": targets,
         "failures": failures,
         "elapsed_s": round(elapsed, 1),
     }
-    out.write_text(json.dumps(doc, indent=2) + "\n")
-    print(f"\nwrote {out} ({elapsed:.0f}s)")
-    return 1 if failures else 0
 
 
 def measure_fleet(args, runner: Runner, seeder: Seeder, servers: Servers, lat: dict, tag: str, workdir: Path,
