@@ -7,7 +7,7 @@ use crate::aws::{self, CallStats, Classify, ConnectOptions, ConsistencyPolicy, i
 use crate::ctx::Ctx;
 use crate::desired;
 use crate::error::UserError;
-use crate::facts::finding::{Code, Finding, Readiness};
+use crate::facts::finding::Readiness;
 use crate::facts::observed::Running;
 use crate::facts::prepared::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
 use crate::model::Level;
@@ -37,8 +37,8 @@ pub struct Prepared {
     /// Work `observe` started early for what comes after it (the bus's rule count), kept
     /// running until then (dropped with the `Prepared`).
     pub(crate) early: std::sync::Mutex<Option<crate::ctx::Background<()>>>,
-    /// The readiness checks over what `observe` read (the Pod Identity association's).
-    pub(crate) observed_checks: std::sync::Mutex<Vec<(Code, Option<Finding>)>>,
+    /// The Pod Identity association as `up` leaves it, from what `observe` read.
+    pub(crate) association: std::sync::Mutex<crate::facts::observed::AssociationAsLeft>,
     /// CloudTrail's records of the running Karpenter, read in the background from the moment
     /// STS named the account (`up`, `diff`); joined by `observe` into `running`.
     pub(crate) trail: std::sync::Mutex<Option<crate::ctx::Background<Arc<Trail>>>>,
@@ -69,11 +69,8 @@ impl Prepared {
     pub fn readiness(&self) -> Option<Readiness> {
         (self.cmd != Intent::Down).then(|| {
             let running = self.running.lock().unwrap().clone();
-            let mut r = readiness_of(&self.facts, &self.spec, &self.preflight, running.as_ref(), self.ctx.settings.today);
-            for (code, found) in self.observed_checks.lock().unwrap().iter() {
-                r.record(*code, found.clone());
-            }
-            r
+            let association = self.association.lock().unwrap().clone();
+            readiness_of(&self.facts, &self.spec, &self.preflight, running.as_ref(), &association, self.ctx.settings.today)
         })
     }
 
@@ -114,7 +111,7 @@ impl Prepared {
     /// Keep the readiness checks over what was observed (the Pod Identity association's), for
     /// `readiness`: `observe` does, and `up --plan-file` over its fresh reads.
     pub fn judge_observed(&self, observed: &[(Node, Option<Observed>)]) {
-        *self.observed_checks.lock().unwrap() = resources::pod_identity::readiness(observed);
+        *self.association.lock().unwrap() = resources::pod_identity::as_left(observed);
     }
 
     /// Wait for the CloudTrail read started in preparation and keep what it shows of the plan's
@@ -153,9 +150,10 @@ pub fn readiness_of(
     spec: &Spec,
     pre: &crate::gather::preflight::Preflight,
     running: Option<&Running>,
+    association: &crate::facts::observed::AssociationAsLeft,
     today: crate::running::support::Ymd,
 ) -> Readiness {
-    crate::checks::catalog::readiness(facts, spec, pre.spot_role, running, today)
+    crate::checks::catalog::readiness(facts, spec, pre.spot_role, running, association, today)
 }
 
 /// The roles whose CloudTrail records are the running Karpenter's: the plan's controller role,
@@ -410,7 +408,7 @@ pub async fn prepare_on(global: &Options, cmd: Intent, read_ahead: bool, conn: O
         cmd,
         ahead: std::sync::Mutex::new(ahead),
         early: Default::default(),
-        observed_checks: Default::default(),
+        association: Default::default(),
         trail: std::sync::Mutex::new(trail),
         running: Default::default(),
         joined_trail: Default::default(),

@@ -366,9 +366,9 @@ fn unreadable(s: &Setup, c: &mut Checker) {
 }
 
 /// `up` and `diff`: every check karpctl can answer from the facts read and the plan (what they
-/// will make); `spot_role` is preflight's answer (None: not read). The Pod Identity association's
-/// two checks run on what `observe` read (`resources::pod_identity::readiness`, against the trust
-/// `up` will write) and are recorded after these.
+/// will make), all run here; `spot_role` is preflight's answer (None: not read); the subnets
+/// Karpenter will see are discovery's (`DiscoveryFacts::ways`); the Pod Identity association is
+/// as `up` leaves it (`resources::pod_identity::as_left`, against the trust `up` writes).
 ///
 /// `running`: what CloudTrail shows of the Karpenter that runs with the plan's roles (None: not
 /// read); judged against the plan's `karpenter_version` (`checks::running::readiness`).
@@ -377,6 +377,7 @@ pub fn readiness(
     spec: &crate::spec::Spec,
     spot_role: Option<bool>,
     running: Option<&crate::facts::observed::Running>,
+    association: &crate::facts::observed::AssociationAsLeft,
     today: crate::running::support::Ymd,
 ) -> Readiness {
     use crate::arns::ARN_AFTER_APPLY;
@@ -422,8 +423,11 @@ pub fn readiness(
         }
     }
     // Judged on the subnets Karpenter will see once the plan is applied (discovery's choice).
-    for (code, found) in &facts.discovery.readiness {
-        r.record(*code, found.clone());
+    if let Some(net) = &facts.discovery.network {
+        let tag = (crate::tags::DISCOVERY_TAG, spec.cluster.as_str());
+        for (code, found) in super::network::tagged_subnets_have_a_way_out(tag, &facts.discovery.ways, net) {
+            r.record(code, found);
+        }
     }
     if let Some(g) = &facts.discovery.security_group {
         // Judges the group `up` will tag, with its rules as read (`up` never writes its rules).
@@ -437,6 +441,21 @@ pub fn readiness(
             Code::NodeSgBlocksControlPlane,
             super::network::node_group_lets_control_plane_in(&g.id, &g.rules, &control_plane),
         );
+    }
+    // The association as `up` leaves it (the trust `up` writes): only one karpctl never changes
+    // can fail these.
+    use crate::facts::observed::AssociationAsLeft;
+    match association {
+        AssociationAsLeft::Unjudged => {}
+        AssociationAsLeft::Ours => {
+            r.record(Code::PodIdentitySessionTagsDisabled, None);
+            r.record(Code::PodIdentitySessionPolicy, None);
+        }
+        AssociationAsLeft::Theirs { association: a, trust } => {
+            use super::identity::{pod_identity_session_policy, pod_identity_session_tags};
+            r.record(Code::PodIdentitySessionTagsDisabled, trust.as_ref().and_then(|t| pod_identity_session_tags(a, t)));
+            r.record(Code::PodIdentitySessionPolicy, pod_identity_session_policy(a));
+        }
     }
     r
 }

@@ -83,6 +83,19 @@ impl Association {
 
 // --- The running Karpenter, from CloudTrail (checks/running.rs) -----------------------------
 
+/// The Pod Identity association as `up` leaves it, for the association checks of `up` and `diff`
+/// (`resources::pod_identity::as_left` reads it off the observed nodes).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum AssociationAsLeft {
+    /// None to judge: IRSA, `down`, or nothing observed yet.
+    #[default]
+    Unjudged,
+    /// One karpctl manages: `up` gives it the plan's fields (session tags on, no session policy).
+    Ours,
+    /// One karpctl never changes (an EKS add-on's), with the trust the controller role will have.
+    Theirs { association: Association, trust: Option<serde_json::Value> },
+}
+
 use crate::aws::read::cloudtrail::{LookupProblem, LookupRead, Trail};
 use crate::running::launch::{LaunchProblem, QuotaValue};
 use crate::running::refusal::RefusalGroup;

@@ -58,10 +58,13 @@ pub struct DiscoveryFacts {
     /// `associatePublicIPAddress: true`.
     #[serde(default)]
     pub associate_public_ip: bool,
-    /// The way-out checks on the subnets Karpenter will see (`checks::network::tagged_subnets_have_a_way_out`),
-    /// by code, for `up` and `diff` to record.
+    /// The subnets Karpenter will see once the plan is applied (the chosen ones and every other
+    /// one tagged for the cluster that karpctl does not untag), each with its way out, and the
+    /// VPC's network they are judged against: what the way-out checks of `up` and `diff` judge.
     #[serde(skip)]
-    pub readiness: Vec<(crate::facts::finding::Code, Option<crate::facts::finding::Finding>)>,
+    pub ways: Vec<crate::facts::observed::SubnetWay>,
+    #[serde(skip)]
+    pub network: Option<crate::egress::Network>,
     /// Subnets and security groups karpctl tagged for this cluster before that the plan no longer
     /// selects: their tags are removed.
     #[serde(default)]

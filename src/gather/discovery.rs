@@ -271,7 +271,6 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
     let mut choice = choice;
     choice.public_ip_matters = seen.iter().any(|t| egress::needs_public_ip(&t.candidate.way));
     notes.extend(choice_notes(&choice, spec, explicit, &net));
-    let readiness = crate::checks::network::tagged_subnets_have_a_way_out((DISCOVERY_TAG, c), &seen, &net).to_vec();
     notes.extend(marked_notes(c, &tagged_s, &tagged_g, &chosen_ids));
     notes.extend(foreign_notes(c, &tagged_s, &tagged_g, &chosen_ids, &doubtful));
     let azs: BTreeSet<String> = cluster_subnets.iter().chain(after.iter()).map(|s| s.az.clone()).collect();
@@ -291,7 +290,8 @@ pub async fn select_for(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> R
         security_group: Some(SecurityGroupFact { id: group.id.clone(), name: group.name.clone(), rules: group.rules.clone() }),
         isolated: choice.isolated,
         associate_public_ip: spec.discovery.associate_public_ip && choice.public_ip_matters,
-        readiness,
+        ways: seen,
+        network: Some(net),
         notes,
         previously_marked: marked_ids(c, &tagged_s, &tagged_g, &chosen_ids).into_iter().map(|(id, _)| id.to_string()).collect(),
     })

@@ -117,30 +117,26 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
     ]
 }
 
-/// The Pod Identity readiness checks of `up` and `diff`, on the association as `up` leaves it
-/// (pure, over the observed nodes). One karpctl manages gets the plan's fields (session tags on,
-/// no session policy), so only one karpctl never changes (an EKS add-on's) can fail them; the
-/// role's trust is the one `up` writes. No checks without Pod Identity (IRSA, `down`).
-pub fn readiness(
-    entries: &[(Node, Option<Observed>)],
-) -> Vec<(crate::facts::finding::Code, Option<crate::facts::finding::Finding>)> {
-    use crate::checks::identity::{pod_identity_session_policy, pod_identity_session_tags};
-    use crate::facts::finding::Code;
-    use crate::facts::observed::Association;
-    let Some((node, live)) = entries.iter().find(|(n, _)| n.kind == crate::model::Kind::PodIdentity) else { return vec![] };
+/// The association as `up` leaves it (pure, over the observed nodes), for the readiness checks
+/// (`checks::catalog::readiness`). One karpctl manages gets the plan's fields, so only one karpctl
+/// never changes (an EKS add-on's) can fail them; the role's trust is the one `up` writes.
+/// Nothing to judge without Pod Identity (IRSA, `down`).
+pub fn as_left(entries: &[(Node, Option<Observed>)]) -> crate::facts::observed::AssociationAsLeft {
+    use crate::facts::observed::{Association, AssociationAsLeft};
+    let Some((node, live)) = entries.iter().find(|(n, _)| n.kind == crate::model::Kind::PodIdentity) else {
+        return AssociationAsLeft::Unjudged;
+    };
     if node.fields.is_none() {
-        return vec![];
+        return AssociationAsLeft::Unjudged;
     }
     let role = entries.iter().find(|(n, _)| n.id == CONTROLLER_ROLE);
     let trust = role.and_then(|(n, o)| {
         let want = n.fields.as_ref().and_then(|f| f.get("AssumeRolePolicyDocument"));
         want.or_else(|| o.as_ref()?.fields.get("AssumeRolePolicyDocument"))
     });
-    let Some(o) = live.as_ref().filter(|o| o.owner == Owner::External) else {
-        return vec![(Code::PodIdentitySessionTagsDisabled, None), (Code::PodIdentitySessionPolicy, None)];
-    };
+    let Some(o) = live.as_ref().filter(|o| o.owner == Owner::External) else { return AssociationAsLeft::Ours };
     let text = |f: &str| o.fields.get(f).and_then(Value::as_str).map(str::to_string);
-    let a = Association {
+    let association = Association {
         cluster: match &node.spec {
             NodeSpec::PodIdentity(p) => p.cluster.clone(),
             _ => String::new(),
@@ -152,10 +148,7 @@ pub fn readiness(
         session_policy: text("session_policy"),
         owner_arn: text("owner_arn"),
     };
-    vec![
-        (Code::PodIdentitySessionTagsDisabled, trust.and_then(|t| pod_identity_session_tags(&a, t))),
-        (Code::PodIdentitySessionPolicy, pod_identity_session_policy(&a)),
-    ]
+    AssociationAsLeft::Theirs { association, trust: trust.cloned() }
 }
 
 /// The id of the association for (namespace, service account), if any. The list is filtered by
