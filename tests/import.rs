@@ -590,7 +590,7 @@ fn a_terraform_v21_setup_is_imported_and_adopted_in_one_run() {
     for n in 1..=4 {
         text = text.replace(&ts(&c, n), &ts("say-when-east", n));
     }
-    crate::common::transcript::check("import.md", "import-terraform", &crate::common::transcript::stable(&text, &c));
+    crate::common::transcript::check("import.md", "import-terraform", &crate::common::snapshot::stable(&text, &c));
     down_removes_only_what_was_taken(&m, &px, PlanFile::Kept);
 }
 

@@ -15,10 +15,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub mod names;
 pub mod proxy;
+pub mod snapshot;
 pub mod transcript;
 pub mod yaml;
 pub use names::*;
 pub use proxy::{Proxy, stop_all};
+pub(crate) use snapshot::karpctl_snapshot;
 
 pub fn repo() -> PathBuf {
     std::env::var("KARPCTL_REPO").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
