@@ -46,7 +46,7 @@ fn the_main_errors_read_the_same_every_time() {
     let c = cluster_name("snap-err");
     seed(&c, &[]);
     let wd = Workdir::new();
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n\n[interruption]\nenabeld = true\n"));
+    wd.plan_for(&c, "\n[interruption]\nenabeld = true\n");
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 1, "{r:?}");
     karpctl_snapshot!("error_unknown_plan_key", r.stderr, &c);
