@@ -865,7 +865,7 @@ fn session_tags_off_under_a_trust_that_needs_them_is_an_error_in_diff_up_and_doc
     let up = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(up.code, 0, "{up:?}");
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
-    let checked: Vec<String> = strings(&r.json()["checks"]["checked"]);
+    let checked: Vec<String> = checked(&r);
     assert!(checked.contains(&TAGS.to_string()) && checked.contains(&POLICY.to_string()), "{checked:?}");
     assert!(found_severities(&r).keys().all(|k| k != TAGS && k != POLICY), "{r:?}");
 

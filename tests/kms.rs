@@ -118,7 +118,7 @@ fn a_named_key_gives_the_controller_decrypt_on_its_arn_and_a_key_policy_without_
     assert_eq!(r.code, 0, "{r:?}");
     let doc = r.json();
     assert!(first_with_code(&found(&doc), "kms-key-policy-events").is_none(), "{doc}");
-    let ran: Vec<String> = doc["checks"]["checked"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().into()).collect();
+    let ran: Vec<String> = checked(&doc);
     assert!(ran.contains(&"kms-key-policy-events".into()) && ran.contains(&"kms-key-policy-controller".into()), "{ran:?}");
 }
 

@@ -1,5 +1,6 @@
 //! Reading karpctl's `--output json` documents, once for every test: a plan's check results
-//! (`checks.found`) and notes (`findings`), doctor's findings and passed checks, string lists.
+//! (`checks.found`), the checks that ran (`checks.checked`) and its notes (`findings`), doctor's
+//! findings and passed checks, string lists.
 //! A key renamed in the JSON is renamed here. Each takes the document or the `Run` that printed it.
 
 use super::Run;
@@ -28,6 +29,11 @@ impl Doc for Run {
 /// when it has none.
 pub fn found(doc: &impl Doc) -> Vec<Value> {
     doc.doc()["checks"]["found"].as_array().cloned().unwrap_or_default()
+}
+
+/// The checks a plan document says ran (`checks.checked`), in order.
+pub fn checked(doc: &impl Doc) -> Vec<String> {
+    str_list(&doc.doc()["checks"]["checked"])
 }
 
 /// The codes of a plan document's check results, in order.
