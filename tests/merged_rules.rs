@@ -249,7 +249,7 @@ fn diff_and_doctor_warn_when_the_bus_nears_its_rule_quota() {
     assert!(diff.stdout.contains("LimitExceededException"), "297 + 5 > 300 would be refused: {diff:?}");
     let doctor = karpctl_env(&wd, &["doctor", "--cluster", &c, "--output", "json"], &quota);
     let codes = finding_codes(&doctor);
-    assert!(codes.contains(&"event-bus-rule-quota".to_string()), "{codes:?}");
+    assert!(codes.contains("event-bus-rule-quota"), "{codes:?}");
     // An account whose quota was raised says so: no warning.
     let raised = karpctl_env(&wd, &["diff", "--cluster", &c], &[("KARPCTL_RULES_PER_BUS", "1000")]);
     assert!(!raised.stdout.contains("rules per event bus"), "{raised:?}");
