@@ -28,13 +28,7 @@ struct Seeded {
 impl Seeded {
     fn of(c: &str, extra: &[&str]) -> Seeded {
         let v = seed(c, extra);
-        let list = |k: &str| -> Vec<String> {
-            v[k].as_array()
-                .unwrap_or_else(|| panic!("seed JSON lacks {k}: {v}"))
-                .iter()
-                .map(|s| s.as_str().unwrap().to_string())
-                .collect()
-        };
+        let list = |k: &str| str_list(&v[k]);
         let s = |k: &str| v[k].as_str().map(str::to_string);
         let seeded = Seeded {
             vpc: s("vpc_id").expect("vpc_id"),
@@ -66,10 +60,6 @@ impl Seeded {
     fn all(&self) -> Vec<String> {
         self.subnets().into_iter().chain(self.groups()).collect()
     }
-}
-
-fn plan_body(c: &str, discovery: &str) -> String {
-    format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n{discovery}")
 }
 
 const PUBLIC_FILTER: &str = "[discovery]\nsubnet_tags = { \"kubernetes.io/role/elb\" = \"1\" }\n";
@@ -175,21 +165,6 @@ fn set(ids: &[String]) -> BTreeSet<String> {
     ids.iter().cloned().collect()
 }
 
-fn findings(doc: &Value) -> Vec<(String, String, String)> {
-    doc["notes"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no findings array: {doc}"))
-        .iter()
-        .map(|f| {
-            (
-                f["id"].as_str().unwrap_or_default().to_string(),
-                f["level"].as_str().unwrap_or_default().to_string(),
-                f["message"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
-}
-
 fn step_action(doc: &Value, id: &str) -> Option<String> {
     doc["steps"].as_array()?.iter().find(|s| s["id"] == id).map(|s| s["action"].as_str().unwrap_or_default().to_string())
 }
@@ -213,7 +188,7 @@ fn default_selection_tags_the_cluster_subnets_and_only_the_node_group() {
     let s = Seeded::of(&c, &[]);
     let sdk = sdk();
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
 
@@ -245,14 +220,14 @@ fn a_tag_filter_selects_the_public_subnets_and_switching_removes_the_marked_tags
     let wd = Workdir::new();
 
     // First the default (private subnets), then the plan switches to the public ones.
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     for id in &s.private {
         assert_ours(&sdk, &c, id);
     }
     let before: BTreeMap<String, Tags> = s.private.iter().map(|id| (id.clone(), tags_of(&sdk, id))).collect();
 
-    wd.plan(&c, &plan_body(&c, PUBLIC_FILTER));
+    wd.plan_for(&c, PUBLIC_FILTER);
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 2, "{r:?}");
     let doc = r.json();
@@ -294,7 +269,7 @@ fn two_candidate_groups_fail_listing_both_with_no_write() {
     let extra = s.extra_sg.clone().expect("the seed made a second node-looking group");
     let sdk = sdk();
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
 
     for cmd in ["diff", "up"] {
         let r = karpctl(&wd, &[cmd, "--cluster", &c, "--output", "json"]);
@@ -314,7 +289,7 @@ fn two_candidate_groups_fail_listing_both_with_no_write() {
     assert!(tagged_for(&sdk, &c).is_empty());
 
     // Naming one in the plan resolves it: that one is tagged, the other is not.
-    wd.plan(&c, &plan_body(&c, &format!("[discovery]\nsecurity_group_id = \"{extra}\"\n")));
+    wd.plan_for(&c, &format!("[discovery]\nsecurity_group_id = \"{extra}\"\n"));
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_ours(&sdk, &c, &extra);
@@ -329,13 +304,13 @@ fn a_pre_existing_discovery_tag_is_reported_never_marked_and_survives_down() {
     let sdk = sdk();
     add_tags(&sdk, &s.node_sg, &[(DISCOVERY, c.as_str())]);
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
 
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 2, "the subnets are still to be tagged: {r:?}");
     let doc = r.json();
     assert_eq!(step_action(&doc, &node_id(&s.node_sg)), None, "nothing to do on the group: {doc}");
-    let reported = findings(&doc).into_iter().any(|(_, _, m)| {
+    let reported = plan_notes(&doc).into_iter().any(|(_, _, m)| {
         m.contains(&s.node_sg)
             && (m.contains("pre-existing") || m.contains("not managed by karpctl") || m.contains("not added by karpctl"))
     });
@@ -386,7 +361,7 @@ fn other_tags_on_subnets_and_groups_survive_up_and_down() {
     assert!(before[&s.private[0]].contains_key("Name"), "{before:?}");
 
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     for (id, was) in &before {
@@ -417,7 +392,7 @@ fn out_of_band_removal_is_found_by_diff_and_restored_by_up() {
     let s = Seeded::of(&c, &[]);
     let sdk = sdk();
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
 
     // One subnet loses the discovery tag (the marker stays); another loses both.
@@ -455,7 +430,7 @@ fn a_foreign_group_and_subnet_tagged_for_the_cluster_are_distinct_warnings() {
     let s = Seeded::of(&c, &[]);
     let sdk = sdk();
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
 
     // By hand, after up: the unrelated group and a public subnet are tagged for the cluster.
@@ -466,7 +441,7 @@ fn a_foreign_group_and_subnet_tagged_for_the_cluster_are_distinct_warnings() {
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_ne!(r.code, 1, "{r:?}");
     let doc = r.json();
-    let f = findings(&doc);
+    let f = plan_notes(&doc);
     for object in [&s.unrelated_sg, &foreign_subnet] {
         let mine: Vec<_> = f.iter().filter(|(_, _, m)| m.contains(object.as_str()) && m.contains(DISCOVERY)).collect();
         assert_eq!(mine.len(), 1, "exactly one finding names {object}: {f:?}");
@@ -497,7 +472,7 @@ fn a_foreign_group_and_subnet_tagged_for_the_cluster_are_distinct_warnings() {
 
 /// The per-AZ capacity lines of a run: for each subnet, the one finding that names its AZ and it.
 fn check_capacity(doc: &Value, human: &str, picks: &BTreeMap<String, (String, i64)>, what: &str) {
-    let f = findings(doc);
+    let f = plan_notes(doc);
     for (subnet, (az, free)) in picks {
         let about_az: Vec<_> =
             f.iter().filter(|(_, _, m)| m.contains(&format!("{az}:")) || m.contains(&format!("{az} "))).collect();
@@ -532,7 +507,7 @@ fn diff_and_up_list_per_az_the_subnet_karpenter_picks_and_its_free_addresses() {
     assert!(picks.values().all(|(_, free)| *free == 251), "the emulator reports 251 free addresses: {picks:?}");
 
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     let j = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(j.code, 2, "{j:?}");
     let h = karpctl(&wd, &["diff", "--cluster", &c]);
@@ -546,7 +521,7 @@ fn diff_and_up_list_per_az_the_subnet_karpenter_picks_and_its_free_addresses() {
     check_capacity(&j.json(), &h.all(), &picks, "up");
 
     // After switching to the public subnets, the picks follow them.
-    wd.plan(&c, &plan_body(&c, PUBLIC_FILTER));
+    wd.plan_for(&c, PUBLIC_FILTER);
     let picks = subnet_facts(&sdk, &s.public);
     let j = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     let h = karpctl(&wd, &["diff", "--cluster", &c]);
@@ -564,7 +539,7 @@ fn subnet_ids_from_another_vpc_fail_preflight_with_no_write() {
     let sdk = sdk();
     let wd = Workdir::new();
     let foreign = o.private[0].clone();
-    wd.plan(&c, &plan_body(&c, &format!("[discovery]\nsubnet_ids = [\"{}\", \"{foreign}\"]\n", s.private[0])));
+    wd.plan_for(&c, &format!("[discovery]\nsubnet_ids = [\"{}\", \"{foreign}\"]\n", s.private[0]));
 
     for cmd in ["diff", "up"] {
         let r = karpctl(&wd, &[cmd, "--cluster", &c, "--output", "json"]);
@@ -600,7 +575,7 @@ fn a_subnet_tag_filter_matching_nothing_in_the_vpc_fails_preflight_with_no_write
         ("a tag only another VPC's subnet has", marker_key, c.clone()),
     ];
     for (what, k, v) in &cases {
-        wd.plan(&c, &plan_body(&c, &format!("[discovery]\nsubnet_tags = {{ \"{k}\" = \"{v}\" }}\n")));
+        wd.plan_for(&c, &format!("[discovery]\nsubnet_tags = {{ \"{k}\" = \"{v}\" }}\n"));
         for cmd in ["diff", "up"] {
             let r = karpctl(&wd, &[cmd, "--cluster", &c, "--output", "json"]);
             let msg = failed_without_writes(&r, &format!("{what}, {cmd}"));
@@ -636,7 +611,7 @@ fn a_classic_load_balancer_group_of_the_cluster_is_never_taken_for_the_node_grou
     });
     add_tags(&sdk, &elb, &[(&format!("kubernetes.io/cluster/{c}"), "owned")]);
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "the load balancer's group is not a second candidate: {r:?}");
     assert_ours(&sdk, &c, &s.node_sg);
@@ -659,15 +634,15 @@ fn public_subnets_someone_else_tagged_are_one_error_in_diff_up_and_doctor() {
         add_tags(&sdk, id, &[(DISCOVERY, c.as_str())]);
     }
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     let all = s.subnets();
 
     // An error-level check: diff exits 1, as up does on the same state.
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!((r.code, r.writes()), (1, 0), "{r:?}");
     let doc = r.json();
-    let found = doc["checks"]["found"].as_array().unwrap_or_else(|| panic!("{doc}"));
-    let check = found.iter().find(|f| f["code"] == "subnet-no-way-out").unwrap_or_else(|| panic!("an error check: {doc}"));
+    let results = found(&doc);
+    let check = first_with_code(&results, "subnet-no-way-out").unwrap_or_else(|| panic!("an error check: {doc}"));
     assert_eq!(check["severity"], "error", "{check}");
     let diff_names = named(check["message"].as_str().unwrap(), &all);
     assert_eq!(diff_names, set(&s.public), "{check}");
@@ -677,7 +652,7 @@ fn public_subnets_someone_else_tagged_are_one_error_in_diff_up_and_doctor() {
     }
     assert!(fix.contains("public_subnet_tags"), "{fix}");
     // One verdict: no second, softer finding about the same subnets.
-    for (_, _, m) in findings(&doc) {
+    for (_, _, m) in plan_notes(&doc) {
         assert!(!m.contains("also carries"), "{m}");
     }
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
@@ -692,7 +667,7 @@ fn public_subnets_someone_else_tagged_are_one_error_in_diff_up_and_doctor() {
     // doctor judges the same facts the same way.
     let r = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
     let doc = r.json();
-    let f = doc["findings"].as_array().unwrap().iter().find(|f| f["code"] == "subnet-no-way-out").cloned();
+    let f = first_with_code(&findings(&doc), "subnet-no-way-out").cloned();
     let f = f.unwrap_or_else(|| panic!("doctor: {doc}"));
     assert_eq!(f["severity"], "error", "{f}");
     assert_eq!(named(f["message"].as_str().unwrap(), &all), diff_names, "{f}");
@@ -704,8 +679,8 @@ fn public_subnets_someone_else_tagged_are_one_error_in_diff_up_and_doctor() {
     let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let doc = r.json();
-    assert!(doc["checks"]["checked"].as_array().unwrap().iter().any(|c| c == "subnet-no-way-out"), "{doc}");
-    assert!(!doc["checks"]["found"].to_string().contains("subnet-no-way-out"), "{doc}");
+    assert!(checked(&doc).iter().any(|c| c == "subnet-no-way-out"), "{doc}");
+    assert!(!Value::from(found(&doc)).to_string().contains("subnet-no-way-out"), "{doc}");
     let r = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
     assert!(!r.json()["findings"].to_string().contains("subnet-no-way-out"), "{}", r.stdout);
 }
@@ -723,11 +698,11 @@ fn an_ipv6_clusters_subnets_are_judged_by_their_ipv4_egress_in_doctor_too() {
         add_tags(&sdk, id, &[(DISCOVERY, c.as_str())]);
     }
     let wd = Workdir::new();
-    wd.plan(&c, &plan_body(&c, ""));
+    wd.plan_for(&c, "");
     let doctor = || {
         let r = karpctl_strict_at(&wd, &["doctor", "--cluster", &c, "--output", "json"], &eps, &[]);
         let doc = r.json();
-        doc["findings"].as_array().unwrap_or_else(|| panic!("{r:?}")).iter().find(|f| f["code"] == "subnet-no-way-out").cloned()
+        first_with_code(&findings(&doc), "subnet-no-way-out").cloned()
     };
     let f = doctor().expect("DNS64 off: NAT64 is no way out, and ::/0 carries IPv6 only");
     assert_eq!(f["severity"], "error", "{f}");
@@ -742,5 +717,5 @@ fn an_ipv6_clusters_subnets_are_judged_by_their_ipv4_egress_in_doctor_too() {
     assert_eq!(doctor(), None, "NAT64 with DNS64 on is a way out");
     let r = karpctl_strict_at(&wd, &["diff", "--cluster", &c, "--output", "json"], &eps, &[]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(!r.json()["checks"]["found"].to_string().contains("subnet-no-way-out"), "{}", r.stdout);
+    assert!(!Value::from(found(&r)).to_string().contains("subnet-no-way-out"), "{}", r.stdout);
 }

@@ -3,184 +3,29 @@
 //! `Karpenter<Kind>-<suffix>` rules), each defect injected and its code asserted, and only it; a
 //! karpctl-made setup diagnoses clean; doctor never writes; bad input and a refused read exit 1.
 
+use crate::common::setups::*;
 use crate::common::*;
-use aws_sdk_eventbridge::types::{RuleState, Tag as EvTag, Target};
+use aws_sdk_eventbridge::types::{Tag as EvTag, Target};
 use aws_sdk_sqs::types::QueueAttributeName;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
-const SUFFIX: &str = "20240101abcdef";
 const NS: &str = "kube-system";
 const SA: &str = "karpenter";
 
-/// A Karpenter setup as the Terraform module v21 makes it (names with generated suffixes).
-struct Tf {
-    c: String,
-    a: String,
-    wd: Workdir,
-    seed: Value,
-    node_role: String,
-    node_arn: String,
-    controller_role: String,
-    controller_arn: String,
-    queue_name: String,
-    queue_url: String,
-    queue_arn: String,
-    /// (RULES part, rule name)
-    rules: Vec<(&'static str, String)>,
-    /// The Spot role stays present for the test's length.
-    _spot: std::sync::RwLockReadGuard<'static, ()>,
-}
-
-/// The `<Kind>` of the Terraform module's rule `Karpenter<Kind>-<suffix>` for a rule part of
-/// `catalog::RULES` (its `tf_name`).
-fn tf_kind(part: &str) -> &'static str {
-    catalog::rule(part).expect("a rule part").tf_name
-}
-
-fn trust_pod_identity() -> String {
-    json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "pods.eks.amazonaws.com"}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]}).to_string()
-}
-
-/// The queue policy of the Terraform module (SqsWrite + DenyHTTP), with the account condition
-/// when `conditioned`.
-fn tf_queue_policy(queue_arn: &str, account: &str, conditioned: bool) -> String {
-    let mut write = json!({"Sid": "SqsWrite", "Effect": "Allow", "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}, "Action": "sqs:SendMessage", "Resource": queue_arn});
-    if conditioned {
-        write["Condition"] = json!({"StringEquals": {"aws:SourceAccount": account}});
-    }
-    json!({"Version": "2012-10-17", "Statement": [write,
-        {"Sid": "DenyHTTP", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": queue_arn, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]})
-    .to_string()
-}
+/// A Karpenter setup as the Terraform module v21 makes it (`common::setups`), as doctor's tests
+/// build it: short name suffixes, the queue policy conditioned on the account, the SSM policy
+/// on the node role.
+type Tf = Made;
 
 fn statements_v1_14(c: &str, a: &str, node_arn: &str, queue_arn: &str) -> Vec<Value> {
     controller_policies_v1_14(c, REGION, a, PARTITION, node_arn, queue_arn).into_values().flatten().collect()
 }
 
-impl Tf {
-    /// Seed a cluster and build the Terraform v21 setup around it; `queue_name` None: `Karpenter-<c>`.
-    fn new(prefix: &str, seed_args: &[&str], queue_name: Option<&str>) -> Tf {
-        let c = cluster_name(prefix);
-        let seed = seed(&c, seed_args);
-        let a = seed["account_id"].as_str().unwrap_or("000000000000").to_string();
-        let sdk = sdk();
-        let spot = spot_role_present(&sdk);
-        let node_role = format!("Karpenter-{c}-{SUFFIX}");
-        let controller_role = format!("KarpenterController-{SUFFIX}{}", &c[c.len() - 6..]);
-        let queue_name = queue_name.map(str::to_string).unwrap_or_else(|| format!("Karpenter-{c}"));
-        let queue_arn = format!("arn:aws:sqs:{REGION}:{a}:{queue_name}");
-        let tail = &c[c.len() - 8..];
-        let (node_arn, controller_arn, queue_url, rules) = rt().block_on(async {
-            let node = sdk.iam.create_role().role_name(&node_role).assume_role_policy_document(TRUST_EC2).send().await.unwrap();
-            let node_arn = node.role().unwrap().arn().to_string();
-            for p in NODE_MANAGED_POLICIES {
-                sdk.iam
-                    .attach_role_policy()
-                    .role_name(&node_role)
-                    .policy_arn(format!("arn:aws:iam::aws:policy/{p}"))
-                    .send()
-                    .await
-                    .unwrap();
-            }
-            sdk.eks.create_access_entry().cluster_name(&c).principal_arn(&node_arn).r#type("EC2_LINUX").send().await.unwrap();
-            let ctrl = sdk
-                .iam
-                .create_role()
-                .role_name(&controller_role)
-                .assume_role_policy_document(trust_pod_identity())
-                .send()
-                .await
-                .unwrap();
-            let controller_arn = ctrl.role().unwrap().arn().to_string();
-            let doc = json!({"Version": "2012-10-17", "Statement": statements_v1_14(&c, &a, &node_arn, &queue_arn)});
-            let pol = sdk
-                .iam
-                .create_policy()
-                .policy_name(format!("KarpenterController-{SUFFIX}{tail}"))
-                .policy_document(doc.to_string())
-                .send()
-                .await
-                .unwrap();
-            sdk.iam
-                .attach_role_policy()
-                .role_name(&controller_role)
-                .policy_arn(pol.policy().unwrap().arn().unwrap())
-                .send()
-                .await
-                .unwrap();
-            sdk.eks
-                .create_pod_identity_association()
-                .cluster_name(&c)
-                .namespace(NS)
-                .service_account(SA)
-                .role_arn(&controller_arn)
-                .send()
-                .await
-                .unwrap();
-            let q = sdk
-                .sqs
-                .create_queue()
-                .queue_name(&queue_name)
-                .attributes(QueueAttributeName::MessageRetentionPeriod, "300")
-                .attributes(QueueAttributeName::SqsManagedSseEnabled, "true")
-                .attributes(QueueAttributeName::Policy, tf_queue_policy(&queue_arn, &a, true))
-                .send()
-                .await
-                .unwrap();
-            let mut rules = Vec::new();
-            for (part, source, detail) in RULE_EVENTS {
-                let name = format!("Karpenter{}-{tail}", tf_kind(part));
-                let pattern = json!({"source": [source], "detail-type": [detail]});
-                sdk.events
-                    .put_rule()
-                    .name(&name)
-                    .event_pattern(pattern.to_string())
-                    .state(RuleState::Enabled)
-                    .send()
-                    .await
-                    .unwrap();
-                sdk.events
-                    .put_targets()
-                    .rule(&name)
-                    .targets(Target::builder().id("KarpenterInterruptionQueueTarget").arn(&queue_arn).build().unwrap())
-                    .send()
-                    .await
-                    .unwrap();
-                rules.push((part, name));
-            }
-            let mut ids: Vec<String> =
-                seed["private_subnets"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
-            ids.push(seed["node_security_group"].as_str().unwrap().to_string());
-            tag_ec2(&sdk, &ids, DISCOVERY, &c).await;
-            (node_arn, controller_arn, q.queue_url().unwrap().to_string(), rules)
-        });
-        Tf {
-            c,
-            a,
-            wd: Workdir::new(),
-            seed,
-            node_role,
-            node_arn,
-            controller_role,
-            controller_arn,
-            queue_name,
-            queue_url,
-            queue_arn,
-            rules,
-            _spot: spot,
-        }
-    }
-
-    fn doctor(&self, extra: &[&str]) -> Run {
-        let mut args = vec!["doctor", "--cluster", &self.c, "--output", "json"];
-        args.extend_from_slice(extra);
-        karpctl(&self.wd, &args)
-    }
-
-    fn rule(&self, part: &str) -> &str {
-        &self.rules.iter().find(|(p, _)| *p == part).unwrap().1
-    }
+/// Seed a cluster and build the Terraform v21 setup around it; `queue_name` None: `Karpenter-<c>`.
+fn tf(prefix: &str, seed_args: &[&str], queue_name: Option<&str>) -> Tf {
+    let opt = Options { seed_args, queue_name, account_condition: true, ssm: true, suffixes: Suffixes::Short };
+    make_with(prefix, Shape::TfV21, &opt)
 }
 
 async fn tag_ec2(sdk: &Sdk, ids: &[String], key: &str, value: &str) {
@@ -198,8 +43,8 @@ fn codes(r: &Run) -> BTreeSet<String> {
     let doc = r.json();
     assert_eq!(doc["format_version"], 2, "{r:?}");
     assert_eq!(doc["stats"]["writes"], 0, "doctor never writes: {r:?}");
-    let findings = doc["findings"].as_array().unwrap_or_else(|| panic!("findings: {r:?}"));
-    for f in findings {
+    let findings = findings(&doc);
+    for f in &findings {
         for k in ["code", "severity", "resource", "message", "fix"] {
             assert!(f[k].as_str().is_some_and(|v| !v.is_empty()), "finding field {k}: {f}");
         }
@@ -229,7 +74,7 @@ fn with_baseline(codes: &[&str]) -> Vec<&'static str> {
 
 /// Build the Terraform setup, inject a defect, and expect exactly these codes.
 fn defect(prefix: &str, seed_args: &[&str], inject: impl FnOnce(&Tf, &Sdk), expected: &[&str]) -> Run {
-    let tf = Tf::new(prefix, seed_args, None);
+    let tf = tf(prefix, seed_args, None);
     let sdk = sdk();
     inject(&tf, &sdk);
     let r = tf.doctor(&[]);
@@ -241,7 +86,7 @@ fn defect(prefix: &str, seed_args: &[&str], inject: impl FnOnce(&Tf, &Sdk), expe
 
 #[test]
 fn a_terraform_v21_setup_is_found_by_pod_identity_and_diagnoses_clean() {
-    let tf = Tf::new("dr-tf", &[], Some("my-interruptions"));
+    let tf = tf("dr-tf", &[], Some("my-interruptions"));
     let r = tf.doctor(&[]);
     assert_eq!(codes(&r), set(&[BASELINE]), "{r:?}");
     let f = &r.json()["findings"][0];
@@ -272,7 +117,7 @@ fn a_terraform_v21_setup_is_found_by_pod_identity_and_diagnoses_clean() {
 
 #[test]
 fn an_eksctl_style_irsa_setup_is_found_by_its_oidc_trust() {
-    let tf = Tf::new("dr-irsa", &[], None);
+    let tf = tf("dr-irsa", &[], None);
     let sdk = sdk();
     rt().block_on(async {
         let c = sdk.eks.describe_cluster().name(&tf.c).send().await.unwrap();
@@ -416,7 +261,7 @@ fn policy_near_size_limit_goes_when_the_policy_is_split() {
                 }
                 for (n, part) in [a, b].iter().enumerate() {
                     let doc = json!({"Version": "2012-10-17", "Statement": part});
-                    let name = format!("KarpenterController{n}-{SUFFIX}{}", &tf.c[tf.c.len() - 8..]);
+                    let name = format!("KarpenterController{n}-{SHORT_SUFFIX}{}", &tf.c[tf.c.len() - 8..]);
                     let p = sdk.iam.create_policy().policy_name(name).policy_document(doc.to_string()).send().await.unwrap();
                     sdk.iam
                         .attach_role_policy()
@@ -635,7 +480,7 @@ fn untag(sdk: &Sdk, ids: Vec<String>, c: &str) {
 }
 
 fn private_subnets(tf: &Tf) -> Vec<String> {
-    tf.seed["private_subnets"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+    str_list(&tf.seed["private_subnets"])
 }
 
 #[test]
@@ -703,9 +548,7 @@ fn spot_service_linked_role_missing_is_found_with_no_write() {
     let px = Proxy::start(&wd, &c, &endpoint(), json!([]));
     let r = karpctl_env(&wd, &["doctor", "--cluster", &c, "--output", "json"], &[("AWS_ENDPOINT_URL", px.url())]);
     let doc = r.json();
-    let found: Vec<&str> =
-        doc["findings"].as_array().unwrap_or_else(|| panic!("{r:?}")).iter().filter_map(|f| f["code"].as_str()).collect();
-    assert!(found.contains(&"spot-service-linked-role-missing"), "{r:?}");
+    assert!(finding_codes(&doc).contains("spot-service-linked-role-missing"), "{r:?}");
     let writes: Vec<String> = px
         .control("GET", "/_microburst/stats", "")
         .to_string()
@@ -721,7 +564,7 @@ fn spot_service_linked_role_missing_is_found_with_no_write() {
 
 #[test]
 fn flags_name_the_pieces_and_a_missing_named_role_is_reported() {
-    let tf = Tf::new("dr-flags", &[], None);
+    let tf = tf("dr-flags", &[], None);
     let r = tf.doctor(&["--controller-role", &tf.controller_arn, "--queue", &tf.queue_url, "--node-role", &tf.node_role]);
     assert_eq!(codes(&r), set(&[BASELINE]), "{r:?}");
     let d = &r.json()["discovered"];
@@ -756,19 +599,15 @@ fn deny(service: &str, operation: &str, code: &str) -> Value {
            "error": {"code": code, "status": 403, "message": format!("User: arn:aws:sts::000000000000:assumed-role/ci/doctor is not authorized to perform: {service}:{operation}")}})
 }
 
-fn passed(r: &Run) -> BTreeSet<String> {
-    r.json()["passed"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
-}
-
 #[test]
 fn a_refused_read_becomes_an_unreadable_finding_and_every_other_check_still_runs() {
-    let tf = Tf::new("dr-deny", &[], None);
+    let tf = tf("dr-deny", &[], None);
     let px = Proxy::start(&tf.wd, &tf.c, &endpoint(), json!([deny("iam", "ListAttachedRolePolicies", "AccessDenied")]));
     let r = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c, "--output", "json"], &[("AWS_ENDPOINT_URL", px.url())]);
     // The controller role and the node roles both need the call; nothing else does.
     assert_eq!(codes(&r), set(&["controller-unreadable", "node-roles-unreadable"]), "{r:?}");
     let doc = r.json();
-    let f = doc["findings"].as_array().unwrap().iter().find(|f| f["code"] == "controller-unreadable").unwrap().clone();
+    let f = finding(&doc, "controller-unreadable");
     assert_eq!(f["severity"], "error");
     let msg = f["message"].as_str().unwrap();
     assert!(msg.contains("iam:ListAttachedRolePolicies") && msg.contains("AccessDenied"), "{msg}");
@@ -787,7 +626,7 @@ fn a_refused_read_becomes_an_unreadable_finding_and_every_other_check_still_runs
 
 #[test]
 fn a_refused_describe_cluster_is_a_finding_while_sts_answers_and_exit_1_only_when_neither_does() {
-    let tf = Tf::new("dr-nocluster", &[], None);
+    let tf = tf("dr-nocluster", &[], None);
     let px = Proxy::start(&tf.wd, &tf.c, &endpoint(), json!([deny("eks", "DescribeCluster", "AccessDeniedException")]));
     let r = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c, "--output", "json"], &[("AWS_ENDPOINT_URL", px.url())]);
     assert_eq!(codes(&r), set(&["cluster-unreadable", BASELINE]), "{r:?}");
@@ -808,7 +647,7 @@ fn a_refused_describe_cluster_is_a_finding_while_sts_answers_and_exit_1_only_whe
 
 #[test]
 fn a_queue_key_without_eventbridge_in_its_policy_and_a_controller_without_decrypt_are_found() {
-    let tf = Tf::new("dr-cmk", &[], None);
+    let tf = tf("dr-cmk", &[], None);
     let sdk = sdk();
     let key_arn = rt().block_on(async {
         let p = json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"AWS": format!("arn:aws:iam::{}:root", tf.a)}, "Action": "kms:*", "Resource": "*"}]});
@@ -833,10 +672,9 @@ fn a_queue_key_without_eventbridge_in_its_policy_and_a_controller_without_decryp
 
 #[test]
 fn a_tagged_public_subnet_without_public_ips_has_no_way_out() {
-    let tf = Tf::new("dr-noway", &[], None);
+    let tf = tf("dr-noway", &[], None);
     let sdk = sdk();
-    let public: Vec<String> =
-        tf.seed["public_subnets"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect();
+    let public: Vec<String> = str_list(&tf.seed["public_subnets"]);
     rt().block_on(async {
         for id in &public {
             let off = aws_sdk_ec2::types::AttributeBooleanValue::builder().value(false).build();
@@ -852,12 +690,12 @@ fn a_tagged_public_subnet_without_public_ips_has_no_way_out() {
 
 #[test]
 fn a_cross_account_association_is_judged_by_its_target_role() {
-    let tf = Tf::new("dr-target", &[], None);
+    let tf = tf("dr-target", &[], None);
     let sdk = sdk();
     let hop = format!("{}-hop", tf.c);
     rt().block_on(async {
         // The association's own role only hops to the target (it holds no Karpenter rights).
-        sdk.iam.create_role().role_name(&hop).assume_role_policy_document(trust_pod_identity()).send().await.unwrap();
+        sdk.iam.create_role().role_name(&hop).assume_role_policy_document(trust_pods()).send().await.unwrap();
         let l = sdk.eks.list_pod_identity_associations().cluster_name(&tf.c).send().await.unwrap();
         for a in l.associations() {
             let id = a.association_id().unwrap();
@@ -888,9 +726,9 @@ fn a_cross_account_association_is_judged_by_its_target_role() {
 
 #[test]
 fn doctor_reads_as_the_plans_assume_role_arn() {
-    let tf = Tf::new("dr-assume", &[], None);
+    let tf = tf("dr-assume", &[], None);
     let role = format!("arn:aws:iam::{}:role/doctor-reader", tf.a);
-    tf.wd.plan(&tf.c, &format!("cluster = \"{}\"\nregion = \"us-east-1\"\nassume_role_arn = \"{role}\"\n", tf.c));
+    tf.wd.plan_for(&tf.c, &format!("assume_role_arn = \"{role}\"\n"));
     // The role's trust refuses these credentials: doctor must have tried to assume it.
     let px = Proxy::start(&tf.wd, &tf.c, &endpoint(), json!([deny("sts", "AssumeRole", "AccessDenied")]));
     let r = karpctl_env(&tf.wd, &["doctor", "--cluster", &tf.c], &[("AWS_ENDPOINT_URL", px.url())]);

@@ -19,7 +19,7 @@ fn seeded(prefix: &str) -> (String, Workdir) {
 }
 
 fn plan(wd: &Workdir, c: &str, identity: &str) {
-    wd.plan(c, &format!("cluster = \"{c}\"\nregion = \"{REGION}\"\n\n[identity]\n{identity}"));
+    wd.plan_for(c, &format!("\n[identity]\n{identity}"));
 }
 
 fn up(wd: &Workdir, c: &str) -> Run {

@@ -524,7 +524,7 @@ fn requests_queued_for_their_turn_at_concurrency_1_never_time_out() {
 fn consistency_up(prefix: &str, plan_extra: &str, rules: impl Fn(&str) -> Value, op: &str, times: usize, progress: &str) {
     let (c, wd) = seeded(prefix);
     if !plan_extra.is_empty() {
-        wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n{plan_extra}"));
+        wd.plan_for(&c, plan_extra);
     }
     let px = Proxy::start(&wd, &c, &endpoint(), rules(&c));
     let up = up_via(&wd, &c, &px, &[("KARPCTL_CONSISTENCY_DEADLINE_SECS", "20")]);

@@ -14,7 +14,7 @@ use crate::common::*;
 use serde_json::Value;
 
 fn plan(c: &str, region: &str, extra: &str) -> String {
-    format!("cluster = \"{c}\"\nregion = \"{region}\"\n{extra}\n[interruption]\nenabled = true\n")
+    plan_toml_in(c, region, &format!("{extra}\n[interruption]\nenabled = true\n"))
 }
 
 fn results(doc: &Value) -> Vec<(String, String)> {
@@ -116,7 +116,7 @@ fn all_plans_diff_up_and_a_broken_plan_fails_only_itself() {
 
     // A broken plan among them fails only itself.
     let bad = cluster_name("fleet-bad");
-    wd.plan(&bad, &format!("cluster = \"{bad}\"\nregion = \"mars-1\"\n"));
+    wd.plan(&bad, &plan_toml_in(&bad, "mars-1", ""));
     let d = karpctl(&wd, &["up", "--all"]);
     assert_eq!(d.code, 1, "{d:?}");
     let row =

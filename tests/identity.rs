@@ -19,7 +19,7 @@ fn policy_arn(a: &str, c: &str, part: &str) -> String {
 }
 
 fn plan(c: &str, identity: &str) -> String {
-    format!("cluster = \"{c}\"\nregion = \"{REGION}\"\n\n[identity]\n{identity}")
+    plan_toml(c, &format!("\n[identity]\n{identity}"))
 }
 
 /// Seed a cluster and return (its name, the account id the seed reports).
@@ -807,7 +807,7 @@ fn a_policy_removed_from_extra_node_policy_arns_is_detached() {
     seed(&c, &[]);
     let wd = Workdir::new();
     let s3 = "arn:aws:iam::aws:policy/AmazonS3ReadOnlyAccess";
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[identity]\nextra_node_policy_arns = [\"{s3}\"]\n"));
+    wd.plan_for(&c, &format!("[identity]\nextra_node_policy_arns = [\"{s3}\"]\n"));
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let sdk = sdk();
     let attached = |sdk: &Sdk| -> Vec<String> {
@@ -815,7 +815,7 @@ fn a_policy_removed_from_extra_node_policy_arns_is_detached() {
         o.attached_policies().iter().filter_map(|p| p.policy_arn().map(str::to_string)).collect()
     };
     assert!(attached(&sdk).contains(&s3.to_string()));
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n"));
+    wd.plan_for(&c, "");
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stdout.contains("AmazonS3ReadOnlyAccess"), "{r:?}");
@@ -843,23 +843,10 @@ fn an_unowned_access_entry_of_the_wrong_type_stops_up() {
     assert_eq!(e.access_entry().unwrap().r#type(), Some("STANDARD"), "left untouched");
 }
 
-/// The codes and severities of `--output json`'s readiness findings (`up`, `diff`).
-fn readiness_found(r: &Run) -> BTreeMap<String, String> {
-    let doc = r.json();
-    doc["checks"]["found"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|f| (f["code"].as_str().unwrap().to_string(), f["severity"].as_str().unwrap().to_string()))
-        .collect()
-}
-
 /// The codes and severities of doctor's findings.
 fn doctor_found(r: &Run) -> BTreeMap<String, (String, String)> {
-    r.json()["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
+    findings(r)
+        .iter()
         .map(|f| {
             let s = |k: &str| f[k].as_str().unwrap_or_default().to_string();
             (s("code"), (s("severity"), s("message")))
@@ -878,9 +865,9 @@ fn session_tags_off_under_a_trust_that_needs_them_is_an_error_in_diff_up_and_doc
     let up = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(up.code, 0, "{up:?}");
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
-    let checked: Vec<String> = strings(&r.json()["checks"]["checked"]);
+    let checked: Vec<String> = checked(&r);
     assert!(checked.contains(&TAGS.to_string()) && checked.contains(&POLICY.to_string()), "{checked:?}");
-    assert!(readiness_found(&r).keys().all(|k| k != TAGS && k != POLICY), "{r:?}");
+    assert!(found_severities(&r).keys().all(|k| k != TAGS && k != POLICY), "{r:?}");
 
     // Session tags off, and a session policy (AWS takes one only with session tags off), while
     // karpctl's trust requires the tags of this cluster, namespace and service account.
@@ -914,7 +901,7 @@ fn session_tags_off_under_a_trust_that_needs_them_is_an_error_in_diff_up_and_doc
     // `diff` shows that change and no readiness finding.
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(readiness_found(&r).keys().all(|k| k != TAGS && k != POLICY), "{r:?}");
+    assert!(found_severities(&r).keys().all(|k| k != TAGS && k != POLICY), "{r:?}");
 
     // Owned by an EKS add-on (ownerArn, which the emulator cannot set: the lag proxy lays it
     // over DescribePodIdentityAssociation): karpctl never changes it, so Karpenter cannot work.
@@ -929,7 +916,7 @@ fn session_tags_off_under_a_trust_that_needs_them_is_an_error_in_diff_up_and_doc
     assert!(diff.stdout.contains(&format!("warning {POLICY}")), "{diff:?}");
     assert!(diff.stdout.contains("update-addon"), "the fix goes through the add-on: {diff:?}");
     let json = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c, "--output", "json"], &[]);
-    let found = readiness_found(&json);
+    let found = found_severities(&json);
     assert_eq!(found.get(TAGS).map(String::as_str), Some("error"), "{json:?}");
     assert_eq!(found.get(POLICY).map(String::as_str), Some("warning"), "{json:?}");
     let up = karpctl_at(&wd, px.url(), &["up", "--cluster", &c], &[]);

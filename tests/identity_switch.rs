@@ -11,7 +11,7 @@ const ANNOTATION: &str = "serviceAccount.annotations.\"eks.amazonaws.com/role-ar
 const RESTART: &str = "kubectl -n kube-system rollout restart deployment/karpenter";
 
 fn plan(c: &str, mode: &str) -> String {
-    format!("cluster = \"{c}\"\nregion = \"{REGION}\"\n\n[identity]\nmode = \"{mode}\"\n")
+    plan_toml(c, &format!("\n[identity]\nmode = \"{mode}\"\n"))
 }
 
 /// The controller role's ARN and live trust policy, read through the SDK.

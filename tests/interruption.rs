@@ -8,9 +8,7 @@ use std::collections::HashMap;
 const PARTS: [(&str, &str, &str); RULE_EVENTS.len()] = RULE_EVENTS;
 
 fn plan_body(cluster: &str, extra: &str) -> String {
-    format!(
-        "cluster = \"{cluster}\"\nregion = \"us-east-1\"\n\n[tags]\nteam = \"platform\"\n\n[interruption]\nenabled = true\n{extra}"
-    )
+    plan_toml(cluster, &format!("\n[tags]\nteam = \"platform\"\n\n[interruption]\nenabled = true\n{extra}"))
 }
 
 /// (pattern, targets as (id, arn)) of a rule, or None when it does not exist.
@@ -179,10 +177,7 @@ fn switching_interruption_off_removes_queue_and_rules() {
     let wd = Workdir::new();
     wd.plan(&c, &plan_body(&c, ""));
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
-    wd.plan(
-        &c,
-        &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[tags]\nteam = \"platform\"\n[interruption]\nenabled = false\n"),
-    );
+    wd.plan(&c, &plan_toml(&c, "[tags]\nteam = \"platform\"\n[interruption]\nenabled = false\n"));
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stdout.contains("- queue aws_sqs_queue"), "{r:?}");
@@ -316,8 +311,7 @@ fn another_tools_rule_that_targets_the_queue_keeps_sending_and_is_said() {
     // same events, so a warning).
     let r = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]);
     let doc = r.json();
-    let refused: Vec<&Value> =
-        doc["findings"].as_array().into_iter().flatten().filter(|f| f["code"] == "queue-policy-refuses-rule").collect();
+    let refused = with_code(&findings(&doc), "queue-policy-refuses-rule");
     assert_eq!(refused.len(), 1, "{doc}");
     assert_eq!(refused[0]["severity"], "warning", "{doc}");
     assert!(refused[0]["message"].as_str().unwrap().contains(&name), "{doc}");
@@ -336,10 +330,7 @@ fn another_tools_rule_that_targets_the_queue_keeps_sending_and_is_said() {
     assert_eq!(allowed.len(), RULE_EVENTS.len() + 1, "the plan's rules and theirs: {allowed:?}");
     assert!(rule(&sdk, &name).is_some(), "their rule is left alone");
     let doc = karpctl(&wd, &["doctor", "--cluster", &c, "--output", "json"]).json();
-    assert!(
-        doc["findings"].as_array().into_iter().flatten().all(|f| f["code"] != "queue-policy-refuses-rule"),
-        "nothing refused after up: {doc}"
-    );
+    assert!(with_code(&findings(&doc), "queue-policy-refuses-rule").is_empty(), "nothing refused after up: {doc}");
     assert_second_up_writes_nothing(&wd, &c);
 
     rt().block_on(async {

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 const ACCOUNT: &str = "000000000000";
 
 fn plan(wd: &Workdir, c: &str, key: &str) {
-    wd.plan(c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[interruption]\nkms_key_id = \"{key}\"\n"));
+    wd.plan_for(c, &format!("[interruption]\nkms_key_id = \"{key}\"\n"));
 }
 
 /// A customer managed key with `policy` and the alias `alias/<name>`: its ARN.
@@ -52,14 +52,6 @@ fn interruption_policy(sdk: &Sdk, c: &str) -> Value {
     })
 }
 
-fn found(doc: &Value) -> Vec<Value> {
-    doc["checks"]["found"].as_array().cloned().unwrap_or_default()
-}
-
-fn check<'a>(checks: &'a [Value], code: &str) -> Option<&'a Value> {
-    checks.iter().find(|c| c["code"] == code)
-}
-
 #[test]
 fn a_named_key_gives_the_controller_decrypt_on_its_arn_and_a_key_policy_without_eventbridge_fails_up() {
     let c = cluster_name("kms-named");
@@ -78,12 +70,12 @@ fn a_named_key_gives_the_controller_decrypt_on_its_arn_and_a_key_policy_without_
     assert!(msg.contains("Karpenter could not work") && msg.contains("1 error-level readiness check"), "{msg}");
     assert_eq!(doc["stats"]["writes"], 0, "{doc}");
     let checks = found(&doc);
-    let events = check(&checks, "kms-key-policy-events").unwrap_or_else(|| panic!("{checks:?}"));
+    let events = first_with_code(&checks, "kms-key-policy-events").unwrap_or_else(|| panic!("{checks:?}"));
     assert_eq!(events["severity"], "error");
     assert_eq!(events["resource"], key_arn.as_str());
     let fix = events["fix"].as_str().unwrap();
     assert!(fix.contains("aws kms put-key-policy") && fix.contains("\"events.amazonaws.com\""), "{fix}");
-    assert!(check(&checks, "kms-key-policy-controller").is_none(), "the key delegates to IAM: {checks:?}");
+    assert!(first_with_code(&checks, "kms-key-policy-controller").is_none(), "the key delegates to IAM: {checks:?}");
     // The pull-request comment tells the same story as the terminal: the verdict and each check.
     let human = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(human.code, 1, "{human:?}");
@@ -125,8 +117,8 @@ fn a_named_key_gives_the_controller_decrypt_on_its_arn_and_a_key_policy_without_
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let doc = r.json();
-    assert!(check(&found(&doc), "kms-key-policy-events").is_none(), "{doc}");
-    let ran: Vec<String> = doc["checks"]["checked"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().into()).collect();
+    assert!(first_with_code(&found(&doc), "kms-key-policy-events").is_none(), "{doc}");
+    let ran: Vec<String> = checked(&doc);
     assert!(ran.contains(&"kms-key-policy-events".into()) && ran.contains(&"kms-key-policy-controller".into()), "{ran:?}");
 }
 
@@ -144,12 +136,12 @@ fn a_key_policy_that_does_not_delegate_to_iam_names_the_statement_for_the_contro
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 1, "an error-level check: {r:?}");
     let checks = found(&r.json());
-    let ctl = check(&checks, "kms-key-policy-controller").unwrap_or_else(|| panic!("{checks:?}"));
+    let ctl = first_with_code(&checks, "kms-key-policy-controller").unwrap_or_else(|| panic!("{checks:?}"));
     assert_eq!(ctl["severity"], "error");
     let role = format!("arn:aws:iam::{ACCOUNT}:role{}{}", iam_path(&c), controller_role(&c));
     assert!(ctl["fix"].as_str().unwrap().contains(&role), "{ctl}");
     assert!(ctl["message"].as_str().unwrap().contains("sqs:ReceiveMessage"), "{ctl}");
-    assert!(check(&checks, "kms-key-policy-events").is_none(), "{checks:?}");
+    assert!(first_with_code(&checks, "kms-key-policy-events").is_none(), "{checks:?}");
 }
 
 #[test]

@@ -32,7 +32,7 @@ fn old_queue_policy(queue_arn: &str) -> String {
 }
 
 fn plan(c: &str, identity: &str) -> String {
-    format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n\n[identity]\n{identity}\n[interruption]\nenabled = true\n")
+    plan_toml(c, &format!("\n[identity]\n{identity}\n[interruption]\nenabled = true\n"))
 }
 
 fn trust(sdk: &Sdk, role: &str) -> Value {

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 fn plan(c: &str, rules: &str) -> String {
-    format!("cluster = \"{c}\"\nregion = \"{REGION}\"\n[interruption]\nrules = \"{rules}\"\n")
+    plan_toml(c, &format!("[interruption]\nrules = \"{rules}\"\n"))
 }
 
 /// Index in the proxy's call log of the first call matching.
@@ -241,16 +241,15 @@ fn diff_and_doctor_warn_when_the_bus_nears_its_rule_quota() {
         futures::future::join_all(puts).await;
     });
     let wd = Workdir::new();
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"{region}\"\n"));
+    wd.plan(&c, &plan_toml_in(&c, region, ""));
     let quota = [("KARPCTL_RULES_PER_BUS", "")]; // AWS's default, 300
     let diff = karpctl_env(&wd, &["diff", "--cluster", &c], &quota);
     assert_eq!(diff.code, 2, "{diff:?}");
     assert!(diff.stdout.contains("Maximum number of rules per event bus"), "{diff:?}");
     assert!(diff.stdout.contains("LimitExceededException"), "297 + 5 > 300 would be refused: {diff:?}");
     let doctor = karpctl_env(&wd, &["doctor", "--cluster", &c, "--output", "json"], &quota);
-    let codes: Vec<String> =
-        doctor.json()["findings"].as_array().unwrap().iter().map(|f| f["code"].as_str().unwrap().to_string()).collect();
-    assert!(codes.contains(&"event-bus-rule-quota".to_string()), "{codes:?}");
+    let codes = finding_codes(&doctor);
+    assert!(codes.contains("event-bus-rule-quota"), "{codes:?}");
     // An account whose quota was raised says so: no warning.
     let raised = karpctl_env(&wd, &["diff", "--cluster", &c], &[("KARPCTL_RULES_PER_BUS", "1000")]);
     assert!(!raised.stdout.contains("rules per event bus"), "{raised:?}");

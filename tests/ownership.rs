@@ -152,7 +152,7 @@ fn still_theirs(sdk: &Sdk, c: &str, kind: &str) {
 }
 
 fn plan(c: &str) -> String {
-    format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[identity]\ninstance_profile = true\n")
+    plan_toml(c, "[identity]\ninstance_profile = true\n")
 }
 
 fn conflict_case(kind: &str, claim: Claim) {
@@ -250,10 +250,10 @@ fn down_without_a_plan_finds_an_irsa_controller_role_or_refuses_to_leave_half() 
     create_oidc_provider(&sdk, &c);
     let (ctrl, node, q) = (format!("ctl-{c}"), format!("nodes-{c}"), format!("q-{c}"));
     let wd = Workdir::new();
-    let plan_path = wd.plan(
+    let plan_path = wd.plan_for(
         &c,
         &format!(
-            "cluster = \"{c}\"\nregion = \"us-east-1\"\n\n[interruption]\nqueue_name = \"{q}\"\n\n[identity]\nmode = \"irsa\"\npath = \"/\"\ncontroller_role_name = \"{ctrl}\"\nnode_role_name = \"{node}\"\n"
+            "\n[interruption]\nqueue_name = \"{q}\"\n\n[identity]\nmode = \"irsa\"\npath = \"/\"\ncontroller_role_name = \"{ctrl}\"\nnode_role_name = \"{node}\"\n"
         ),
     );
     let up = karpctl(&wd, &["up", "--cluster", &c]);

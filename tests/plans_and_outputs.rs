@@ -348,17 +348,6 @@ fn up_says_to_run_helm_upgrade_only_when_the_values_it_hands_on_changed() {
     assert_eq!(next["nodeclass"], json!([]), "{r:?}");
 }
 
-/// The codes and severities of `--output json`'s readiness findings.
-fn found_checks(r: &Run) -> std::collections::BTreeMap<String, String> {
-    let doc = r.json();
-    doc["checks"]["found"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|f| (f["code"].as_str().unwrap_or_default().to_string(), f["severity"].as_str().unwrap_or_default().to_string()))
-        .collect()
-}
-
 #[test]
 fn a_saved_plan_runs_the_pod_identity_checks_that_up_runs() {
     const TAGS: &str = "pod-identity-session-tags-disabled";
@@ -380,7 +369,7 @@ fn a_saved_plan_runs_the_pod_identity_checks_that_up_runs() {
 
     let up = run(&["up", "--cluster", &c, "--output", "json"]);
     assert_eq!(up.code, 1, "plain up: {up:?}");
-    assert_eq!(found_checks(&up).get(TAGS).map(String::as_str), Some("error"), "{up:?}");
+    assert_eq!(found_severities(&up).get(TAGS).map(String::as_str), Some("error"), "{up:?}");
 
     let plan = wd.path().join("plan.json");
     let plan = plan.to_str().unwrap();
@@ -389,6 +378,6 @@ fn a_saved_plan_runs_the_pod_identity_checks_that_up_runs() {
     let saved = run(&["up", "--plan-file", plan, "--output", "json"]);
     assert_eq!(saved.code, 1, "the saved plan's up judges the association as up does: {saved:?}");
     let doc = saved.json();
-    assert!(strings(&doc["checks"]["checked"]).iter().any(|c| c == TAGS), "{doc}");
-    assert_eq!(found_checks(&saved).get(TAGS).map(String::as_str), Some("error"), "{saved:?}");
+    assert!(checked(&doc).iter().any(|c| c == TAGS), "{doc}");
+    assert_eq!(found_severities(&saved).get(TAGS).map(String::as_str), Some("error"), "{saved:?}");
 }

@@ -28,7 +28,7 @@ fn up_against(prefix: &str, plan_extra: &str, rules: Value) -> (Run, LagProxy) {
     let c = cluster_name(prefix);
     seed(&c, &[]);
     let wd = Workdir::new();
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"{REGION}\"\n{plan_extra}"));
+    wd.plan_for(&c, plan_extra);
     let px = LagProxy::start(&cluster_name(&format!("{prefix}-px")), &endpoint());
     px.set(rules);
     let up = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--output", "json"], &[]);

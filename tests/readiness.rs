@@ -12,14 +12,6 @@ use std::collections::BTreeSet;
 
 const DISCOVERY: &str = "karpenter.sh/discovery";
 
-fn list(v: &Value, k: &str) -> Vec<String> {
-    v[k].as_array()
-        .unwrap_or_else(|| panic!("seed JSON lacks {k}: {v}"))
-        .iter()
-        .map(|s| s.as_str().unwrap().to_string())
-        .collect()
-}
-
 /// Subnets carrying the discovery tag for `c` (DescribeSubnets by tag, checked here).
 fn tagged_subnets(sdk: &Sdk, c: &str) -> BTreeSet<String> {
     let f = Filter::builder().name(format!("tag:{DISCOVERY}")).values(c).build();
@@ -31,26 +23,15 @@ fn tagged_subnets(sdk: &Sdk, c: &str) -> BTreeSet<String> {
         .collect()
 }
 
-fn check_codes(doc: &Value) -> Vec<String> {
-    doc["checks"]["found"]
-        .as_array()
-        .map(|a| a.iter().map(|c| c["code"].as_str().unwrap_or_default().to_string()).collect())
-        .unwrap_or_default()
-}
-
-fn plan(wd: &Workdir, c: &str, extra: &str) {
-    wd.plan(c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n{extra}"));
-}
-
 /// Seed a cluster with `network`, run `up` with a default plan, and check it succeeded and
 /// tagged exactly the seed's `subnets` (a seed JSON key) after saying `says`.
 fn up_on(prefix: &str, network: &str, subnets: &str, says: &str) -> (String, Workdir, Vec<String>, Sdk) {
     let c = cluster_name(prefix);
     let s = seed(&c, &["--network", network]);
-    let want = list(&s, subnets);
+    let want = str_list(&s[subnets]);
     let sdk = sdk();
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.all().contains(says), "{}", r.all());
@@ -62,10 +43,10 @@ fn up_on(prefix: &str, network: &str, subnets: &str, says: &str) -> (String, Wor
 fn public_and_private_subnets_tag_only_the_private_ones_and_say_why_the_rest_are_left_out() {
     let c = cluster_name("ready-pubpriv");
     let s = seed(&c, &["--network", "public+private"]);
-    let (public, private) = (list(&s, "public_subnets"), list(&s, "private_subnets"));
+    let (public, private) = (str_list(&s["public_subnets"]), str_list(&s["private_subnets"]));
     let sdk = sdk();
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
 
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 2, "{r:?}");
@@ -87,7 +68,7 @@ fn public_and_private_subnets_tag_only_the_private_ones_and_say_why_the_rest_are
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
     let doc = r.json();
-    assert!(doc["checks"]["checked"].as_array().unwrap().iter().any(|c| c == "node-sg-blocks-control-plane"), "{doc}");
+    assert!(checked(&doc).iter().any(|c| c == "node-sg-blocks-control-plane"), "{doc}");
 }
 
 #[test]
@@ -116,10 +97,10 @@ fn public_only_subnets_with_public_ips_are_chosen_with_a_warning() {
 fn an_isolated_cluster_without_endpoints_fails_with_no_write_listing_each_subnet() {
     let c = cluster_name("ready-iso");
     let s = seed(&c, &["--network", "isolated"]);
-    let private = list(&s, "private_subnets");
+    let private = str_list(&s["private_subnets"]);
     let sdk = sdk();
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     for cmd in ["diff", "up"] {
         let r = karpctl(&wd, &[cmd, "--cluster", &c, "--output", "json"]);
         assert_eq!(r.code, 1, "{cmd}: {r:?}");
@@ -138,7 +119,7 @@ fn an_isolated_cluster_without_endpoints_fails_with_no_write_listing_each_subnet
     assert!(queue(&sdk, &format!("Karpenter-{c}")).is_none(), "nothing made");
 
     // Named explicitly, a subnet with no way out is an error too, naming the field.
-    plan(&wd, &c, &format!("[discovery]\nsubnet_ids = [\"{}\"]\n", private[0]));
+    wd.plan_for(&c, &format!("[discovery]\nsubnet_ids = [\"{}\"]\n", private[0]));
     let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 1, "{r:?}");
     let doc = r.json();
@@ -181,10 +162,10 @@ fn a_node_group_without_the_control_plane_rules_is_a_warning_naming_the_rule() {
     let cluster_sg = s["cluster_security_group"].as_str().unwrap_or_default().to_string();
     let sdk = sdk();
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     assert_eq!(karpctl(&wd, &["up", "--cluster", &c]).code, 0);
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
-    assert!(!check_codes(&r.json()).contains(&"node-sg-blocks-control-plane".to_string()), "the seed's rules pass: {}", r.stdout);
+    assert!(!found_codes(&r.json()).contains(&"node-sg-blocks-control-plane".to_string()), "the seed's rules pass: {}", r.stdout);
 
     // A node group with the webhook rule but not the kubelet one, named in the plan. (A new
     // group: ministack 1.5.33 answers RevokeSecurityGroupIngress for a group pair with true
@@ -203,12 +184,11 @@ fn a_node_group_without_the_control_plane_rules_is_a_warning_naming_the_rule() {
         .user_id_group_pairs(UserIdGroupPair::builder().group_id(&cluster_sg).build())
         .build();
     rt().block_on(sdk.ec2.authorize_security_group_ingress().group_id(&node_sg).ip_permissions(perm).send()).expect("authorize");
-    plan(&wd, &c, &format!("[discovery]\nsecurity_group_id = \"{node_sg}\"\n"));
+    wd.plan_for(&c, &format!("[discovery]\nsecurity_group_id = \"{node_sg}\"\n"));
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 2, "out of sync (the tag moves to the named group), and a warning is no error: {r:?}");
     let doc = r.json();
-    let found = doc["checks"]["found"].as_array().unwrap();
-    let f = found.iter().find(|f| f["code"] == "node-sg-blocks-control-plane").unwrap_or_else(|| panic!("{doc}"));
+    let f = first_with_code(&found(&doc), "node-sg-blocks-control-plane").cloned().unwrap_or_else(|| panic!("{doc}"));
     assert_eq!(f["severity"], "warning");
     assert!(f["fix"].as_str().unwrap().contains("10250"), "{f}");
     let r = karpctl(&wd, &["up", "--cluster", &c]);
@@ -232,21 +212,21 @@ fn the_spot_service_linked_role_is_a_warning_until_the_plan_opts_in_and_down_kee
     let _only = SPOT_ROLE.write().unwrap_or_else(|e| e.into_inner());
     remove_spot_roles(&sdk);
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
-    assert!(check_codes(&r.json()).contains(&"spot-service-linked-role-missing".to_string()), "{}", r.stdout);
+    assert!(found_codes(&r.json()).contains(&"spot-service-linked-role-missing".to_string()), "{}", r.stdout);
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "a warning: {r:?}");
     assert!(r.stdout.contains("spot-service-linked-role-missing"), "{}", r.stdout);
     assert!(spot_roles(&sdk).is_empty(), "never made without the opt-in");
 
-    plan(&wd, &c, "[account]\ncreate_spot_service_linked_role = true\n");
+    wd.plan_for(&c, "[account]\ncreate_spot_service_linked_role = true\n");
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.writes(), 0, "{r:?}");
     assert!(r.stderr.contains("will create it"), "{r:?}");
     let r = karpctl(&wd, &["up", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(!check_codes(&r.json()).contains(&"spot-service-linked-role-missing".to_string()), "{}", r.stdout);
+    assert!(!found_codes(&r.json()).contains(&"spot-service-linked-role-missing".to_string()), "{}", r.stdout);
     assert_eq!(spot_roles(&sdk).len(), 1, "made once");
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!((r.code, r.writes()), (0, 0), "{r:?}");
@@ -263,7 +243,7 @@ fn an_auto_mode_cluster_needs_no_agent_add_on_and_gets_the_nodepool_warning() {
     let c = cluster_name("ready-auto");
     seed(&c, &["--no-pod-identity-agent"]);
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     // Without Auto Mode the missing add-on is a refusal.
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 1, "{r:?}");
@@ -273,13 +253,11 @@ fn an_auto_mode_cluster_needs_no_agent_add_on_and_gets_the_nodepool_warning() {
     px.set(json!({"eks_compute_config": {&c: {"enabled": true, "nodePools": ["general-purpose", "system"]}}}));
     let r = karpctl_at(&wd, px.url(), &["up", "--cluster", &c, "--output", "json"], &[]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(check_codes(&r.json()).contains(&"auto-mode-nodepools-overlap".to_string()), "{}", r.stdout);
+    assert!(found_codes(&r.json()).contains(&"auto-mode-nodepools-overlap".to_string()), "{}", r.stdout);
     assert_eq!(px.count("CreateAddon"), 0, "Auto Mode has the agent built in");
     let r = karpctl_at(&wd, px.url(), &["doctor", "--cluster", &c, "--output", "json"], &[]);
     let doc = r.json();
-    let codes: Vec<&str> =
-        doc["findings"].as_array().unwrap_or_else(|| panic!("{doc}")).iter().filter_map(|f| f["code"].as_str()).collect();
-    assert!(!codes.contains(&"pod-identity-agent-missing"), "no false doctor finding: {doc}");
+    assert!(!finding_codes(&doc).contains("pod-identity-agent-missing"), "no false doctor finding: {doc}");
 }
 
 /// `diff` and `up` (run through `run`) refuse before any write, exit 1, naming each of `private`
@@ -308,10 +286,10 @@ fn a_public_only_vpc_without_public_ips_needs_associate_public_ip_and_output_set
     // terraform-aws-vpc leaves map_public_ip_on_launch false on its public subnets.
     let c = cluster_name("ready-noip");
     let s = seed(&c, &["--network", "public", "--no-public-ip"]);
-    let public = list(&s, "public_subnets");
+    let public = str_list(&s["public_subnets"]);
     let sdk = sdk();
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     let r = karpctl(&wd, &["diff", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 1, "{r:?}");
     let doc = r.json();
@@ -326,7 +304,7 @@ fn a_public_only_vpc_without_public_ips_needs_associate_public_ip_and_output_set
     assert!(hint.contains("`associate_public_ip = true` under [discovery]"), "{hint}");
     assert!(hint.contains("map_public_ip_on_launch = true"), "{hint}");
 
-    plan(&wd, &c, "[discovery]\nassociate_public_ip = true\n");
+    wd.plan_for(&c, "[discovery]\nassociate_public_ip = true\n");
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.all().contains("no private subnet has a way out"), "{}", r.all());
@@ -348,7 +326,7 @@ fn associate_public_ip_on_private_subnets_is_said_to_do_nothing() {
     let c = cluster_name("ready-ipunused");
     seed(&c, &["--network", "private"]);
     let wd = Workdir::new();
-    plan(&wd, &c, "[discovery]\nassociate_public_ip = true\n");
+    wd.plan_for(&c, "[discovery]\nassociate_public_ip = true\n");
     let r = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.all().contains("`discovery.associate_public_ip = true` has no effect"), "{}", r.all());
@@ -360,10 +338,10 @@ fn associate_public_ip_on_private_subnets_is_said_to_do_nothing() {
 fn public_subnets_named_by_the_plan_are_not_said_to_be_all_there_is() {
     let c = cluster_name("ready-named");
     let s = seed(&c, &["--network", "public+private"]);
-    let public = list(&s, "public_subnets");
+    let public = str_list(&s["public_subnets"]);
     let wd = Workdir::new();
     let ids: Vec<String> = public.iter().map(|s| format!("\"{s}\"")).collect();
-    plan(&wd, &c, &format!("[discovery]\nsubnet_ids = [{}]\n", ids.join(", ")));
+    wd.plan_for(&c, &format!("[discovery]\nsubnet_ids = [{}]\n", ids.join(", ")));
     let r = karpctl(&wd, &["diff", "--cluster", &c]);
     assert_eq!(r.code, 2, "{r:?}");
     // The private subnets route to a NAT gateway: saying none has a way out would be false.
@@ -375,9 +353,9 @@ fn public_subnets_named_by_the_plan_are_not_said_to_be_all_there_is() {
 fn a_peering_connection_is_no_way_out() {
     let c = cluster_name("ready-pcx");
     let s = seed(&c, &["--network", "peering"]);
-    let private = list(&s, "private_subnets");
+    let private = str_list(&s["private_subnets"]);
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     refused_naming(&karpctl, &wd, &c, &private, &["to pcx-", "VPC peering connection"]);
 }
 
@@ -386,9 +364,9 @@ fn an_egress_only_gateway_is_no_way_out_for_an_ipv4_cluster() {
     // ministack does not keep IPv6 routes: the VPC lives in moto.
     let c = cluster_name("ready-eigw");
     let s = seed_strict(&c, &["--network", "egress-only"]);
-    let private = list(&s, "private_subnets");
+    let private = str_list(&s["private_subnets"]);
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     refused_naming(&karpctl_strict, &wd, &c, &private, &["::/0 to eigw-", "an IPv6 route, and the cluster is IPv4"]);
 }
 
@@ -398,11 +376,11 @@ fn an_ipv6_cluster_needs_ipv4_egress_besides_its_egress_only_gateway() {
     // IPv6 routes; the lag proxy shows the cluster's IPv6 family and the subnets' DNS64.
     let c = cluster_name("ready-v6");
     let s = seed_strict(&c, &["--network", "egress-only"]);
-    let private = list(&s, "private_subnets");
+    let private = str_list(&s["private_subnets"]);
     let (_px, eps) = lag::ipv6_cluster(&c);
     let run = |wd: &Workdir, args: &[&str]| karpctl_strict_at(wd, args, &eps, &[]);
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     let msg = refused_naming(&run, &wd, &c, &private, &["::/0 to eigw-", "carries IPv6 only", "IPv4 endpoints"]);
     assert!(!msg.contains("the cluster is IPv4"), "{msg}");
     let r = run(&wd, &["up", "--cluster", &c]);
@@ -416,10 +394,10 @@ fn an_ipv6_cluster_needs_ipv4_egress_besides_its_egress_only_gateway() {
     // NAT64 (64:ff9b::/96 to a NAT gateway) counts only with DNS64 on the subnet.
     let c = cluster_name("ready-nat64");
     let s = seed_strict(&c, &["--network", "nat64"]);
-    let private = list(&s, "private_subnets");
+    let private = str_list(&s["private_subnets"]);
     let (px, eps) = lag::ipv6_cluster(&c);
     let run = |wd: &Workdir, args: &[&str]| karpctl_strict_at(wd, args, &eps, &[]);
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     let msg = refused_naming(&run, &wd, &c, &private, &["64:ff9b::/96 to nat-", "DNS64 is off on the subnet"]);
     for id in &private {
         assert!(msg.contains(id), "{id}: {msg}");
@@ -439,9 +417,9 @@ fn an_ipv6_cluster_needs_ipv4_egress_besides_its_egress_only_gateway() {
 fn an_isolated_pod_identity_cluster_needs_the_eks_auth_endpoint() {
     let c = cluster_name("ready-noauth");
     let s = seed(&c, &["--network", "isolated-endpoints", "--without-endpoint", "eks-auth"]);
-    let private = list(&s, "private_subnets");
+    let private = str_list(&s["private_subnets"]);
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     let msg = refused_naming(&karpctl, &wd, &c, &private, &["the VPC lacks the endpoints eks-auth"]);
     assert!(!msg.contains("ecr.dkr"), "only eks-auth is missing: {msg}");
     assert!(queue(&sdk(), &format!("Karpenter-{c}")).is_none(), "nothing made");
@@ -452,17 +430,17 @@ fn endpoints_count_only_as_aws_serves_them() {
     // An S3 gateway endpoint on another route table does not serve these subnets.
     let c = cluster_name("ready-s3rt");
     let s = seed(&c, &["--network", "isolated-endpoints", "--s3-endpoint-table", "public"]);
-    let private = list(&s, "private_subnets");
+    let private = str_list(&s["private_subnets"]);
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     refused_naming(&karpctl, &wd, &c, &private, &["the S3 gateway endpoint vpce-", "is not on route table rtb-"]);
 
     // Interface endpoints without private DNS are not used by the SDKs' default host names
     // (ministack neither keeps nor reports PrivateDnsEnabled: the VPC lives in moto).
     let c = cluster_name("ready-nodns");
     let s = seed_strict(&c, &["--network", "isolated-endpoints", "--endpoint-private-dns", "off"]);
-    let private = list(&s, "private_subnets");
-    plan(&wd, &c, "");
+    let private = str_list(&s["private_subnets"]);
+    wd.plan_for(&c, "");
     refused_naming(&karpctl_strict, &wd, &c, &private, &["the interface endpoints of ec2, ecr.api", "have private DNS off"]);
 }
 
@@ -475,12 +453,11 @@ fn an_isolated_subnet_of_a_shared_vpc_is_unconfirmed_not_refused() {
     let px = LagProxy::start(&c, &endpoint());
     px.set(json!({"ec2_shared_vpc": {&vpc: "999988887777"}}));
     let wd = Workdir::new();
-    plan(&wd, &c, "");
+    wd.plan_for(&c, "");
     let r = karpctl_at(&wd, px.url(), &["diff", "--cluster", &c, "--output", "json"], &[]);
     assert_eq!(r.code, 2, "not refused: {r:?}");
     let doc = r.json();
-    let found = doc["checks"]["found"].as_array().unwrap_or_else(|| panic!("{doc}"));
-    let w = found.iter().find(|f| f["code"] == "subnet-way-out-unconfirmed").unwrap_or_else(|| panic!("{doc}"));
+    let w = first_with_code(&found(&doc), "subnet-way-out-unconfirmed").cloned().unwrap_or_else(|| panic!("{doc}"));
     assert_eq!(w["severity"], "warning", "{w}");
     assert!(w["message"].as_str().unwrap().contains("999988887777"), "{w}");
     assert!(w["fix"].as_str().unwrap().contains("eks-auth"), "{w}");

@@ -44,13 +44,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 const TARGET_ID: &str = "KarpenterInterruptionQueueTarget";
 
 fn plan(c: &str) -> String {
-    format!(
-        "cluster = \"{c}\"\nregion = \"us-east-1\"\n\n[tags]\nteam = \"platform\"\n\n[identity]\ninstance_profile = true\n\n[interruption]\nenabled = true\n"
-    )
-}
-
-fn strs(v: &Value) -> Vec<String> {
-    v.as_array().unwrap_or_else(|| panic!("not a list: {v}")).iter().map(|x| x.as_str().unwrap().to_string()).collect()
+    plan_toml(c, "\n[tags]\nteam = \"platform\"\n\n[identity]\ninstance_profile = true\n\n[interruption]\nenabled = true\n")
 }
 
 // ------------------------------------------------------------------------- reading live state
@@ -175,8 +169,8 @@ fn seeded(c: &str) -> Seeded {
     assert_eq!(s["account_id"], s["eks_account_id"], "moto and ministack serve one account: {s}");
     Seeded {
         account: s["account_id"].as_str().unwrap().to_string(),
-        private: strs(&s["private_subnets"]),
-        public: strs(&s["public_subnets"]),
+        private: str_list(&s["private_subnets"]),
+        public: str_list(&s["public_subnets"]),
         node_sg: s["node_security_group"].as_str().unwrap().to_string(),
         unrelated_sg: s["unrelated_security_group"].as_str().unwrap().to_string(),
     }
@@ -690,7 +684,7 @@ fn strict_down_after_a_discovery_tag_was_repointed_leaves_that_tag_and_removes_k
     let c = cluster_name("s-repoint");
     let s = seeded(&c);
     let wd = Workdir::new();
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n\n[interruption]\nenabled = false\n"));
+    wd.plan_for(&c, "\n[interruption]\nenabled = false\n");
     let r = karpctl_strict(&wd, &["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     let sdk = sdk_strict();

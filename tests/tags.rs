@@ -7,7 +7,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 
 fn plan(c: &str, tags: &str) -> String {
-    format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n\n[tags]\n{tags}\n")
+    plan_toml(c, &format!("\n[tags]\n{tags}\n"))
 }
 
 fn role_tags(sdk: &Sdk, name: &str) -> BTreeMap<String, String> {
@@ -78,7 +78,7 @@ fn a_dropped_tag_goes_where_karpctl_set_it_and_others_tags_stay() {
     second_up_writes_nothing();
 
     // No user tags left: the record goes too, others' tags stay.
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n"));
+    wd.plan_for(&c, "");
     let up = karpctl(&wd, &["up", "--cluster", &c]);
     assert_eq!(up.code, 0, "{up:?}");
     let t = role_tags(&sdk, &role);

@@ -44,8 +44,7 @@ fn premade(c: &str, extra: usize) -> (String, String) {
             arns.push(arn);
         }
         let old = arns[0].clone();
-        let plan =
-            format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[identity]\npath = \"/\"\nretire_policies = [\"{old}\"]\n");
+        let plan = plan_toml(c, &format!("[identity]\npath = \"/\"\nretire_policies = [\"{old}\"]\n"));
         (old, plan)
     })
 }

@@ -14,11 +14,16 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub mod names;
+pub mod output;
 pub mod proxy;
+pub mod setups;
+pub mod snapshot;
 pub mod transcript;
 pub mod yaml;
 pub use names::*;
+pub use output::*;
 pub use proxy::{Proxy, stop_all};
+pub(crate) use snapshot::karpctl_snapshot;
 
 pub fn repo() -> PathBuf {
     std::env::var("KARPCTL_REPO").map(PathBuf::from).unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
@@ -80,6 +85,21 @@ impl Workdir {
         std::fs::write(&p, body).unwrap();
         p
     }
+    /// Write plans/<cluster>.toml as `plan_toml(cluster, rest)`.
+    pub fn plan_for(&self, cluster: &str, rest: &str) -> PathBuf {
+        self.plan(cluster, &plan_toml(cluster, rest))
+    }
+}
+
+/// A plan file for `cluster` in us-east-1: its `cluster` and `region` lines, then `rest`
+/// (TOML, e.g. "\n[identity]\nmode = \"irsa\"\n").
+pub fn plan_toml(cluster: &str, rest: &str) -> String {
+    plan_toml_in(cluster, REGION, rest)
+}
+
+/// `plan_toml` in `region`.
+pub fn plan_toml_in(cluster: &str, region: &str, rest: &str) -> String {
+    format!("cluster = \"{cluster}\"\nregion = \"{region}\"\n{rest}")
 }
 
 pub struct Run {
