@@ -9,7 +9,7 @@ use crate::aws::{self, Classify, Condition, aws_err};
 use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::facts::prepared::Facts;
 use crate::karpenter_iam::{self, PolicyPart};
-use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::model::{ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::names;
 use crate::policy::doc;
 use crate::spec::Spec;
@@ -28,7 +28,8 @@ super::kind::def!(
     IamPolicy,
     read_ahead: true,
     forget: |_, _| {},
-    discover: None
+    discover: None,
+    apply: standard
 );
 
 /// IAM keeps at most this many versions of a managed policy.
@@ -159,19 +160,6 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
     let node = &step.node;
     let live = get_policy(ctx, policy_arn(node)?).await?;
     Ok(live.map(|p| Current::new(Owner::from_tags(&p.tags, &ctx.cluster), p.tags).id("arn", p.arn)))
-}
-
-/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
-pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result<()> {
-    match step.action {
-        Action::Create => create(ctx, step).await,
-        Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
-        Action::Replace => {
-            delete(ctx, step).await?;
-            create(ctx, step).await
-        }
-        Action::Delete => delete(ctx, step).await,
-    }
 }
 
 /// The document to write. A policy naming the KMS key karpctl made in this run gets the key's

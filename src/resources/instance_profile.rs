@@ -6,7 +6,7 @@ use crate::arns;
 use crate::aws::{self, Classify, Condition, aws_err};
 use crate::ctx::{Ctx, Current, changed, want_str, wanted_tags};
 use crate::facts::prepared::Facts;
-use crate::model::{Action, ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
+use crate::model::{ArnSpec, Fields, Kind, Node, NodeSpec, Observed, Owner, Step, Tags};
 use crate::spec::Spec;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
@@ -22,7 +22,8 @@ super::kind::def!(
     InstanceProfile,
     read_ahead: true,
     forget: |_, _| {},
-    discover: None
+    discover: None,
+    apply: standard
 );
 
 /// AddRoleToInstanceProfile just after either was created (docs/aws-behaviour.md section 5).
@@ -101,19 +102,6 @@ pub async fn current(ctx: &Ctx, step: &Step) -> Result<Option<Current>> {
     let node = &step.node;
     let live = get(ctx, &node.name).await?;
     Ok(live.map(|p| Current::new(Owner::from_tags(&p.tags, &ctx.cluster), p.tags).id("arn", p.arn)))
-}
-
-/// Ownership was checked just now by the dispatcher (`Current`), for every action but Create.
-pub async fn apply(ctx: &Ctx, step: &Step, _current: Option<&Current>) -> Result<()> {
-    match step.action {
-        Action::Create => create(ctx, step).await,
-        Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
-        Action::Replace => {
-            delete(ctx, step).await?;
-            create(ctx, step).await
-        }
-        Action::Delete => delete(ctx, step).await,
-    }
 }
 
 async fn add_role(ctx: &Ctx, step_id: &str, profile: &str, role: &str) -> Result<()> {

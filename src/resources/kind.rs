@@ -56,8 +56,31 @@ pub struct KindDef {
 
 /// A kind module's `DEF`, from its `READ_RANK`, `IMMUTABLE`, `nodes`, `read`, `current` and
 /// `apply`, and what differs between kinds: whether it is read ahead, its `forget`, its orphan
-/// `discover` and (optional, None by default) its `refine`.
+/// `discover` and (optional, None by default) its `refine`. `apply: standard` writes the kind's
+/// `apply` from its `create`, `update` (adopting or not) and `delete`: create, update, a replace
+/// as delete then create. Kinds whose writes need more (the EKS gate, a replace of their own, a
+/// dispatch on what `current` read) keep their hand-written `apply`.
 macro_rules! def {
+    ($kind:ident, read_ahead: $read_ahead:expr, forget: $forget:expr, discover: $discover:expr, apply: standard) => {
+        /// The kind's write: create; update (or adopt); replace as delete then create; delete.
+        async fn apply(
+            ctx: &crate::ctx::Ctx,
+            step: &crate::model::Step,
+            _current: Option<&crate::ctx::Current>,
+        ) -> anyhow::Result<()> {
+            use crate::model::Action;
+            match step.action {
+                Action::Create => create(ctx, step).await,
+                Action::Update | Action::Adopt => update(ctx, step, step.action == Action::Adopt).await,
+                Action::Replace => {
+                    delete(ctx, step).await?;
+                    create(ctx, step).await
+                }
+                Action::Delete => delete(ctx, step).await,
+            }
+        }
+        super::kind::def!($kind, read_ahead: $read_ahead, forget: $forget, discover: $discover, refine: None);
+    };
     ($kind:ident, read_ahead: $read_ahead:expr, forget: $forget:expr, discover: $discover:expr) => {
         super::kind::def!($kind, read_ahead: $read_ahead, forget: $forget, discover: $discover, refine: None);
     };
