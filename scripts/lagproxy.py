@@ -223,6 +223,17 @@ test names, answers the way AWS does during such a window:
                                        DescribeVpcEndpoints answers leave out the VPC's endpoints
                                        (a participant sees none of the owner's). Both emulators
                                        make every object the caller's own
+  caller_policy          doc | {"parts": [doc, ...]} | [doc, ...]
+                                       not a lag: IAM, which neither emulator evaluates. Every
+                                       request is authorized against this identity-based policy
+                                       (what `karpctl output --format caller-policy` prints) before
+                                       it goes on: its action, its resource ARNs as the Service
+                                       Authorization Reference defines them, the condition keys
+                                       (scripts/lagpolicy.py); a refused one gets the service's
+                                       AccessDenied / AccessDeniedException / UnauthorizedOperation
+                                       naming action and resource. Account-wide, not scoped by
+                                       name. GET /_lag/state "caller_policy" lists each decision
+                                       {operation, action, resource, allowed, sids}
   ec2_subnet_dns64       {subnet: true} not a lag: an emulator gap. DescribeSubnets answers show
                                        the subnet with enableDns64 true (NAT64's DNS64), which
                                        neither emulator keeps (ModifySubnetAttribute EnableDns64 is
@@ -266,6 +277,8 @@ import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import lagpolicy
+
 # A kept upstream connection idle this long may have been closed by the upstream's keep-alive
 # timeout (hypercorn's and aiohttp's are 75 s): a failure on it is retried once on a new one.
 STALE_AFTER_S = 5.0
@@ -293,7 +306,7 @@ MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_con
                                          "eks_association_fields", "ec2_shared_vpc", "iam_simulate",
                                          "servicequotas_quotas", "eks_ip_family")
 OTHER_RULES = ("eks_cluster_gone", "sts_partition", "iam_account_summary", "cloudtrail_events",
-               "cloudtrail_lookup_rps", "cloudwatch_metrics")
+               "cloudtrail_lookup_rps", "cloudwatch_metrics", "caller_policy")
 DEFAULT_VERSION_RE = re.compile(rb"<DefaultVersionId>([^<]*)</DefaultVersionId>")
 
 
@@ -1021,6 +1034,8 @@ class Lag:
         self.kms_windows: dict[str, dict] = {}
         # alias name -> t (DescribeKey by the alias answers NotFoundException until t)
         self.kms_alias_windows: dict[str, float] = {}
+        # caller_policy: what it learned (IAM paths, EKS ARNs) and its decisions
+        self.gate = lagpolicy.Gate()
         self._next_id = 0
 
     # ------------------------------------------------------------- rules
@@ -1111,6 +1126,12 @@ class Lag:
                                 raise BadRules(f"cloudwatch_metrics: a point is [minutes_ago, value] (got {p!r})")
                         series.append({**s, "points": pts})
                     new[key] = series
+                elif key == "caller_policy":
+                    try:
+                        lagpolicy.statements_of(val)
+                    except lagpolicy.BadPolicy as e:
+                        raise BadRules(str(e)) from None
+                    new[key] = val
                 elif key == "sts_partition":
                     if not (isinstance(val, str) and val.startswith("aws")):
                         raise BadRules("sts_partition must be a partition name such as \"aws-cn\"")
@@ -1173,6 +1194,7 @@ class Lag:
             self.kms_names.clear()
             self.kms_windows.clear()
             self.kms_alias_windows.clear()
+            self.gate.reset()
             eks = list(self.eks_pending.values())
             self.eks_pending.clear()
         for _, (_, req, timer) in pending:
@@ -1217,6 +1239,7 @@ class Lag:
                 "kms_key": {k: {"remaining_s": round(w["until"] - now, 3), "after": w["after"]}
                             for k, w in self.kms_windows.items() if w["until"] > now},
                 "kms_alias": {a: round(t - now, 3) for a, t in self.kms_alias_windows.items() if t > now},
+                "caller_policy": self.gate.decisions(),
             }
 
     def record(self, req: Req, status: int, lag: str | None) -> None:
@@ -1384,6 +1407,12 @@ class Lag:
     def handle(self, req: Req) -> tuple[int, list, bytes, str | None]:
         if not self.take_token(req.service):
             return (*throttled(req.service), "throttle_rps")
+        with self.lock:
+            policy = self.rules.get("caller_policy")
+        if policy is not None:
+            refused = self.gate.check(req, lagpolicy.statements_of(policy), self.forward)
+            if refused is not None:
+                return (*refused, "caller_policy")
         if req.service == "sqs":
             return self.handle_sqs(req)
         if req.service == "eks":
@@ -2354,6 +2383,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self._send(502, [("Content-Type", "text/plain")], f"lagproxy: upstream failed: {e}\n".encode())
         self.lag.record(req, status, lag)
+        self.lag.gate.observe(req, status, data)
         self._send(status, headers, data)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle

@@ -181,6 +181,15 @@ fn owned(t: &Target) -> Owned {
     o
 }
 
+/// `arn:<p>:iam::<a>:<kind>/<path>/<name>` as `arn:<p>:iam::<a>:<kind>/<name>`.
+fn without_path(arn: &str) -> Option<String> {
+    let (head, rest) = arn.split_once(":iam::")?;
+    let (account, object) = rest.split_once(':')?;
+    let (kind, tail) = object.split_once('/')?;
+    let name = tail.rsplit('/').next()?;
+    Some(format!("{head}:iam::{account}:{kind}/{name}"))
+}
+
 /// The statements one plan needs for the commands `wanted` (pure).
 fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
     let (p, a, r, c) = (t.partition, t.account_id, t.region, &t.spec.cluster);
@@ -192,6 +201,7 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
     let eks: Vec<String> = std::iter::once(cluster_arn.clone()).chain(eks_objects.iter().cloned()).collect();
     let key_arns = || [format!("arn:{p}:kms:{r}:{a}:key/*")];
     let wide = wanted.contains(&For::Doctor) || wanted.contains(&For::Import);
+    let has_key = t.spec.interruption.enabled && t.spec.interruption.kms_key_id.is_some();
     let scoped = wanted.iter().any(|f| matches!(f, For::Diff | For::Up | For::Down));
     let (up, down) = writes(wanted);
     let mut out = Vec::new();
@@ -227,7 +237,10 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
         out.push(st("ReadEksCluster", &eks_reads, eks.clone(), None));
         out.push(st("ReadQueues", SQS_READS, [format!("arn:{p}:sqs:{r}:{a}:*")], None));
         out.push(st("ReadRules", EVENTS_READS, [format!("arn:{p}:events:{r}:{a}:rule/*")], None));
-        out.push(st("ReadKeys", KMS_READS, key_arns(), None));
+        // import finds the key of another tool's queue; doctor reads the plan's.
+        if has_key || wanted.contains(&For::Import) {
+            out.push(st("ReadKeys", KMS_READS, key_arns(), None));
+        }
         if wanted.contains(&For::Doctor) {
             out.push(st(
                 "SimulateRoles",
@@ -242,6 +255,9 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
             o.roles.iter().chain(&o.policies).chain(&o.attached).chain(&o.profiles).cloned().collect();
         // What karpctl left under its path (found by listing, removed as leftovers).
         iam.extend(["role", "policy", "instance-profile"].map(|k| format!("arn:{p}:iam::{a}:{k}{path}*")));
+        // A role or profile that does not exist (yet) has no path IAM could know: a read of it
+        // by name is authorized on `<kind>/<name>`.
+        iam.extend(o.own_roles.iter().chain(&o.profiles).filter_map(|arn| without_path(arn)));
         if t.spec.identity.mode == IdentityMode::Irsa {
             iam.insert(format!("arn:{p}:iam::{a}:oidc-provider/*"));
         }
@@ -251,9 +267,11 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
             out.push(st("ReadQueue", SQS_READS, [q.clone()], None));
         }
         out.push(st("ReadRules", EVENTS_READS, o.rules.iter().cloned(), None));
-        // Also without a key in the plan: the key karpctl would have made (`alias/karpenter-<c>`)
-        // is looked up, to remove it when it is this cluster's.
-        out.push(st("ReadKeys", KMS_READS, key_arns(), None));
+        // Without a key in the plan karpctl still looks up `alias/karpenter-<c>`, which KMS
+        // answers NotFoundException without asking for a permission (no key to authorize on).
+        if has_key {
+            out.push(st("ReadKeys", KMS_READS, key_arns(), None));
+        }
     }
     if !(up || down) {
         return out;
@@ -320,12 +338,13 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
                 Some(json!({"StringEquals": {"iam:PassedToService": "pods.eks.amazonaws.com"}})),
             ));
         }
-        if !o.node_role_arns.is_empty() {
+        // iam:AddRoleToInstanceProfile passes the node role to EC2 (an access entry passes none).
+        if t.spec.identity.instance_profile.is_some() && !o.node_role_arns.is_empty() {
             out.push(st(
-                "PassNodeRole",
+                "PassNodeRoleToProfile",
                 &["iam:PassRole"],
                 o.node_role_arns.iter().cloned(),
-                Some(json!({"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "eks.amazonaws.com"]}})),
+                Some(json!({"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}})),
             ));
         }
         if t.spec.create_spot_role {

@@ -21,7 +21,7 @@ fn ts(c: &str, n: u32) -> String {
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Shape {
+pub(crate) enum Shape {
     /// v20 with `enable_v1_permissions = true`: four rules, ReadOnly registry, a hand-added
     /// inline policy.
     TfV20,
@@ -49,9 +49,9 @@ fn cfn_id(part: &str) -> &'static str {
     catalog::rule(part).expect("a rule part").cfn_id
 }
 
-struct Made {
-    c: String,
-    wd: Workdir,
+pub(crate) struct Made {
+    pub(crate) c: String,
+    pub(crate) wd: Workdir,
     node_role: String,
     controller_role: String,
     queue_url: String,
@@ -105,7 +105,7 @@ fn pre_v1_policy(c: &str, a: &str, node_arn: &str, queue_arn: &str) -> Vec<Value
 }
 
 /// Build the setup `shape` makes around a freshly seeded cluster.
-fn make(prefix: &str, shape: Shape) -> Made {
+pub(crate) fn make(prefix: &str, shape: Shape) -> Made {
     let c = cluster_name(prefix);
     let seed = seed(&c, &[]);
     let a = seed["account_id"].as_str().unwrap_or("000000000000").to_string();
