@@ -17,7 +17,8 @@ that service, naming the action and the resource:
   CloudWatch      403 AccessDenied (Smithy RPC v2 CBOR)
 
   "User: <principal> is not authorized to perform: <action> on resource: <arn> because no
-   identity-based policy allows the <action> action"
+   identity-based policy allows the <action> action" (or "with an explicit deny in an
+   identity-based policy" when a Deny statement applies)
 
 The rule's value is a policy document, `{"parts": [doc, ...]}` (what `karpctl output --format
 caller-policy` prints), or a list of documents: the union of their statements, as IAM joins
@@ -211,10 +212,17 @@ def statement_applies(s: dict, action: str, resource: str, context: dict) -> boo
     return True
 
 
+def decide(stmts: list[dict], action: str, resource: str, context: dict) -> str:
+    """"allow" (some Allow statement applies, no Deny), "deny" (a Deny applies) or "implicit"."""
+    hits = [s for s in stmts if statement_applies(s, action, resource, context)]
+    if any(s["Effect"] == "Deny" for s in hits):
+        return "deny"
+    return "allow" if any(s["Effect"] == "Allow" for s in hits) else "implicit"
+
+
 def allowed(stmts: list[dict], action: str, resource: str, context: dict) -> bool:
     """Allowed by some Allow statement and denied by no Deny statement."""
-    hits = [s for s in stmts if statement_applies(s, action, resource, context)]
-    return any(s["Effect"] == "Allow" for s in hits) and not any(s["Effect"] == "Deny" for s in hits)
+    return decide(stmts, action, resource, context) == "allow"
 
 
 # ------------------------------------------------------------------ requests -> needs
@@ -284,6 +292,10 @@ class Gate:
             self.eks_arns.clear()
             self.log.clear()
             self.account = self.partition = None
+
+    def clear_log(self) -> None:
+        with self.lock:
+            self.log.clear()
 
     def decisions(self) -> list[dict]:
         with self.lock:
@@ -614,14 +626,15 @@ class Gate:
         if needs is None:
             return None
         for n in needs:
-            ok = allowed(stmts, n.action, n.resource, n.context)
+            decision = decide(stmts, n.action, n.resource, n.context)
+            ok = decision == "allow"
             sids = [s.get("Sid", "") for s in stmts
                     if s["Effect"] == "Allow" and statement_applies(s, n.action, n.resource, n.context)]
             with self.lock:
                 self.log.append({"operation": req.operation, "action": n.action, "resource": n.resource,
                                  "allowed": ok, "sids": sids})
             if not ok:
-                return refusal(req, n, self.acct(req))
+                return refusal(req, n, self.acct(req), explicit=decision == "deny")
         return None
 
 
@@ -646,17 +659,18 @@ def _xml_text(s: str) -> str:
 
 # ------------------------------------------------------------------ refusals
 
-def message(need: Need, acct: tuple[str, str, str]) -> str:
+def message(need: Need, acct: tuple[str, str, str], explicit: bool = False) -> str:
     p, a, _ = acct
     who = PRINCIPAL.format(p=p, a=a)
-    return (f"User: {who} is not authorized to perform: {need.action} on resource: {need.resource} "
-            f"because no identity-based policy allows the {need.action} action")
+    why = ("with an explicit deny in an identity-based policy" if explicit
+           else f"because no identity-based policy allows the {need.action} action")
+    return f"User: {who} is not authorized to perform: {need.action} on resource: {need.resource} {why}"
 
 
-def refusal(req, need: Need, acct) -> tuple[int, list, bytes]:
+def refusal(req, need: Need, acct, explicit: bool = False) -> tuple[int, list, bytes]:
     """AWS's refusal of `req` for the service it went to."""
     import html
-    msg = message(need, acct)
+    msg = message(need, acct, explicit)
     rid = str(uuid.uuid4())
     svc = req.service
     if svc in ("iam", "sts"):

@@ -233,7 +233,8 @@ test names, answers the way AWS does during such a window:
                                        AccessDenied / AccessDeniedException / UnauthorizedOperation
                                        naming action and resource. Account-wide, not scoped by
                                        name. GET /_lag/state "caller_policy" lists each decision
-                                       {operation, action, resource, allowed, sids}
+                                       {operation, action, resource, allowed, sids} since the
+                                       rule was last set
   ec2_subnet_dns64       {subnet: true} not a lag: an emulator gap. DescribeSubnets answers show
                                        the subnet with enableDns64 true (NAT64's DNS64), which
                                        neither emulator keeps (ModifySubnetAttribute EnableDns64 is
@@ -1132,6 +1133,7 @@ class Lag:
                     except lagpolicy.BadPolicy as e:
                         raise BadRules(str(e)) from None
                     new[key] = val
+                    self.gate.clear_log()
                 elif key == "sts_partition":
                     if not (isinstance(val, str) and val.startswith("aws")):
                         raise BadRules("sts_partition must be a partition name such as \"aws-cn\"")

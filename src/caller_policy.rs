@@ -228,12 +228,6 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
             ["role/*", "policy/*", "instance-profile/*", "oidc-provider/*"].map(|k| format!("arn:{p}:iam::{a}:{k}")),
             None,
         ));
-        out.push(st(
-            "ReadIamAwsManaged",
-            &["iam:GetPolicy", "iam:GetPolicyVersion"],
-            [format!("arn:{p}:iam::aws:policy/*")],
-            None,
-        ));
         out.push(st("ReadEksCluster", &eks_reads, eks.clone(), None));
         out.push(st("ReadQueues", SQS_READS, [format!("arn:{p}:sqs:{r}:{a}:*")], None));
         out.push(st("ReadRules", EVENTS_READS, [format!("arn:{p}:events:{r}:{a}:rule/*")], None));
