@@ -307,6 +307,12 @@ class Gate:
         """Learn names, paths and ids from a request that went through and its answer."""
         if not 200 <= status < 300:
             return
+        try:
+            self._observe(req, body)
+        except (ValueError, TypeError, AttributeError, KeyError):
+            pass  # an answer of a shape not expected here teaches nothing; it still goes out
+
+    def _observe(self, req, body: bytes) -> None:
         text = body.decode("utf-8", "replace") if isinstance(body, (bytes, bytearray)) else str(body or "")
         with self.lock:
             if req.service == "sts" and req.operation == "GetCallerIdentity":
@@ -329,10 +335,7 @@ class Gate:
                 if op in gone and f.get(gone[op][1]):
                     self.paths.get(gone[op][0], {}).pop(f[gone[op][1]], None)
             if req.service == "eks":
-                try:
-                    doc = json.loads(text or "{}")
-                except ValueError:
-                    doc = {}
+                doc = json.loads(text or "{}")
                 for obj in (doc.get("accessEntry"), doc.get("addon"), doc.get("nodegroup")):
                     if isinstance(obj, dict):
                         self._learn_eks(obj)

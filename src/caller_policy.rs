@@ -748,6 +748,34 @@ mod tests {
     }
 
     #[test]
+    fn missing_objects_are_read_by_bare_name_and_keys_only_with_a_key() {
+        let s = spec("prod-east");
+        let diff = &policy(&[target(&s)], &[For::Diff]);
+        let reads = resources(find(diff, "ReadIam"));
+        for name in ["role/KarpenterNodeRole-prod-east", "role/KarpenterController-prod-east"] {
+            assert!(reads.contains(&format!("arn:aws:iam::123456789012:{name}")), "{name}: {reads:?}");
+        }
+        assert_eq!(without_path("arn:aws:iam::1:role/karpctl/c/R").as_deref(), Some("arn:aws:iam::1:role/R"));
+        assert!(!actions_by_sid(diff).contains_key("ReadKeys"), "no key in the plan");
+        assert!(actions_by_sid(&policy(&[target(&s)], &[For::Import])).contains_key("ReadKeys"), "another tool's key");
+        let mut k = spec("prod-east");
+        k.interruption.kms_key_id = Some("alias/queue".into());
+        assert!(actions_by_sid(&policy(&[target(&k)], &[For::Diff])).contains_key("ReadKeys"));
+    }
+
+    #[test]
+    fn the_node_role_is_passed_only_to_an_instance_profile() {
+        let s = spec("prod-east");
+        assert!(!actions_by_sid(&policy(&[target(&s)], &[For::Up])).contains_key("PassNodeRoleToProfile"));
+        let mut p = spec("prod-east");
+        p.identity.instance_profile = Some(p.identity.instance_profile_name.clone());
+        let doc = &policy(&[target(&p)], &[For::Up]);
+        let pass = find(doc, "PassNodeRoleToProfile");
+        assert_eq!(pass["Condition"]["StringEquals"]["iam:PassedToService"], "ec2.amazonaws.com");
+        assert_eq!(resources(pass), ["arn:aws:iam::123456789012:role/karpctl/prod-east/KarpenterNodeRole-prod-east"]);
+    }
+
+    #[test]
     fn grant_command_names_the_command() {
         assert_eq!(grant_command("a", "up"), "karpctl output --cluster a --format caller-policy --for up");
     }

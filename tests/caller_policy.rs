@@ -160,13 +160,25 @@ fn decisions(px: &LagProxy) -> Vec<(String, String, bool, Vec<String>)> {
 /// Run karpctl through `px` under `policy` (the proxy's log starts empty; `rules`: more lag
 /// rules, `null` for none); the run, the Sids of the statements that allowed its calls, and the
 /// calls refused (action, resource).
-fn under(wd: &Workdir, px: &LagProxy, policy: &Value, rules: &Value, args: &[&str]) -> (Run, BTreeSet<String>, Vec<(String, String)>) {
+fn under(
+    wd: &Workdir,
+    px: &LagProxy,
+    policy: &Value,
+    rules: &Value,
+    args: &[&str],
+) -> (Run, BTreeSet<String>, Vec<(String, String)>) {
     px.reset();
     under_kept(wd, px, policy, rules, args)
 }
 
 /// `under` keeping what the proxy kept so far (its rules, the tags it keeps for the emulator).
-fn under_kept(wd: &Workdir, px: &LagProxy, policy: &Value, rules: &Value, args: &[&str]) -> (Run, BTreeSet<String>, Vec<(String, String)>) {
+fn under_kept(
+    wd: &Workdir,
+    px: &LagProxy,
+    policy: &Value,
+    rules: &Value,
+    args: &[&str],
+) -> (Run, BTreeSet<String>, Vec<(String, String)>) {
     if !rules.is_null() {
         px.set(rules.clone());
     }
@@ -303,7 +315,10 @@ fn refused_without(wd: &Workdir, px: &LagProxy, policy: &Value, sid: &str, rules
     let hits: BTreeSet<&String> = refused.iter().map(|(a, _)| a).filter(|a| actions.contains(a)).collect();
     let out = r.all();
     if hits.is_empty() {
-        return Err(format!("`karpctl {args:?}` without {sid} ({actions:?}): none of them refused (refused: {refused:?}, exit {}), so the statement is spare here", r.code));
+        return Err(format!(
+            "`karpctl {args:?}` without {sid} ({actions:?}): none of them refused (refused: {refused:?}, exit {}), so the statement is spare here",
+            r.code
+        ));
     }
     if r.code == 0 && !REPORTED_NOT_FATAL.contains(&sid) {
         return Err(format!("`karpctl {args:?}` without {sid}: exit 0 although {hits:?} refused"));
@@ -472,5 +487,8 @@ fn one_clusters_policy_refuses_writes_to_another_clusters_objects() {
     rt().block_on(sdk.sqs.delete_queue().queue_url(&url).send()).unwrap();
     let (r, _, refused) = under(&wd, &px, &policy, &Value::Null, &["up", "--cluster", &b]);
     assert_ne!(r.code, 0, "{r:?}");
-    assert!(refused.iter().any(|(act, res)| act == "sqs:CreateQueue" && res.ends_with(&format!(":Karpenter-{b}"))), "{refused:?}");
+    assert!(
+        refused.iter().any(|(act, res)| act == "sqs:CreateQueue" && res.ends_with(&format!(":Karpenter-{b}"))),
+        "{refused:?}"
+    );
 }

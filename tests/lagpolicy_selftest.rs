@@ -35,7 +35,9 @@ fn refusal<T, E: ProvideErrorMetadata>(r: Result<T, E>) -> Option<(String, Strin
 fn assert_refused(got: Option<(String, String)>, code: &str, action: &str, resource: &str) {
     let (c, m) = got.unwrap_or_else(|| panic!("{action} on {resource} was let through"));
     assert_eq!(c, code, "{m}");
-    let want = format!("is not authorized to perform: {action} on resource: {resource} because no identity-based policy allows the {action} action");
+    let want = format!(
+        "is not authorized to perform: {action} on resource: {resource} because no identity-based policy allows the {action} action"
+    );
     assert!(m.contains(&want), "{m}\nwants: {want}");
 }
 
@@ -144,11 +146,12 @@ fn policy_gate_evaluates_tag_keys_request_and_resource_tags_on_ec2() {
     assert_eq!(tag(&s1, "disc", &n), None, "the key and value the policy names");
     assert_refused(tag(&s1, "disc", "other"), "UnauthorizedOperation", "ec2:CreateTags", &arn(&s1));
     assert_refused(tag(&s1, "other", &n), "UnauthorizedOperation", "ec2:CreateTags", &arn(&s1));
-    let untag = |id: &str| {
-        refusal(rt().block_on(
-            sdk.ec2.delete_tags().resources(id).tags(aws_sdk_ec2::types::Tag::builder().key("disc").build()).send(),
-        ))
-    };
+    let untag =
+        |id: &str| {
+            refusal(rt().block_on(
+                sdk.ec2.delete_tags().resources(id).tags(aws_sdk_ec2::types::Tag::builder().key("disc").build()).send(),
+            ))
+        };
     assert_eq!(untag(&s1), None, "the subnet's own tag owner = {n}");
     assert_refused(untag(&s2), "UnauthorizedOperation", "ec2:DeleteTags", &arn(&s2));
 }
@@ -197,9 +200,17 @@ fn policy_gate_names_sqs_rules_eks_and_kms_resources_and_their_conditions() {
     // EKS: the cluster's ARN, and iam:PassRole of the association's role to Pod Identity (the
     // cluster does not exist: a call let through gets the emulator's not-found).
     let assoc = |cluster: &str, role: &str| {
-        refusal(rt().block_on(
-            sdk.eks.create_pod_identity_association().cluster_name(cluster).namespace("k").service_account("k").role_arn(role).send(),
-        ))
+        refusal(
+            rt().block_on(
+                sdk.eks
+                    .create_pod_identity_association()
+                    .cluster_name(cluster)
+                    .namespace("k")
+                    .service_account("k")
+                    .role_arn(role)
+                    .send(),
+            ),
+        )
     };
     assert_eq!(assoc(&n, &role), None);
     let other = format!("arn:aws:iam::{ACCOUNT}:role/other-{n}");
