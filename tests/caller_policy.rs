@@ -2,8 +2,9 @@
 //! makes (read off karpctl's own call counts, `--stats`), `diff`'s and `doctor`'s hold no write,
 //! and one cluster's writes never name another's objects.
 //!
-//! Neither emulator evaluates IAM policies: these tests check the printed policy against the
-//! calls made, by action; the resource scoping is checked by the unit tests of src/caller_policy.rs.
+//! Neither emulator evaluates IAM policies; the lag proxy's `caller_policy` rule does
+//! (scripts/lagpolicy.py: action, resource ARN, condition keys), so the runs below go through it
+//! under exactly the printed policy, or that policy with one statement removed.
 
 use crate::common::lag::LagProxy;
 use crate::common::*;
