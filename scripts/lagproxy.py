@@ -223,6 +223,18 @@ test names, answers the way AWS does during such a window:
                                        DescribeVpcEndpoints answers leave out the VPC's endpoints
                                        (a participant sees none of the owner's). Both emulators
                                        make every object the caller's own
+  caller_policy          doc | {"parts": [doc, ...]} | [doc, ...]
+                                       not a lag: IAM, which neither emulator evaluates. Every
+                                       request is authorized against this identity-based policy
+                                       (what `karpctl output --format caller-policy` prints) before
+                                       it goes on: its action, its resource ARNs as the Service
+                                       Authorization Reference defines them, the condition keys
+                                       (scripts/lagpolicy.py); a refused one gets the service's
+                                       AccessDenied / AccessDeniedException / UnauthorizedOperation
+                                       naming action and resource. Account-wide, not scoped by
+                                       name. GET /_lag/state "caller_policy" lists each decision
+                                       {operation, action, resource, allowed, sids} since the
+                                       rule was last set
   ec2_subnet_dns64       {subnet: true} not a lag: an emulator gap. DescribeSubnets answers show
                                        the subnet with enableDns64 true (NAT64's DNS64), which
                                        neither emulator keeps (ModifySubnetAttribute EnableDns64 is
@@ -256,6 +268,7 @@ import signal
 import sys
 import threading
 
+import lagpolicy
 from lag.cloudtrail import CloudTrail
 from lag.cloudwatch import CloudWatch
 from lag.ec2 import SHARED_VPC_SETS, Ec2
@@ -280,6 +293,12 @@ class Lag(State, Rules, Upstream, Throttle, Sqs, Eks, Iam, Kms, Events, Ec2, Clo
     def handle(self, req: Req) -> tuple[int, list, bytes, str | None]:
         if not self.take_token(req.service):
             return (*throttled(req.service), "throttle_rps")
+        with self.lock:
+            policy = self.rules.get("caller_policy")
+        if policy is not None:
+            refused = self.gate.check(req, lagpolicy.statements_of(policy), self.forward)
+            if refused is not None:
+                return (*refused, "caller_policy")
         if req.service == "sqs":
             return self.handle_sqs(req)
         if req.service == "eks":

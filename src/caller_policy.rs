@@ -182,6 +182,15 @@ fn owned(t: &Target) -> Owned {
     o
 }
 
+/// `arn:<p>:iam::<a>:<kind>/<path>/<name>` as `arn:<p>:iam::<a>:<kind>/<name>`.
+fn without_path(arn: &str) -> Option<String> {
+    let (head, rest) = arn.split_once(":iam::")?;
+    let (account, object) = rest.split_once(':')?;
+    let (kind, tail) = object.split_once('/')?;
+    let name = tail.rsplit('/').next()?;
+    Some(format!("{head}:iam::{account}:{kind}/{name}"))
+}
+
 /// The statements one plan needs for the commands `wanted` (pure).
 fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
     let (p, a, r, c) = (t.partition, t.account_id, t.region, &t.spec.cluster);
@@ -193,6 +202,7 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
     let eks: Vec<String> = std::iter::once(cluster_arn.clone()).chain(eks_objects.iter().cloned()).collect();
     let key_arns = || [format!("arn:{p}:kms:{r}:{a}:key/*")];
     let wide = wanted.contains(&For::Doctor) || wanted.contains(&For::Import);
+    let has_key = t.spec.interruption.enabled && t.spec.interruption.kms_key_id.is_some();
     let scoped = wanted.iter().any(|f| matches!(f, For::Diff | For::Up | For::Down));
     let (up, down) = writes(wanted);
     let mut out = Vec::new();
@@ -219,16 +229,13 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
             ["role/*", "policy/*", "instance-profile/*", "oidc-provider/*"].map(|k| format!("arn:{p}:iam::{a}:{k}")),
             None,
         ));
-        out.push(st(
-            "ReadIamAwsManaged",
-            &["iam:GetPolicy", "iam:GetPolicyVersion"],
-            [format!("arn:{p}:iam::aws:policy/*")],
-            None,
-        ));
         out.push(st("ReadEksCluster", &eks_reads, eks.clone(), None));
         out.push(st("ReadQueues", SQS_READS, [format!("arn:{p}:sqs:{r}:{a}:*")], None));
         out.push(st("ReadRules", EVENTS_READS, [format!("arn:{p}:events:{r}:{a}:rule/*")], None));
-        out.push(st("ReadKeys", KMS_READS, key_arns(), None));
+        // import finds the key of another tool's queue; doctor reads the plan's.
+        if has_key || wanted.contains(&For::Import) {
+            out.push(st("ReadKeys", KMS_READS, key_arns(), None));
+        }
         if wanted.contains(&For::Doctor) {
             out.push(st(
                 "SimulateRoles",
@@ -243,6 +250,9 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
             o.roles.iter().chain(&o.policies).chain(&o.attached).chain(&o.profiles).cloned().collect();
         // What karpctl left under its path (found by listing, removed as leftovers).
         iam.extend(["role", "policy", "instance-profile"].map(|k| format!("arn:{p}:iam::{a}:{k}{path}*")));
+        // A role or profile that does not exist (yet) has no path IAM could know: a read of it
+        // by name is authorized on `<kind>/<name>`.
+        iam.extend(o.own_roles.iter().chain(&o.profiles).filter_map(|arn| without_path(arn)));
         if t.spec.identity.mode == IdentityMode::Irsa {
             iam.insert(format!("arn:{p}:iam::{a}:oidc-provider/*"));
         }
@@ -252,9 +262,11 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
             out.push(st("ReadQueue", SQS_READS, [q.clone()], None));
         }
         out.push(st("ReadRules", EVENTS_READS, o.rules.iter().cloned(), None));
-        // Also without a key in the plan: the key karpctl would have made (`alias/karpenter-<c>`)
-        // is looked up, to remove it when it is this cluster's.
-        out.push(st("ReadKeys", KMS_READS, key_arns(), None));
+        // Without a key in the plan karpctl still looks up `alias/karpenter-<c>`, which KMS
+        // answers NotFoundException without asking for a permission (no key to authorize on).
+        if has_key {
+            out.push(st("ReadKeys", KMS_READS, key_arns(), None));
+        }
     }
     if !(up || down) {
         return out;
@@ -321,12 +333,13 @@ fn statements(t: &Target, wanted: &BTreeSet<For>) -> Vec<Statement> {
                 Some(json!({"StringEquals": {"iam:PassedToService": "pods.eks.amazonaws.com"}})),
             ));
         }
-        if !o.node_role_arns.is_empty() {
+        // iam:AddRoleToInstanceProfile passes the node role to EC2 (an access entry passes none).
+        if t.spec.identity.instance_profile.is_some() && !o.node_role_arns.is_empty() {
             out.push(st(
-                "PassNodeRole",
+                "PassNodeRoleToProfile",
                 &["iam:PassRole"],
                 o.node_role_arns.iter().cloned(),
-                Some(json!({"StringEquals": {"iam:PassedToService": ["ec2.amazonaws.com", "eks.amazonaws.com"]}})),
+                Some(json!({"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}})),
             ));
         }
         if t.spec.create_spot_role {
@@ -724,6 +737,34 @@ mod tests {
         for i in 0..20 {
             assert!(text.contains(&format!(":Karpenter-cluster-{i:02}\"")), "cluster-{i:02}");
         }
+    }
+
+    #[test]
+    fn missing_objects_are_read_by_bare_name_and_keys_only_with_a_key() {
+        let s = spec("prod-east");
+        let diff = &policy(&[target(&s)], &[For::Diff]);
+        let reads = resources(find(diff, "ReadIam"));
+        for name in ["role/KarpenterNodeRole-prod-east", "role/KarpenterController-prod-east"] {
+            assert!(reads.contains(&format!("arn:aws:iam::123456789012:{name}")), "{name}: {reads:?}");
+        }
+        assert_eq!(without_path("arn:aws:iam::1:role/karpctl/c/R").as_deref(), Some("arn:aws:iam::1:role/R"));
+        assert!(!actions_by_sid(diff).contains_key("ReadKeys"), "no key in the plan");
+        assert!(actions_by_sid(&policy(&[target(&s)], &[For::Import])).contains_key("ReadKeys"), "another tool's key");
+        let mut k = spec("prod-east");
+        k.interruption.kms_key_id = Some("alias/queue".into());
+        assert!(actions_by_sid(&policy(&[target(&k)], &[For::Diff])).contains_key("ReadKeys"));
+    }
+
+    #[test]
+    fn the_node_role_is_passed_only_to_an_instance_profile() {
+        let s = spec("prod-east");
+        assert!(!actions_by_sid(&policy(&[target(&s)], &[For::Up])).contains_key("PassNodeRoleToProfile"));
+        let mut p = spec("prod-east");
+        p.identity.instance_profile = Some(p.identity.instance_profile_name.clone());
+        let doc = &policy(&[target(&p)], &[For::Up]);
+        let pass = find(doc, "PassNodeRoleToProfile");
+        assert_eq!(pass["Condition"]["StringEquals"]["iam:PassedToService"], "ec2.amazonaws.com");
+        assert_eq!(resources(pass), ["arn:aws:iam::123456789012:role/karpctl/prod-east/KarpenterNodeRole-prod-east"]);
     }
 
     #[test]

@@ -21,6 +21,7 @@ mod identity_switch;
 mod import;
 mod interruption;
 mod kms;
+mod lagpolicy_selftest;
 mod lagproxy_selftest;
 mod least_privilege;
 mod merged_rules;

@@ -7,6 +7,8 @@ import json
 import re
 import time
 
+import lagpolicy
+
 from .cloudtrail import expand_entries
 from .wire import BadRules
 
@@ -26,7 +28,7 @@ MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_con
 
 
 OTHER_RULES = ("eks_cluster_gone", "sts_partition", "iam_account_summary", "cloudtrail_events",
-               "cloudtrail_lookup_rps", "cloudwatch_metrics")
+               "cloudtrail_lookup_rps", "cloudwatch_metrics", "caller_policy")
 
 
 class Rules:
@@ -118,6 +120,13 @@ class Rules:
                                 raise BadRules(f"cloudwatch_metrics: a point is [minutes_ago, value] (got {p!r})")
                         series.append({**s, "points": pts})
                     new[key] = series
+                elif key == "caller_policy":
+                    try:
+                        lagpolicy.statements_of(val)
+                    except lagpolicy.BadPolicy as e:
+                        raise BadRules(str(e)) from None
+                    new[key] = val
+                    self.gate.clear_log()
                 elif key == "sts_partition":
                     if not (isinstance(val, str) and val.startswith("aws")):
                         raise BadRules("sts_partition must be a partition name such as \"aws-cn\"")

@@ -102,6 +102,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return self._send(502, [("Content-Type", "text/plain")], f"lagproxy: upstream failed: {e}\n".encode())
         self.lag.record(req, status, lag)
+        self.lag.gate.observe(req, status, data)
         self._send(status, headers, data)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle

@@ -7,6 +7,8 @@ import json
 import threading
 import time
 
+import lagpolicy
+
 from .iam import simulate_params
 from .sqs import written_attributes
 from .wire import Req
@@ -57,6 +59,8 @@ class State:
         self.kms_windows: dict[str, dict] = {}
         # alias name -> t (DescribeKey by the alias answers NotFoundException until t)
         self.kms_alias_windows: dict[str, float] = {}
+        # caller_policy: what it learned (IAM paths, EKS ARNs) and its decisions
+        self.gate = lagpolicy.Gate()
         self._next_id = 0
 
     def reset(self) -> None:
@@ -79,6 +83,7 @@ class State:
             self.kms_names.clear()
             self.kms_windows.clear()
             self.kms_alias_windows.clear()
+            self.gate.reset()
             eks = list(self.eks_pending.values())
             self.eks_pending.clear()
         for _, (_, req, timer) in pending:
@@ -123,6 +128,7 @@ class State:
                 "kms_key": {k: {"remaining_s": round(w["until"] - now, 3), "after": w["after"]}
                             for k, w in self.kms_windows.items() if w["until"] > now},
                 "kms_alias": {a: round(t - now, 3) for a, t in self.kms_alias_windows.items() if t > now},
+                "caller_policy": self.gate.decisions(),
             }
 
     def record(self, req: Req, status: int, lag: str | None) -> None:

@@ -73,12 +73,14 @@ pub async fn run(global: &Options, args: &ImportOptions) -> Result<ImportReport>
     spec.region = global.region.clone();
     let connected = crate::prepare::connect_and_identify(global, &spec).await?;
     let Some(facts) = connected.cluster.clone() else {
-        return Err(UserError::new(format!(
-            "EKS cluster {cluster} does not exist in region {} (or cannot be described)",
-            connected.region
-        ))
-        .hint("check --cluster and --region")
-        .into());
+        if let Some(refused) = &connected.cluster_refused {
+            // AWS refused DescribeCluster: said as every refusal of karpctl's own calls is
+            // (the action, the resource, the caller-policy command that grants it).
+            return Err(anyhow::Error::new(refused.clone()));
+        }
+        return Err(UserError::new(format!("EKS cluster {cluster} does not exist in region {}", connected.region))
+            .hint("check --cluster and --region")
+            .into());
     };
     let inputs = crate::gather::setup::Inputs {
         cluster: facts.clone(),
