@@ -302,11 +302,6 @@ fn import_then_up_adopt_run_under_their_printed_policies_and_need_every_statemen
 /// advice only): the run names the refused action but does not fail.
 const REPORTED_NOT_FATAL: &[&str] = &["ReadEc2Quotas"];
 
-/// Refusals karpctl does not name yet: `import` says "EKS cluster <c> does not exist in region
-/// <r> (or cannot be described)" for a refused eks:DescribeCluster (src/import.rs drops
-/// `Connected::cluster_refused`, which doctor reports).
-const NOT_NAMED_YET: &[(&str, &str)] = &[];
-
 /// `args` under `policy` without statement `sid` fails, a call of one of its actions refused,
 /// and says which (Err: what went otherwise).
 fn refused_without(wd: &Workdir, px: &LagProxy, policy: &Value, sid: &str, rules: &Value, args: &[&str]) -> Result<(), String> {
@@ -324,7 +319,7 @@ fn refused_without(wd: &Workdir, px: &LagProxy, policy: &Value, sid: &str, rules
     if r.code == 0 && !REPORTED_NOT_FATAL.contains(&sid) {
         return Err(format!("`karpctl {args:?}` without {sid}: exit 0 although {hits:?} refused"));
     }
-    if !hits.iter().any(|a| out.contains(a.as_str())) && !NOT_NAMED_YET.contains(&(args[0], sid)) {
+    if !hits.iter().any(|a| out.contains(a.as_str())) {
         return Err(format!("`karpctl {args:?}` without {sid} does not name {hits:?}: {r:?}"));
     }
     Ok(())
