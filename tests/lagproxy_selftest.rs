@@ -111,8 +111,9 @@ fn lag_sqs_create_answers_non_existent_queue_within_the_window() {
     let (q, other) = (cluster_name("lagcreate-q"), cluster_name("lagcreate-other"));
     px.set(json!({"sqs_create_lag_s": {&q: 1.5}}));
     let sdk = sdk_at(px.url());
-    let url = create_queue(&sdk, &q);
+    // The window opens inside CreateQueue, so the time is taken before it is sent.
     let created = Instant::now();
+    let url = create_queue(&sdk, &q);
 
     let e = rt()
         .block_on(sdk.sqs.get_queue_attributes().queue_url(&url).attribute_names(QueueAttributeName::All).send())
