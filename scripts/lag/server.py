@@ -6,12 +6,8 @@ import http.client
 import json
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
 
 from .wire import HOP_BY_HOP, BadRules, Req, log
-
-if TYPE_CHECKING:
-    from lagproxy import Lag
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -21,7 +17,9 @@ class Handler(BaseHTTPRequestHandler):
     # the body), and with Nagle's algorithm on the body waited for the client's delayed ACK of
     # the head, about 40 ms a call on Linux, which AWS does not add.
     disable_nagle_algorithm = True
-    lag: Lag  # set on the class by main()
+    # The proxy (lagproxy.Lag), set on the class by main(); not imported here, so that the
+    # entry point alone knows the whole of Lag.
+    lag: object
 
     def log_message(self, fmt, *args):  # quiet: the call log is the record
         pass
