@@ -80,10 +80,12 @@ pub async fn diff_on(
     let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
     let (observed, switch) = identity_switch(&p, observed).await;
+    let (observed, upgrade) = karpenter_upgrade(&p, observed).await;
     phase(&p, "observe", t);
     let t = Instant::now();
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.identity_switch = switch;
+    plan.findings.extend(upgrade_note(&p, &plan, upgrade));
     plan.findings.extend(nothing_to_finish(&p, &plan));
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
@@ -120,10 +122,12 @@ pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> 
     let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
     let (observed, switch) = identity_switch(&p, observed).await;
+    let (observed, upgrade) = karpenter_upgrade(&p, observed).await;
     phase(&p, "observe", t);
     let t = Instant::now();
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.identity_switch = switch;
+    plan.findings.extend(upgrade_note(&p, &plan, upgrade));
     plan.findings.extend(nothing_to_finish(&p, &plan));
     plan.findings.extend(p.findings());
     plan.findings.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
@@ -171,6 +175,30 @@ async fn identity_switch(
     let (stage, reason) = sw::stage(&d, finish, || sw::seen(trail.as_deref(), &role, d.from, d.to));
     let switch = sw::apply(&mut observed, &p.spec, &p.facts, &d, stage, reason);
     (observed, Some(switch))
+}
+
+/// A Karpenter upgrade in flight (`upgrade`): the controller policies' desired documents follow
+/// what CloudTrail shows running. Its read is waited for here only when the plan changes a live
+/// controller policy's document (a converged plan never waits for it).
+async fn karpenter_upgrade(
+    p: &Prepared,
+    mut observed: Vec<(Node, Option<Observed>)>,
+) -> (Vec<(Node, Option<Observed>)>, Option<crate::upgrade::Upgrade>) {
+    if !crate::upgrade::needs_evidence(&observed) {
+        return (observed, None);
+    }
+    let trail = p.trail_now().await;
+    let upgrade = crate::upgrade::apply(&mut observed, &p.spec, &p.facts, trail.as_deref());
+    if let Some(u) = upgrade.as_ref().filter(|u| u.stage != crate::upgrade::Stage::Finish) {
+        *p.upgrade_kept.lock().unwrap() = u.kept.clone();
+    }
+    (observed, upgrade)
+}
+
+/// The plan's note on an upgrade in flight, with the commands that upgrade Karpenter.
+fn upgrade_note(p: &Prepared, plan: &Plan, upgrade: Option<crate::upgrade::Upgrade>) -> Option<crate::model::Note> {
+    let helm = crate::karpenter_values::helm_steps(&p.spec, p.global.config.as_deref());
+    upgrade.map(|u| u.note(plan, &helm))
 }
 
 /// `--finish-identity-switch` with no switch in progress: said, nothing else.
