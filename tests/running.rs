@@ -588,6 +588,10 @@ fn an_upgrade_in_flight_keeps_what_the_running_version_needs_until_only_the_new_
     assert_eq!(diff.code, 0, "{diff:?}");
     let note = upgrade_note(&diff.json()).unwrap_or_default();
     assert!(note.contains("the permissions are in place") && note.contains("helm upgrade"), "{note}");
+    // doctor judges as diff does: the grants 1.8 needs are in the role's policies.
+    let doctor = run(&["doctor", "--cluster", &c, "--output", "json"]).json();
+    let lacks = with_code(doctor["findings"].as_array().unwrap(), "running-version-lacks-permissions");
+    assert!(lacks.is_empty(), "{doctor}");
 
     // Helm upgraded: CloudTrail shows only 1.9 over the window. diff shows the drop, up makes it.
     records(&px, json!([call(&controller, "1.9.0", 1)]));
