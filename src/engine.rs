@@ -189,9 +189,7 @@ async fn karpenter_upgrade(
     }
     let trail = p.trail_now().await;
     let upgrade = crate::upgrade::apply(&mut observed, &p.spec, &p.facts, trail.as_deref());
-    if let Some(u) = upgrade.as_ref().filter(|u| u.stage != crate::upgrade::Stage::Finish) {
-        *p.upgrade_kept.lock().unwrap() = u.kept.clone();
-    }
+    *p.upgrade_kept.lock().unwrap() = crate::upgrade::kept_by(&observed);
     (observed, upgrade)
 }
 
@@ -312,8 +310,10 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
             .hint("run `karpctl diff --out FILE` again and review the new plan")
             .into());
     }
-    // Plain `up`'s checks over what it read (they read the same as when the plan was saved).
+    // Plain `up`'s checks over what it read (they read the same as when the plan was saved),
+    // with the grants the saved plan keeps for an older Karpenter (an upgrade in flight).
     p.judge_observed(&now);
+    *p.upgrade_kept.lock().unwrap() = crate::upgrade::kept_by(&saved.observations);
     crate::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
     apply_plan("up", &p, saved.plan, false).await
 }

@@ -39,8 +39,7 @@ pub enum Stage {
 pub struct Upgrade {
     pub stage: Stage,
     pub pinned: KarpenterVersion,
-    /// The older versions whose grants the plan keeps (for the readiness checks: they lack
-    /// nothing), or, at `Finish`, those whose kept grants go.
+    /// The older versions whose grants the plan keeps, or, at `Finish`, those whose kept grants go.
     pub kept: Vec<KarpenterVersion>,
     /// What is kept (or dropped): "ec2:CreateTags on capacity-reservation/*".
     pub grants: Vec<String>,
@@ -81,6 +80,11 @@ pub fn kept_in<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Vec<KarpenterVe
     out.sort();
     out.dedup();
     out
+}
+
+/// The versions whose grants the plan's controller policies keep (its desired documents).
+pub fn kept_by(entries: &[(Node, Option<Observed>)]) -> Vec<KarpenterVersion> {
+    kept_in(entries.iter().filter(|(n, _)| is_controller_policy(n)).filter_map(|(n, _)| wanted_doc(n)))
 }
 
 /// The statements of `old` (documents by node id) granting what `have` lacks: each with only the
