@@ -80,10 +80,12 @@ pub async fn diff_on(
     let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
     let (observed, switch) = identity_switch(&p, observed).await;
+    let (observed, upgrade) = karpenter_upgrade(&p, observed).await;
     phase(&p, "observe", t);
     let t = Instant::now();
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.identity_switch = switch;
+    plan.notes.extend(upgrade_note(&p, &plan, upgrade));
     plan.notes.extend(nothing_to_finish(&p, &plan));
     plan.notes.extend(p.notes());
     plan.notes.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
@@ -120,10 +122,12 @@ pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> 
     let t = Instant::now();
     let observed = p.observe(p.nodes()).await?;
     let (observed, switch) = identity_switch(&p, observed).await;
+    let (observed, upgrade) = karpenter_upgrade(&p, observed).await;
     phase(&p, "observe", t);
     let t = Instant::now();
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.identity_switch = switch;
+    plan.notes.extend(upgrade_note(&p, &plan, upgrade));
     plan.notes.extend(nothing_to_finish(&p, &plan));
     plan.notes.extend(p.notes());
     plan.notes.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
@@ -171,6 +175,28 @@ async fn identity_switch(
     let (stage, reason) = sw::stage(&d, finish, || sw::seen(trail.as_deref(), &role, d.from, d.to));
     let switch = sw::apply(&mut observed, &p.spec, &p.facts, &d, stage, reason);
     (observed, Some(switch))
+}
+
+/// A Karpenter upgrade in flight (`upgrade`): the controller policies' desired documents follow
+/// what CloudTrail shows running. Its read is waited for here only when the plan changes a live
+/// controller policy's document (a converged plan never waits for it).
+async fn karpenter_upgrade(
+    p: &Prepared,
+    mut observed: Vec<(Node, Option<Observed>)>,
+) -> (Vec<(Node, Option<Observed>)>, Option<crate::upgrade::Upgrade>) {
+    if !crate::upgrade::needs_evidence(&observed) {
+        return (observed, None);
+    }
+    let trail = p.trail_now().await;
+    let upgrade = crate::upgrade::apply(&mut observed, &p.spec, &p.facts, trail.as_deref());
+    *p.upgrade_kept.lock().unwrap() = crate::upgrade::kept_by(&observed);
+    (observed, upgrade)
+}
+
+/// The plan's note on an upgrade in flight, with the commands that upgrade Karpenter.
+fn upgrade_note(p: &Prepared, plan: &Plan, upgrade: Option<crate::upgrade::Upgrade>) -> Option<crate::model::Note> {
+    let helm = crate::karpenter_values::helm_steps(&p.spec, p.global.config.as_deref());
+    upgrade.map(|u| u.note(plan, &helm))
 }
 
 /// `--finish-identity-switch` with no switch in progress: said, nothing else.
@@ -284,8 +310,10 @@ pub async fn up_saved(global: &Options, file: &Path) -> Result<PlanReport> {
             .hint("run `karpctl diff --out FILE` again and review the new plan")
             .into());
     }
-    // Plain `up`'s checks over what it read (they read the same as when the plan was saved).
+    // Plain `up`'s checks over what it read (they read the same as when the plan was saved),
+    // with the grants the saved plan keeps for an older Karpenter (an upgrade in flight).
     p.judge_observed(&now);
+    *p.upgrade_kept.lock().unwrap() = crate::upgrade::kept_by(&saved.observations);
     crate::gather::preflight::policy_headroom(&p.ctx, &saved.plan, Intent::Up).await?;
     apply_plan("up", &p, saved.plan, false).await
 }

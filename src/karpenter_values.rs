@@ -440,11 +440,9 @@ pub fn handoff(
             spec.identity.karpenter_version
         ));
     }
-    let config = config.map(|c| format!(" --config '{}'", c.display().to_string().replace('\'', r"'\''"))).unwrap_or_default();
-    let output = |format: &str| format!("karpctl output --cluster {}{config} --format {format}", spec.cluster);
+    let output = |format: &str| output_command(&spec.cluster, config, format);
     if !h.helm_values.is_empty() {
-        let version = spec.identity.karpenter_version.to_string();
-        h.helm_commands = vec![format!("{} > values.yaml", output("helm")), helm_command(&version, &spec.identity.namespace)];
+        h.helm_commands = helm_steps(spec, config);
     }
     if !h.nodeclass.is_empty() {
         // A fresh install needs the NodePool too; later only the EC2NodeClass changes, and
@@ -453,6 +451,22 @@ pub fn handoff(
         h.kubectl_commands = vec![format!("{what} | kubectl diff -f -"), format!("{what} | kubectl apply -f -")];
     }
     h
+}
+
+/// `karpctl output` for this cluster (and settings file) in `format`.
+pub fn output_command(cluster: &str, config: Option<&std::path::Path>, format: &str) -> String {
+    let config = config.map(|c| format!(" --config '{}'", c.display().to_string().replace('\'', r"'\''"))).unwrap_or_default();
+    format!("karpctl output --cluster {cluster}{config} --format {format}")
+}
+
+/// The commands that hand the plan's values on to Karpenter's Helm release: `karpctl output`
+/// into `values.yaml`, then `helm upgrade` to the pinned release.
+pub fn helm_steps(spec: &crate::spec::Spec, config: Option<&std::path::Path>) -> Vec<String> {
+    let version = spec.identity.karpenter_version.to_string();
+    vec![
+        format!("{} > values.yaml", output_command(&spec.cluster, config, "helm")),
+        helm_command(&version, &spec.identity.namespace),
+    ]
 }
 
 /// The Karpenter releases the controller's policies were made for before this run (oldest

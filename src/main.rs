@@ -41,6 +41,7 @@ mod settings;
 mod spec;
 mod suggest;
 mod tags;
+mod upgrade;
 
 use cli::Command;
 

@@ -46,6 +46,8 @@ pub struct Prepared {
     pub(crate) running: std::sync::Mutex<Option<Running>>,
     /// The records, once joined (an identity switch joins them before the plan is made).
     pub(crate) joined_trail: std::sync::Mutex<Option<Arc<Trail>>>,
+    /// Older Karpenter versions whose grants the plan keeps (an upgrade in flight, `upgrade`).
+    pub(crate) upgrade_kept: std::sync::Mutex<Vec<crate::karpenter_iam::KarpenterVersion>>,
 }
 
 impl Prepared {
@@ -120,6 +122,7 @@ impl Prepared {
         if let Some(t) = self.trail_now().await {
             let (controller, nodes) = trail_roles(&self.spec, &self.facts);
             let mut running = Running::of(&t, &controller, &nodes);
+            running.kept = self.upgrade_kept.lock().unwrap().clone();
             read_quotas(&self.ctx.readers, &mut running).await;
             *self.running.lock().unwrap() = Some(running);
         }
@@ -412,6 +415,7 @@ pub async fn prepare_on(global: &Options, cmd: Intent, read_ahead: bool, conn: O
         trail: std::sync::Mutex::new(trail),
         running: Default::default(),
         joined_trail: Default::default(),
+        upgrade_kept: Default::default(),
     })
 }
 

@@ -519,3 +519,94 @@ fn a_pin_whose_grants_differ_from_what_runs_is_not_read_as_nothing_missing() {
     let m = lacks.first().and_then(|f| f["message"].as_str()).unwrap_or_else(|| panic!("{r:?}"));
     assert!(m.contains("1.8.2") && m.contains("pinned to 1.9") && m.contains("on capacity-reservation/*"), "{m}");
 }
+
+// --- An upgrade in flight (issue #42 item 7) ----------------------------------------------------
+
+/// The controller role's managed policies' statements.
+fn controller_statements(sdk: &Sdk, role_name: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    for arn in attached(sdk, role_name) {
+        let p = rt().block_on(sdk.iam.get_policy().policy_arn(&arn).send()).unwrap();
+        let v = p.policy().unwrap().default_version_id().unwrap().to_string();
+        let d = rt().block_on(sdk.iam.get_policy_version().policy_arn(&arn).version_id(v).send()).unwrap();
+        out.extend(statements(&policy_json(d.policy_version().unwrap().document().unwrap())));
+    }
+    out
+}
+
+/// Whether a statement lets Karpenter create a capacity reservation's tags on launch (the grant
+/// v1.3 to v1.8 have and v1.9 dropped: `RequestTag` conditions on `CreateFleet`).
+fn tags_capacity_reservations_on_launch(st: &Value) -> bool {
+    strings(&st["Action"]).contains(&"ec2:CreateFleet".to_string())
+        && strings(&st["Resource"]).iter().any(|r| r.ends_with(":capacity-reservation/*"))
+        && st["Condition"].to_string().contains("aws:RequestTag/karpenter.sh/nodepool")
+}
+
+fn upgrade_note(doc: &Value) -> Option<String> {
+    doc["notes"].as_array()?.iter().find(|f| f["id"] == "karpenter-upgrade")?["message"].as_str().map(str::to_string)
+}
+
+#[test]
+fn an_upgrade_in_flight_keeps_what_the_running_version_needs_until_only_the_new_one_runs() {
+    // Karpenter 1.8 runs, set up with a 1.8 pin; then the plan pins 1.9, which no longer grants
+    // CreateFleet on capacity reservations with tags (the v1.9 split).
+    let (c, a, wd, px) = setup("run-upg", "[identity]\nkarpenter_version = \"1.8\"\n");
+    let controller = role(&a, &format!("KarpenterController-{c}"));
+    let role_name = format!("KarpenterController-{c}");
+    let run = |args: &[&str]| karpctl_at(&wd, px.url(), args, &[]);
+    let sdk = sdk();
+    records(&px, json!([call(&controller, "1.8.2", 2)]));
+    let r = run(&["up", "--cluster", &c]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(controller_statements(&sdk, &role_name).iter().any(tags_capacity_reservations_on_launch), "1.8's own grant");
+    plan(&wd, &c, "[identity]\nkarpenter_version = \"1.9\"\n");
+
+    // diff: the plan keeps what 1.8 needs beside 1.9's, says so and names the order; nothing lacks.
+    let diff = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(diff.code, 2, "changes, no error: {diff:?}");
+    let doc = diff.json();
+    let note = upgrade_note(&doc).unwrap_or_else(|| panic!("{doc}"));
+    assert!(note.contains("Karpenter 1.8.2") && note.contains("pins 1.9") && note.contains("capacity-reservation/*"), "{note}");
+    let helm = format!("`karpctl output --cluster {c} --format helm > values.yaml` then `helm upgrade --install karpenter");
+    assert!(note.contains("1. the permissions first: `karpctl up`") && note.contains(&helm), "{note}");
+    assert!(note.contains("once CloudTrail shows only 1.9, `karpctl up` drops"), "{note}");
+    assert!(with_code(&found(&doc), "running-version-lacks-permissions").is_empty(), "1.8's grants are kept: {doc}");
+    let human = run(&["diff", "--cluster", &c]);
+    assert!(
+        human.stdout.contains("note: Karpenter upgrade in flight") && human.stdout.contains("# keeps what Karpenter 1.8 needs"),
+        "{human:?}"
+    );
+
+    // up: the same plan, applied; 1.8's grant is there with 1.9's.
+    let up = run(&["up", "--cluster", &c, "--output", "json"]);
+    assert_eq!(up.code, 0, "{up:?}");
+    assert!(upgrade_note(&up.json()).is_some_and(|n| n.contains("permissions first")), "{}", up.stdout);
+    let live = controller_statements(&sdk, &role_name);
+    assert!(live.iter().any(tags_capacity_reservations_on_launch), "kept: {live:?}");
+    // While 1.8 still runs: in sync, and still said.
+    let diff = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(diff.code, 0, "{diff:?}");
+    let note = upgrade_note(&diff.json()).unwrap_or_default();
+    assert!(note.contains("the permissions are in place") && note.contains("helm upgrade"), "{note}");
+    // doctor judges as diff does: the grants 1.8 needs are in the role's policies.
+    let doctor = run(&["doctor", "--cluster", &c, "--output", "json"]).json();
+    let lacks = with_code(doctor["findings"].as_array().unwrap(), "running-version-lacks-permissions");
+    assert!(lacks.is_empty(), "{doctor}");
+
+    // Helm upgraded: CloudTrail shows only 1.9 over the window. diff shows the drop, up makes it.
+    records(&px, json!([call(&controller, "1.9.0", 1)]));
+    let diff = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(diff.code, 2, "{diff:?}");
+    let doc = diff.json();
+    let note = upgrade_note(&doc).unwrap_or_else(|| panic!("{doc}"));
+    assert!(note.contains("upgrade to 1.9 done") && note.contains("drop what they kept for Karpenter 1.8"), "{note}");
+    assert!(doc["steps"].as_array().unwrap().iter().any(|s| s["id"] == "controller-policy-NodeLifecycle"), "{doc}");
+    let up = run(&["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let live = controller_statements(&sdk, &role_name);
+    assert!(!live.iter().any(tags_capacity_reservations_on_launch), "dropped: {live:?}");
+    assert!(!live.iter().any(|s| s["Sid"].as_str().unwrap_or_default().contains("ForKarpenter")), "{live:?}");
+    let diff = run(&["diff", "--cluster", &c, "--output", "json"]);
+    assert_eq!(diff.code, 0, "{diff:?}");
+    assert_eq!(upgrade_note(&diff.json()), None);
+}

@@ -15,8 +15,20 @@ pub fn version_checks(r: &Running, pinned: KarpenterVersion, shape: PermissionSh
     if r.versions.is_empty() {
         return vec![];
     }
-    let checks: Vec<(&Seen, PinCheck)> =
-        r.versions.iter().map(|s| (s, running::compare_with_pin(&s.version, pinned, shape))).collect();
+    let checks: Vec<(&Seen, PinCheck)> = r
+        .versions
+        .iter()
+        .map(|s| {
+            let mut check = running::compare_with_pin(&s.version, pinned, shape);
+            // An upgrade in flight: what this version needs is kept beside the pin's.
+            if let PinCheck::Known { missing, .. } = &mut check
+                && s.version.known().is_some_and(|v| r.kept.contains(&v))
+            {
+                missing.clear();
+            }
+            (s, check)
+        })
+        .collect();
     let rollout = if r.versions.len() > 1 {
         format!(" A rollout: {} run at once; the newest, {}, is the one to pin.", r.seen_text(), r.versions[0].version)
     } else {
@@ -367,6 +379,18 @@ mod tests {
         let same = readiness(&r, v(12), PermissionShape::default(), ROLE);
         assert!(codes(&same).is_empty(), "{same:?}");
         assert!(same.iter().any(|(c, _)| *c == Code::CallsRefused));
+    }
+
+    #[test]
+    fn an_older_version_whose_grants_the_plan_keeps_lacks_nothing() {
+        let mut r = Running::of(&trail(vec![event(ROLE, "karpenter.sh-1.8.2", "DescribeInstances", None)]), &[ROLE.into()], &[]);
+        let shape = PermissionShape { queue: true, zonal_shift: false };
+        let lacks = |r: &Running| {
+            codes(&version_checks(r, v(9), shape, ROLE)).contains(&("running-version-lacks-permissions", Severity::Error))
+        };
+        assert!(lacks(&r), "1.9 dropped capacity reservations with tags");
+        r.kept = vec![v(8)];
+        assert!(!lacks(&r), "an upgrade in flight keeps them");
     }
 
     #[test]

@@ -127,6 +127,9 @@ pub struct Running {
     pub by_name: Vec<LookupRead>,
     /// A longer window would read more (`Trail::longer_window_reads_more`).
     pub longer_window_helps: bool,
+    /// Older versions whose grants the controller policies keep beside the pin's (an upgrade in
+    /// flight, `upgrade`): they lack nothing.
+    pub kept: Vec<crate::karpenter_iam::KarpenterVersion>,
 }
 
 impl Running {
@@ -156,6 +159,7 @@ impl Running {
             cut_short: trail.cut_short().into_iter().cloned().collect(),
             by_name: trail.reads.iter().filter(|r| r.key == "EventName").cloned().collect(),
             longer_window_helps: trail.longer_window_reads_more(),
+            kept: vec![],
         }
     }
 

@@ -147,7 +147,12 @@ fn judge_trail(s: &mut Setup, trail: &crate::aws::read::cloudtrail::Trail) {
         };
         s.unreadable.push(Unreadable { code: Code::CloudtrailUnreadable, operation: "cloudtrail:LookupEvents".into(), aws_code });
     }
-    s.running = Some(crate::facts::observed::Running::of(trail, &controller, &nodes));
+    let mut running = crate::facts::observed::Running::of(trail, &controller, &nodes);
+    // An upgrade in flight: the older versions whose grants karpctl kept in the role's policies
+    // lack nothing (as `diff` judges them).
+    let docs = s.controller.iter().flat_map(|r| &r.policies).filter_map(|p| p.document.as_ref());
+    running.kept = crate::upgrade::kept_in(docs);
+    s.running = Some(running);
 }
 
 /// The setup, and whether an interruption queue was found (the simulated permission set's shape).

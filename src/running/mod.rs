@@ -133,7 +133,7 @@ pub struct Grant {
 impl Grant {
     /// Whether this grant allows `action` on `resource` under `condition`: the same action (or a
     /// pattern of it), a resource pattern matching it, no condition or the same one.
-    fn allows(&self, action: &str, resource: &str, condition: &Option<String>) -> bool {
+    pub fn allows(&self, action: &str, resource: &str, condition: &Option<String>) -> bool {
         crate::policy::doc::glob(&self.action, action)
             && self.resources.iter().any(|h| crate::policy::doc::glob(h, resource))
             && (self.condition.is_none() || self.condition == *condition)
@@ -142,9 +142,14 @@ impl Grant {
 
 /// The grants of the controller policies of `version`, for a cluster of `shape`.
 pub fn grants(version: KarpenterVersion, shape: PermissionShape) -> Vec<Grant> {
+    grants_of(&policies_of(version, shape))
+}
+
+/// The grants of these policy documents (every `Allow` statement's, one per action).
+pub fn grants_of<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Vec<Grant> {
     let mut out = Vec::new();
-    for doc in policies_of(version, shape) {
-        for st in crate::policy::doc::statements(&doc) {
+    for doc in docs {
+        for st in crate::policy::doc::statements(doc) {
             if !crate::policy::doc::is_allow(st) {
                 continue;
             }
