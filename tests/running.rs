@@ -10,10 +10,6 @@ use std::collections::BTreeSet;
 const SCP: &str = "You are not authorized to perform this operation. User: arn:aws:sts::000000000000:assumed-role/KarpenterController/s is not authorized to perform: ec2:CreateFleet on resource: arn:aws:ec2:us-east-1:000000000000:fleet/* with an explicit deny in a service control policy. Encoded authorization failure message: EncOdEdScp";
 const BOUNDARY: &str = "You are not authorized to perform this operation. User: arn:aws:sts::000000000000:assumed-role/KarpenterController/s is not authorized to perform: ec2:CreateFleet on resource: arn:aws:ec2:us-east-1:000000000000:fleet/* with an explicit deny in a permissions boundary. Encoded authorization failure message: EncOdEdBoundary";
 
-fn plan(wd: &Workdir, c: &str, extra: &str) {
-    wd.plan(c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n{extra}"));
-}
-
 fn role(account: &str, name: &str) -> String {
     format!("arn:aws:iam::{account}:role/{name}")
 }
@@ -28,20 +24,12 @@ fn records(px: &LagProxy, records: Value) {
     px.set(json!({"cloudtrail_events": records, "cloudtrail_lookup_rps": 1000}));
 }
 
-fn found(doc: &Value) -> Vec<Value> {
-    doc["checks"]["found"].as_array().cloned().unwrap_or_default()
-}
-
-fn with_code(fs: &[Value], code: &str) -> Vec<Value> {
-    fs.iter().filter(|f| f["code"] == code).cloned().collect()
-}
-
 fn setup(prefix: &str, extra: &str) -> (String, String, Workdir, LagProxy) {
     let c = cluster_name(prefix);
     let s = seed(&c, &[]);
     let account = s["account_id"].as_str().unwrap_or("000000000000").to_string();
     let wd = Workdir::new();
-    plan(&wd, &c, extra);
+    wd.plan_for(&c, extra);
     let px = LagProxy::start(&c, &endpoint());
     (c, account, wd, px)
 }
@@ -130,7 +118,7 @@ fn the_running_version_is_judged_against_the_pin_and_refusals_are_reported() {
     let r = run(&["doctor", "--cluster", &c, "--output", "json"]);
     assert_eq!(r.code, 2, "{r:?}");
     let doc = r.json();
-    let fs = doc["findings"].as_array().unwrap_or_else(|| panic!("{doc}")).clone();
+    let fs = findings(&doc);
     let refusals = with_code(&fs, "calls-refused");
     let scp = refusals
         .iter()
@@ -163,7 +151,7 @@ fn the_running_version_is_judged_against_the_pin_and_refusals_are_reported() {
     assert!(w[0]["message"].as_str().unwrap().contains("cloudtrail:LookupEvents"), "{w:?}");
     let r = run(&["doctor", "--cluster", &c, "--output", "json", "--karpenter-version", "1.10"]);
     let doc = r.json();
-    let w = with_code(doc["findings"].as_array().unwrap(), "cloudtrail-unreadable");
+    let w = with_code(&findings(&doc), "cloudtrail-unreadable");
     assert_eq!(w[0]["severity"], "warning", "{doc}");
     assert_eq!(doc["summary"]["errors"], 0, "{doc}");
 
@@ -180,7 +168,7 @@ fn the_running_version_is_judged_against_the_pin_and_refusals_are_reported() {
     let r = karpctl_at(&wd, px.url(), &args, &[("KARPCTL_TODAY", "2026-03-25")]);
     let doc = r.json();
     assert_eq!(r.code, 0, "a note is not a problem: {doc}");
-    assert_eq!(with_code(doc["findings"].as_array().unwrap(), "karpenter-not-seen")[0]["severity"], "note", "{doc}");
+    assert_eq!(with_code(&findings(&doc), "karpenter-not-seen")[0]["severity"], "note", "{doc}");
 
     // import: no --karpenter-version, the running one is used and said where it came from.
     std::fs::remove_file(wd.path().join("plans").join(format!("{c}.toml"))).unwrap();
@@ -267,7 +255,7 @@ fn an_instance_profile_refusal_recorded_in_us_east_1_is_seen_for_a_cluster_in_us
     let s = seed(&c, &["--region", "us-east-2"]);
     let a = s["account_id"].as_str().unwrap_or("000000000000").to_string();
     let wd = Workdir::new();
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-2\"\n"));
+    wd.plan(&c, &plan_toml_in(&c, "us-east-2", ""));
     let px = LagProxy::start(&c, &endpoint());
     let controller = role(&a, &format!("KarpenterController-{c}"));
     let boundary = format!(
@@ -314,7 +302,7 @@ fn an_instance_profile_refusal_recorded_in_us_east_1_is_seen_for_a_cluster_in_us
     let before = px.calls_json().len();
     let r = run(&["doctor", "--cluster", &c, "--output", "json"]);
     let doc = r.json();
-    let fs = doc["findings"].as_array().unwrap_or_else(|| panic!("{r:?}")).clone();
+    let fs = findings(&doc);
     let f = with_code(&fs, "calls-refused")
         .into_iter()
         .find(|f| f["message"].as_str().unwrap().contains("iam:CreateInstanceProfile"))
@@ -393,7 +381,7 @@ fn launches_refused_inside_a_fleet_and_a_vcpu_quota_are_found_with_their_fixes()
     assert_eq!(up.code, 0, "warnings only: {up:?}");
     let r = run(&["doctor", "--cluster", &c, "--output", "json"]);
     let doc = r.json();
-    let fs = doc["findings"].as_array().unwrap_or_else(|| panic!("{r:?}")).clone();
+    let fs = findings(&doc);
     assert_eq!(with_code(&fs, "launch-quota-exceeded")[0]["severity"], "error", "{doc}");
     assert!(
         with_code(&fs, "calls-refused")
@@ -448,7 +436,7 @@ fn in_a_busy_account_running_and_the_version_check_find_karpenters_launches_by_n
     }
 
     // karpenter_version = "running" follows it, before any write.
-    wd.plan(&c, &format!("cluster = \"{c}\"\nregion = \"us-east-1\"\n[identity]\nkarpenter_version = \"running\"\n"));
+    wd.plan_for(&c, "[identity]\nkarpenter_version = \"running\"\n");
     let r = run(&["diff", "--cluster", &c]);
     assert!(r.all().contains("Permissions follow Karpenter 1.12"), "{r:?}");
 
@@ -480,7 +468,7 @@ fn doctor_and_diff_judge_with_the_same_version() {
     assert_eq!(doctor["karpenter_version"], diff["checks"]["karpenter"]["version"], "{doctor}");
     let from = doctor["karpenter_version_from"].as_str().unwrap();
     assert!(from.contains("plan") && from.contains("identity.karpenter_version"), "{from}");
-    for (doc, fs) in [(&diff, found(&diff)), (&doctor, doctor["findings"].as_array().unwrap().clone())] {
+    for (doc, fs) in [(&diff, found(&diff)), (&doctor, findings(&doctor))] {
         let lacks = with_code(&fs, "running-version-lacks-permissions");
         let m = lacks.first().and_then(|f| f["message"].as_str()).unwrap_or_else(|| panic!("{doc}"));
         assert!(m.contains("1.12.3") && m.contains("pinned to 1.10"), "{m}");
@@ -493,7 +481,7 @@ fn doctor_and_diff_judge_with_the_same_version() {
     let doctor = run(&["doctor", "--cluster", &c, "--output", "json"]).json();
     assert_eq!(doctor["karpenter_version"], "1.12", "{doctor}");
     assert!(doctor["karpenter_version_from"].as_str().unwrap().contains("karpenter.sh-1.12.3"), "{doctor}");
-    assert!(with_code(doctor["findings"].as_array().unwrap(), "running-version-lacks-permissions").is_empty(), "{doctor}");
+    assert!(with_code(&findings(&doctor), "running-version-lacks-permissions").is_empty(), "{doctor}");
     // Nothing recorded either: the newest, said why; the flag wins over all.
     records(&px, json!([]));
     let doctor = run(&["doctor", "--cluster", &c, "--output", "json"]).json();
@@ -559,7 +547,7 @@ fn an_upgrade_in_flight_keeps_what_the_running_version_needs_until_only_the_new_
     let r = run(&["up", "--cluster", &c]);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(controller_statements(&sdk, &role_name).iter().any(tags_capacity_reservations_on_launch), "1.8's own grant");
-    plan(&wd, &c, "[identity]\nkarpenter_version = \"1.9\"\n");
+    wd.plan_for(&c, "[identity]\nkarpenter_version = \"1.9\"\n");
 
     // diff: the plan keeps what 1.8 needs beside 1.9's, says so and names the order; nothing lacks.
     let diff = run(&["diff", "--cluster", &c, "--output", "json"]);
@@ -590,7 +578,7 @@ fn an_upgrade_in_flight_keeps_what_the_running_version_needs_until_only_the_new_
     assert!(note.contains("the permissions are in place") && note.contains("helm upgrade"), "{note}");
     // doctor judges as diff does: the grants 1.8 needs are in the role's policies.
     let doctor = run(&["doctor", "--cluster", &c, "--output", "json"]).json();
-    let lacks = with_code(doctor["findings"].as_array().unwrap(), "running-version-lacks-permissions");
+    let lacks = with_code(&findings(&doctor), "running-version-lacks-permissions");
     assert!(lacks.is_empty(), "{doctor}");
 
     // Helm upgraded: CloudTrail shows only 1.9 over the window. diff shows the drop, up makes it.
