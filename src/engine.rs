@@ -85,12 +85,7 @@ pub async fn diff_on(
     let t = Instant::now();
     let mut plan = planner::plan(observed.clone(), PlanOptions { adopt });
     plan.identity_switch = switch;
-    plan.notes.extend(upgrade_note(&p, &plan, upgrade));
-    plan.notes.extend(nothing_to_finish(&p, &plan));
-    plan.notes.extend(p.notes());
-    plan.notes.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
-    plan.notes.extend(crate::gather::preflight::policy_headroom(&p.ctx, &plan, Intent::Diff).await?);
-    plan.notes.extend(queue_in_use_notes(&p, &plan));
+    plan_notes(&p, &mut plan, upgrade, Intent::Diff).await?;
     phase(&p, "plan", t);
     if let Some(path) = out {
         let saved = SavedPlan {
@@ -127,11 +122,7 @@ pub async fn up(global: &Options, adopt: bool, yes: bool) -> Result<PlanReport> 
     let t = Instant::now();
     let mut plan = planner::plan(observed, PlanOptions { adopt });
     plan.identity_switch = switch;
-    plan.notes.extend(upgrade_note(&p, &plan, upgrade));
-    plan.notes.extend(nothing_to_finish(&p, &plan));
-    plan.notes.extend(p.notes());
-    plan.notes.extend(crate::resources::event_rule::quota_finding(&p.ctx, &plan).await?);
-    plan.notes.extend(queue_in_use_notes(&p, &plan));
+    plan_notes(&p, &mut plan, upgrade, Intent::Up).await?;
     // Over a role's managed-policy quota: stop here, before any question or write.
     crate::gather::preflight::policy_headroom(&p.ctx, &plan, Intent::Up).await?;
     phase(&p, "plan", t);
@@ -193,10 +184,23 @@ async fn karpenter_upgrade(
     (observed, upgrade)
 }
 
-/// The plan's note on an upgrade in flight, with the commands that upgrade Karpenter.
-fn upgrade_note(p: &Prepared, plan: &Plan, upgrade: Option<crate::upgrade::Upgrade>) -> Option<crate::model::Note> {
-    let helm = crate::karpenter_values::helm_steps(&p.spec, p.global.config.as_deref());
-    upgrade.map(|u| u.note(plan, &helm))
+/// The notes `diff` and `up` add to their plan, in this order: the upgrade in flight (with the
+/// commands that upgrade Karpenter), a finish flag with nothing to finish, preparation's notes,
+/// the bus's rule quota, the managed-policy headroom (`diff` only: `up` stops on it instead, after
+/// this) and a queue that Karpenter still polls.
+async fn plan_notes(p: &Prepared, plan: &mut Plan, upgrade: Option<crate::upgrade::Upgrade>, intent: Intent) -> Result<()> {
+    if let Some(u) = upgrade {
+        let helm = crate::karpenter_values::helm_steps(&p.spec, p.global.config.as_deref());
+        plan.notes.push(u.note(plan, &helm));
+    }
+    plan.notes.extend(nothing_to_finish(p, plan));
+    plan.notes.extend(p.notes());
+    plan.notes.extend(crate::resources::event_rule::quota_finding(&p.ctx, plan).await?);
+    if intent == Intent::Diff {
+        plan.notes.extend(crate::gather::preflight::policy_headroom(&p.ctx, plan, Intent::Diff).await?);
+    }
+    plan.notes.extend(queue_in_use_notes(p, plan));
+    Ok(())
 }
 
 /// `--finish-identity-switch` with no switch in progress: said, nothing else.
