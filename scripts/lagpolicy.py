@@ -356,7 +356,7 @@ class Gate:
         with self.lock:
             return self.partition or "aws", self.account or DEFAULT_ACCOUNT, req.region()
 
-    def iam_arn(self, req, send, kind: str, name: str, path: str | None = None) -> str:
+    def iam_arn(self, req, upstream, kind: str, name: str, path: str | None = None) -> str:
         """The ARN of an IAM object by name: with the path given, learned, or read upstream."""
         p, a, _ = self.acct(req)
         if path is None:
@@ -365,7 +365,7 @@ class Gate:
         if path is None and kind in ("role", "instance-profile"):
             op, param = ("GetRole", "RoleName") if kind == "role" else ("GetInstanceProfile", "InstanceProfileName")
             q = urllib.parse.urlencode({"Action": op, "Version": "2010-05-08", param: name})
-            status, _, body = send(req, _form_headers(req), q.encode())
+            status, _, body = upstream.forward(req, _form_headers(req), q.encode())
             if 200 <= status < 300:
                 self.observe_iam_answer(body)
                 with self.lock:
@@ -378,16 +378,16 @@ class Gate:
             for _p, _a, kind, path, name in IAM_ARN_RE.findall(text):
                 self.paths.setdefault(kind, {})[name] = path
 
-    def needs(self, req, send) -> list[Need] | None:
+    def needs(self, req, upstream) -> list[Need] | None:
         """What `req` needs allowed; None: nothing (sts:GetCallerIdentity)."""
         svc, op = req.service, req.operation
         p, a, r = self.acct(req)
         if svc == "sts":
             return None if op == "GetCallerIdentity" else [Need(f"sts:{op}", "*")]
         if svc == "iam":
-            return self.iam_needs(req, send)
+            return self.iam_needs(req, upstream)
         if svc == "eks":
-            return self.eks_needs(req, send)
+            return self.eks_needs(req, upstream)
         if svc == "sqs":
             j = req.json or {}
             url = j.get("QueueUrl") or req.form.get("QueueUrl")
@@ -429,9 +429,9 @@ class Gate:
             ctx = tag_context([(t.get("Key"), t.get("Value")) for t in j.get("Tags") or []]) if op == "PutRule" else {}
             return [Need(f"events:{op}", arn, ctx)]
         if svc == "ec2":
-            return self.ec2_needs(req, send)
+            return self.ec2_needs(req, upstream)
         if svc == "kms":
-            return self.kms_needs(req, send)
+            return self.kms_needs(req, upstream)
         if svc == "servicequotas":
             j = req.json or {}
             code, quota = j.get("ServiceCode"), j.get("QuotaCode")
@@ -444,7 +444,7 @@ class Gate:
             return [Need(f"cloudwatch:{op}", "*")]
         return [Need(f"{svc}:{op}", "*")]
 
-    def iam_needs(self, req, send) -> list[Need]:
+    def iam_needs(self, req, upstream) -> list[Need]:
         op, f = req.operation, req.form
         p, a, _ = self.acct(req)
         act = f"iam:{op}"
@@ -464,14 +464,14 @@ class Gate:
             return [Need(act, "*")]
         if op in IAM_ROLE_OPS and f.get("RoleName"):
             path = (f.get("Path") or "/") if op == "CreateRole" else None
-            arn = self.iam_arn(req, send, "role", f["RoleName"], path)
+            arn = self.iam_arn(req, upstream, "role", f["RoleName"], path)
         elif op in IAM_POLICY_OPS and f.get("PolicyArn"):
             arn = f["PolicyArn"]
         elif op == "CreatePolicy":
             arn = f"arn:{p}:iam::{a}:policy{f.get('Path') or '/'}{f.get('PolicyName', '')}"
         elif op in IAM_PROFILE_OPS and f.get("InstanceProfileName"):
             path = (f.get("Path") or "/") if op == "CreateInstanceProfile" else None
-            arn = self.iam_arn(req, send, "instance-profile", f["InstanceProfileName"], path)
+            arn = self.iam_arn(req, upstream, "instance-profile", f["InstanceProfileName"], path)
         elif op == "ListInstanceProfiles":
             arn = f"arn:{p}:iam::{a}:instance-profile{f.get('PathPrefix') or '/'}"
         elif op == "CreateServiceLinkedRole":
@@ -480,9 +480,9 @@ class Gate:
             name = {"spot.amazonaws.com": "AWSServiceRoleForEC2Spot"}.get(svc, f"AWSServiceRoleFor{svc.split('.')[0]}")
             arn = f"arn:{p}:iam::{a}:role/aws-service-role/{svc}/{name}"
         elif op in ("DetachGroupPolicy", "AttachGroupPolicy") and f.get("GroupName"):
-            arn = self.iam_arn(req, send, "group", f["GroupName"])
+            arn = self.iam_arn(req, upstream, "group", f["GroupName"])
         elif op in ("DetachUserPolicy", "AttachUserPolicy") and f.get("UserName"):
-            arn = self.iam_arn(req, send, "user", f["UserName"])
+            arn = self.iam_arn(req, upstream, "user", f["UserName"])
         elif op in ("SimulatePrincipalPolicy", "GetContextKeysForPrincipalPolicy"):
             arn = f.get("PolicySourceArn") or "*"
         elif op in ("GetOpenIDConnectProvider", "DeleteOpenIDConnectProvider"):
@@ -493,11 +493,11 @@ class Gate:
         if op in TAG_ON_CREATE and tags:
             out.append(Need(TAG_ON_CREATE[op], arn, tag_context(tags)))
         if op == "AddRoleToInstanceProfile" and f.get("RoleName"):
-            role = self.iam_arn(req, send, "role", f["RoleName"])
+            role = self.iam_arn(req, upstream, "role", f["RoleName"])
             out.append(Need("iam:PassRole", role, {"iam:PassedToService": "ec2.amazonaws.com"}))
         return out
 
-    def eks_needs(self, req, send) -> list[Need]:
+    def eks_needs(self, req, upstream) -> list[Need]:
         op, j = req.operation, req.json or {}
         p, a, r = self.acct(req)
         parts = [urllib.parse.unquote(x) for x in req.path.strip("/").split("/")]
@@ -542,7 +542,7 @@ class Gate:
             arn = cluster
         return [Need(act, arn)]
 
-    def ec2_needs(self, req, send) -> list[Need]:
+    def ec2_needs(self, req, upstream) -> list[Need]:
         op, f = req.operation, req.form
         p, a, r = self.acct(req)
         if op.startswith("Describe") or op not in ("CreateTags", "DeleteTags"):
@@ -560,16 +560,16 @@ class Gate:
             kind = EC2_ID_KINDS.get(rid.split("-", 1)[0], rid.split("-", 1)[0])
             arn = f"arn:{p}:ec2:{r}:{a}:{kind}/{rid}"
             rctx = dict(ctx)
-            for k, v in self.ec2_tags(req, send, rid).items():
+            for k, v in self.ec2_tags(req, upstream, rid).items():
                 rctx[f"aws:ResourceTag/{k}"] = v
             out.append(Need(f"ec2:{op}", arn, rctx))
         return out or [Need(f"ec2:{op}", "*", ctx)]
 
-    def ec2_tags(self, req, send, rid: str) -> dict:
+    def ec2_tags(self, req, upstream, rid: str) -> dict:
         """The tags of an EC2 resource now (DescribeTags upstream)."""
         q = urllib.parse.urlencode({"Action": "DescribeTags", "Version": "2016-11-15",
                                     "Filter.1.Name": "resource-id", "Filter.1.Value.1": rid})
-        status, _, body = send(req, _form_headers(req), q.encode())
+        status, _, body = upstream.forward(req, _form_headers(req), q.encode())
         if not 200 <= status < 300:
             return {}
         text = body.decode("utf-8", "replace")
@@ -581,7 +581,7 @@ class Gate:
                 out[_xml_text(k.group(1))] = _xml_text(v.group(1)) if v else ""
         return out
 
-    def kms_needs(self, req, send) -> list[Need]:
+    def kms_needs(self, req, upstream) -> list[Need]:
         op, j = req.operation, req.json or {}
         p, a, r = self.acct(req)
         act = f"kms:{op}"
@@ -594,9 +594,9 @@ class Gate:
         if op in ("CreateAlias", "DeleteAlias", "UpdateAlias") and j.get("AliasName"):
             out.append(Need(act, f"arn:{p}:kms:{r}:{a}:{j['AliasName']}"))
         ref = j.get("TargetKeyId") or j.get("KeyId") or (j.get("AliasName") if op == "DeleteAlias" else None)
-        key = self.kms_key(req, send, ref) if ref else None
+        key = self.kms_key(req, upstream, ref) if ref else None
         if key:
-            ctx = {f"aws:ResourceTag/{k}": v for k, v in self.kms_tags(req, send, key).items()}
+            ctx = {f"aws:ResourceTag/{k}": v for k, v in self.kms_tags(req, upstream, key).items()}
             if op == "TagResource":
                 ctx.update(tag_context([(t.get("TagKey"), t.get("TagValue")) for t in j.get("Tags") or []]))
             if op == "UntagResource":
@@ -605,27 +605,28 @@ class Gate:
         # An alias that names no key: KMS answers NotFoundException to whoever may ask.
         return out
 
-    def kms_key(self, req, send, ref: str) -> str | None:
+    def kms_key(self, req, upstream, ref: str) -> str | None:
         """The key id a KeyId (id, key ARN, alias name or alias ARN) names, or None."""
         if ":key/" in ref:
             return ref.split(":key/", 1)[1]
         if not ref.startswith("alias/") and ":alias/" not in ref:
             return ref
-        status, doc = _json_call(req, send, "TrentService.DescribeKey", {"KeyId": ref})
+        status, doc = upstream.json_call(req, "TrentService.DescribeKey", {"KeyId": ref})
         meta = doc.get("KeyMetadata") or {}
         return meta.get("KeyId") if status == 200 else None
 
-    def kms_tags(self, req, send, key: str) -> dict:
-        status, doc = _json_call(req, send, "TrentService.ListResourceTags", {"KeyId": key})
+    def kms_tags(self, req, upstream, key: str) -> dict:
+        status, doc = upstream.json_call(req, "TrentService.ListResourceTags", {"KeyId": key})
         if status != 200:
             return {}
         return {t.get("TagKey"): t.get("TagValue") for t in doc.get("Tags") or [] if isinstance(t, dict)}
 
     # ------------------------------------------------------------- the gate
 
-    def check(self, req, stmts: list[dict], send):
-        """None when `req` may go on, else AWS's refusal (status, headers, body)."""
-        needs = self.needs(req, send)
+    def check(self, req, stmts: list[dict], upstream):
+        """None when `req` may go on, else AWS's refusal (status, headers, body). `upstream` is the
+        proxy (its `forward` and `json_call`), for the reads a decision needs."""
+        needs = self.needs(req, upstream)
         if needs is None:
             return None
         for n in needs:
@@ -644,15 +645,6 @@ class Gate:
 def _form_headers(req) -> list:
     return [(k, "application/x-www-form-urlencoded; charset=utf-8") if k.lower() == "content-type" else (k, v)
             for k, v in req.headers]
-
-
-def _json_call(req, send, target: str, payload: dict) -> tuple[int, dict]:
-    headers = [(k, target) if k.lower() == "x-amz-target" else (k, v) for k, v in req.headers]
-    status, _, data = send(req, headers, json.dumps(payload).encode())
-    try:
-        return status, json.loads(data or b"{}")
-    except ValueError:
-        return status, {}
 
 
 def _xml_text(s: str) -> str:

@@ -296,7 +296,7 @@ class Lag(State, Rules, Upstream, Throttle, Sqs, Eks, Iam, Kms, Events, Ec2, Clo
         with self.lock:
             policy = self.rules.get("caller_policy")
         if policy is not None:
-            refused = self.gate.check(req, lagpolicy.statements_of(policy), self.forward)
+            refused = self.gate.check(req, lagpolicy.statements_of(policy), self)
             if refused is not None:
                 return (*refused, "caller_policy")
         if req.service == "sqs":
