@@ -45,6 +45,7 @@ async fn report(
         applied,
         failure,
         readiness: p.readiness(),
+        pin: p.pin_support(),
         handoff,
         stats: p.stats.report(),
     }

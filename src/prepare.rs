@@ -7,7 +7,7 @@ use crate::aws::{self, CallStats, Classify, ConnectOptions, ConsistencyPolicy, i
 use crate::ctx::Ctx;
 use crate::desired;
 use crate::error::UserError;
-use crate::facts::finding::Readiness;
+use crate::facts::finding::{Command, Outcome, PinSupport};
 use crate::facts::observed::Running;
 use crate::facts::prepared::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
 use crate::model::Level;
@@ -67,13 +67,28 @@ impl Prepared {
     }
 
     /// The readiness checks on what this command makes (`up`, `diff`; none for `down`): can
-    /// Karpenter work here? Pure, over the facts read in preparation.
-    pub fn readiness(&self) -> Option<Readiness> {
-        (self.cmd != Intent::Down).then(|| {
-            let running = self.running.lock().unwrap().clone();
-            let association = self.association.lock().unwrap().clone();
-            readiness_of(&self.facts, &self.spec, &self.preflight, running.as_ref(), &association, self.ctx.settings.today)
-        })
+    /// Karpenter work here? The catalog's runner over the setup as the plan leaves it.
+    pub fn readiness(&self) -> Option<Outcome> {
+        let command = match self.cmd {
+            Intent::Up => Command::Up,
+            Intent::Diff => Command::Diff,
+            Intent::Down => return None,
+        };
+        let running = self.running.lock().unwrap().clone();
+        let association = self.association.lock().unwrap().clone();
+        let gathered = crate::gather::as_left::Gathered {
+            spot_role: self.preflight.spot_role,
+            running: running.as_ref(),
+            association: &association,
+            today: self.ctx.settings.today,
+        };
+        Some(crate::checks::catalog::run(&crate::gather::as_left::setup(&self.facts, &self.spec, &gathered), command))
+    }
+
+    /// The pinned Karpenter version's support status today (`up`, `diff`).
+    pub fn pin_support(&self) -> Option<PinSupport> {
+        (self.cmd != Intent::Down)
+            .then(|| crate::checks::running::pin_support(self.spec.identity.karpenter_version, self.ctx.settings.today))
     }
 
     /// The nodes this command works on (see `nodes_for`).
@@ -145,18 +160,6 @@ async fn read_quotas(readers: &Readers, running: &mut Running) {
         let value = readers.quotas.ec2(code).await;
         running.quotas.insert(code.to_string(), value);
     }
-}
-
-/// Every readiness check karpctl can answer from these facts (`checks::catalog::readiness`).
-pub fn readiness_of(
-    facts: &Facts,
-    spec: &Spec,
-    pre: &crate::gather::preflight::Preflight,
-    running: Option<&Running>,
-    association: &crate::facts::observed::AssociationAsLeft,
-    today: crate::running::support::Ymd,
-) -> Readiness {
-    crate::checks::catalog::readiness(facts, spec, pre.spot_role, running, association, today)
 }
 
 /// The roles whose CloudTrail records are the running Karpenter's: the plan's controller role,

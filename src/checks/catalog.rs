@@ -1,11 +1,11 @@
-//! The catalog: every check once, in checklist order, with its code, title, the reads it needs
-//! and the function that runs it. `doctor` runs it over what doctor found, `readiness` over what
-//! `up`/`diff` will make plus the facts read; what a refused read skips derives from it.
+//! The catalog: every check once, in checklist order, with its code, title, the reads it needs,
+//! the function that runs it and the commands that run it. One runner (`run`) serves them all:
+//! doctor over the setup as found, `up` over the setup as it leaves it, `diff` as `up` would
+//! leave it (`gather::as_left`); what a refused read skips derives from the rows.
 
 use crate::facts::finding::Read::{self, *};
-use crate::facts::finding::{Checker, Code, Finding, Outcome, Readiness, Severity};
+use crate::facts::finding::{Checker, Code, Command, Finding, Outcome, Severity};
 use crate::facts::setup::Setup;
-use std::collections::BTreeSet;
 
 /// The function of doctor's that runs a check (one function may give several codes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,6 +26,7 @@ pub enum Run {
     BusQuota,
     Discovery,
     Spot,
+    AutoMode,
     Network,
     KmsKey,
     /// The running Karpenter, from CloudTrail (#36).
@@ -54,9 +55,10 @@ impl Run {
             Run::BusQuota => super::interruption::bus_quota,
             Run::Discovery => super::network::discovery,
             Run::Spot => super::cluster::spot,
+            Run::AutoMode => super::cluster::eks_auto_mode,
             Run::Network => super::network::network,
             Run::KmsKey => super::kms::kms_key,
-            Run::Running => super::running::doctor,
+            Run::Running => super::running::running,
             Run::Support => super::running::support,
             Run::Records => super::records::records,
             Run::Simulation => super::records::simulation,
@@ -64,224 +66,274 @@ impl Run {
     }
 }
 
-/// One check: its code, what it looks at, the reads it needs (doctor skips it when one is
-/// refused) and doctor's function for it (None: only `up` and `diff` run it).
+/// One check: its code, what it looks at, the reads it needs (skipped when one is refused), the
+/// function that runs it (one function may give several codes) and the commands that run it.
 pub struct Check {
     pub code: Code,
     pub title: &'static str,
     pub reads: &'static [Read],
-    pub doctor: Option<Run>,
+    pub run: Run,
+    pub commands: &'static [Command],
 }
 
-const fn check(code: Code, title: &'static str, reads: &'static [Read], doctor: Option<Run>) -> Check {
-    Check { code, title, reads, doctor }
+const fn check(code: Code, title: &'static str, reads: &'static [Read], run: Run, commands: &'static [Command]) -> Check {
+    Check { code, title, reads, run, commands }
 }
 
-/// Every check, in checklist order (doctor lists findings and passed checks in it).
+/// Doctor only: what `up` and `diff` make or judge elsewhere (the roles, queue and rules are
+/// the plan's own steps), or what only doctor reads (CloudWatch, the policy simulator).
+const DOCTOR: &[Command] = &[Command::Doctor];
+/// Every command: what the plan cannot settle by writing (the network, the account, what runs).
+const EVERY: &[Command] = &[Command::Doctor, Command::Up, Command::Diff];
+/// `up` and `diff` only.
+const PLAN: &[Command] = &[Command::Up, Command::Diff];
+
+/// Every check, in checklist order (findings and passed checks are listed in it).
 pub const CATALOG: [Check; 51] = [
     check(
         Code::ControllerRoleNotFound,
         "Karpenter's controller role is found",
         &[Cluster, Controller],
-        Some(Run::ControllerRole),
+        Run::ControllerRole,
+        DOCTOR,
     ),
     check(
         Code::ControllerMissingPermissions,
         "the controller role allows every action of Karpenter's permission set",
         &[Controller, KmsKey],
-        Some(Run::Permissions),
+        Run::Permissions,
+        DOCTOR,
     ),
-    check(Code::ControllerPassroleUnscoped, "the controller may pass only the node roles", &[Controller], Some(Run::PassRole)),
+    check(Code::ControllerPassroleUnscoped, "the controller may pass only the node roles", &[Controller], Run::PassRole, DOCTOR),
     check(
         Code::PolicyNearSizeLimit,
         "the controller's customer managed policies have room under IAM's size limit",
         &[Controller],
-        Some(Run::SizeLimit),
+        Run::SizeLimit,
+        DOCTOR,
     ),
     check(
         Code::PodIdentityAgentMissing,
         "the eks-pod-identity-agent add-on is installed (Pod Identity)",
         &[Cluster, PodIdentityAgent],
-        Some(Run::Agent),
+        Run::Agent,
+        DOCTOR,
     ),
-    check(Code::ClusterAuthConfigMap, "the cluster accepts access entries", &[Cluster], Some(Run::ClusterAccess)),
-    check(Code::NodeRoleNotFound, "the node roles exist", &[NodeRoles], Some(Run::NodeRoles)),
+    check(Code::ClusterAuthConfigMap, "the cluster accepts access entries", &[Cluster], Run::ClusterAccess, DOCTOR),
+    check(Code::NodeRoleNotFound, "the node roles exist", &[NodeRoles], Run::NodeRoles, DOCTOR),
     check(
         Code::NodeRoleMissingManagedPolicy,
         "the node roles have the managed policies nodes need",
         &[NodeRoles],
-        Some(Run::NodeRoles),
+        Run::NodeRoles,
+        DOCTOR,
     ),
-    check(Code::NodeRoleNoAccessEntry, "each node role has an EC2 access entry", &[AccessEntries], Some(Run::NodeRoles)),
-    check(Code::NodeAccessEntryStale, "no access entry predates its role", &[AccessEntries, NodeRoles], Some(Run::NodeRoles)),
-    check(Code::QueueNotFound, "an interruption queue is found", &[InterruptionRules, Queue], Some(Run::QueueFound)),
-    check(Code::QueueKmsAwsManaged, "EventBridge can write to the queue's encryption key", &[Queue], Some(Run::QueueEncryption)),
-    check(Code::QueuePolicyBlocksEventbridge, "the queue policy lets EventBridge send", &[Queue], Some(Run::QueuePolicy)),
+    check(Code::NodeRoleNoAccessEntry, "each node role has an EC2 access entry", &[AccessEntries], Run::NodeRoles, DOCTOR),
+    check(Code::NodeAccessEntryStale, "no access entry predates its role", &[AccessEntries, NodeRoles], Run::NodeRoles, DOCTOR),
+    check(Code::QueueNotFound, "an interruption queue is found", &[InterruptionRules, Queue], Run::QueueFound, DOCTOR),
+    check(
+        Code::QueueKmsAwsManaged,
+        "EventBridge can write to the queue's encryption key",
+        &[Queue],
+        Run::QueueEncryption,
+        DOCTOR,
+    ),
+    check(Code::QueuePolicyBlocksEventbridge, "the queue policy lets EventBridge send", &[Queue], Run::QueuePolicy, DOCTOR),
     check(
         Code::QueuePolicyUnconditioned,
         "the queue policy limits EventBridge to the account's rules",
         &[Queue],
-        Some(Run::QueuePolicy),
+        Run::QueuePolicy,
+        DOCTOR,
     ),
     check(
         Code::QueuePolicyRefusesRule,
         "the queue policy lets every rule that targets the queue send",
         &[Queue, InterruptionRules],
-        Some(Run::QueuePolicy),
+        Run::QueuePolicy,
+        DOCTOR,
     ),
-    check(Code::QueueShared, "the queue serves this cluster only", &[Clusters, InterruptionRules, RuleTags], Some(Run::Rules)),
+    check(Code::QueueShared, "the queue serves this cluster only", &[Clusters, InterruptionRules, RuleTags], Run::Rules, DOCTOR),
     check(
         Code::InterruptionRuleMissing,
         "a rule sends each interruption event to the queue",
         &[InterruptionRules],
-        Some(Run::Rules),
+        Run::Rules,
+        DOCTOR,
     ),
-    check(Code::InterruptionRuleDisabled, "those rules are enabled", &[InterruptionRules], Some(Run::Rules)),
+    check(Code::InterruptionRuleDisabled, "those rules are enabled", &[InterruptionRules], Run::Rules, DOCTOR),
     check(
         Code::EventBusRuleQuota,
         "the default event bus has room for more rules (EventBridge's quota per bus)",
         &[InterruptionRules],
-        Some(Run::BusQuota),
+        Run::BusQuota,
+        DOCTOR,
     ),
-    check(Code::DiscoveryNoSubnets, "subnets carry the discovery tag", &[Subnets], Some(Run::Discovery)),
+    check(Code::DiscoveryNoSubnets, "subnets carry the discovery tag", &[Subnets], Run::Discovery, DOCTOR),
     check(
         Code::DiscoveryAzWithoutSubnet,
         "every AZ of the cluster has a discovery-tagged subnet",
         &[Cluster, Subnets],
-        Some(Run::Discovery),
+        Run::Discovery,
+        DOCTOR,
     ),
-    check(Code::DiscoveryNoSecurityGroups, "a security group carries the discovery tag", &[SecurityGroups], Some(Run::Discovery)),
+    check(
+        Code::DiscoveryNoSecurityGroups,
+        "a security group carries the discovery tag",
+        &[SecurityGroups],
+        Run::Discovery,
+        DOCTOR,
+    ),
     check(
         Code::DiscoveryMultipleSecurityGroups,
         "exactly one security group carries it",
         &[SecurityGroups],
-        Some(Run::Discovery),
+        Run::Discovery,
+        DOCTOR,
     ),
     check(
         Code::DiscoveryOutsideClusterVpc,
         "tagged subnets and groups are in the cluster's VPC",
         &[Cluster, Subnets, SecurityGroups],
-        Some(Run::Discovery),
+        Run::Discovery,
+        DOCTOR,
     ),
     check(
         Code::SubnetNoWayOut,
         "every discovery-tagged subnet has a way out",
         &[Cluster, Subnets, RouteTables],
-        Some(Run::Network),
+        Run::Network,
+        EVERY,
     ),
     check(
         Code::SubnetWayOutUnconfirmed,
         "karpctl can see each tagged subnet's way out",
         &[Cluster, Subnets, RouteTables],
-        Some(Run::Network),
+        Run::Network,
+        EVERY,
     ),
     check(
         Code::NodeSgBlocksControlPlane,
         "the node security group lets the control plane in",
         &[Cluster, SecurityGroups],
-        Some(Run::Network),
+        Run::Network,
+        EVERY,
     ),
-    check(Code::KmsKeyPolicyEvents, "EventBridge may use the queue's KMS key", &[Queue, KmsKey], Some(Run::KmsKey)),
+    check(Code::KmsKeyPolicyEvents, "EventBridge may use the queue's KMS key", &[Queue, KmsKey], Run::KmsKey, EVERY),
     check(
         Code::KmsKeyPolicyController,
         "the controller may decrypt with the queue's KMS key",
         &[Controller, Queue, KmsKey],
-        Some(Run::KmsKey),
+        Run::KmsKey,
+        EVERY,
     ),
-    check(Code::SpotServiceLinkedRoleMissing, "the Spot service-linked role exists", &[ListRoles], Some(Run::Spot)),
+    check(Code::SpotServiceLinkedRoleMissing, "the Spot service-linked role exists", &[ListRoles], Run::Spot, EVERY),
     check(
         Code::ControllerTrustMismatch,
         "the controller role trusts Karpenter's service account",
         &[Cluster, Controller],
-        Some(Run::Trust),
+        Run::Trust,
+        DOCTOR,
     ),
     check(
         Code::PodIdentitySessionTagsDisabled,
         "the Pod Identity association passes the session tags the role's trust requires",
         &[Controller],
-        Some(Run::Association),
+        Run::Association,
+        EVERY,
     ),
     check(
         Code::PodIdentitySessionPolicy,
         "the Pod Identity association has no session policy cutting the role's permissions",
         &[Controller],
-        Some(Run::Association),
+        Run::Association,
+        EVERY,
     ),
     // The running Karpenter, as CloudTrail recorded it (checks/running.rs).
     check(
         Code::RunningVersionLacksPermissions,
         "the running Karpenter needs no action the pinned permission set lacks",
         &[CloudTrail],
-        Some(Run::Running),
+        Run::Running,
+        EVERY,
     ),
-    check(Code::RunningVersionUnknown, "karpctl knows the running Karpenter's version", &[CloudTrail], Some(Run::Running)),
+    check(Code::RunningVersionUnknown, "karpctl knows the running Karpenter's version", &[CloudTrail], Run::Running, EVERY),
     check(
         Code::PinNewerThanRunning,
         "the pinned permission set grants nothing the running Karpenter does not call",
         &[CloudTrail],
-        Some(Run::Running),
+        Run::Running,
+        EVERY,
     ),
-    check(Code::CallsRefused, "AWS refused none of the controller's and the nodes' calls", &[CloudTrail], Some(Run::Running)),
-    check(Code::KarpenterNotSeen, "CloudTrail shows the controller's calls", &[CloudTrail], Some(Run::Running)),
+    check(Code::CallsRefused, "AWS refused none of the controller's and the nodes' calls", &[CloudTrail], Run::Running, EVERY),
+    check(Code::KarpenterNotSeen, "CloudTrail shows the controller's calls", &[CloudTrail], Run::Running, DOCTOR),
     check(
         Code::LaunchQuotaExceeded,
         "no launch inside Karpenter's fleets hit the account's vCPU quota",
         &[CloudTrail],
-        Some(Run::Running),
+        Run::Running,
+        EVERY,
     ),
     check(
         Code::LaunchTypeUnsupported,
         "no launch inside Karpenter's fleets asked for a type or zone not offered",
         &[CloudTrail],
-        Some(Run::Running),
+        Run::Running,
+        EVERY,
     ),
-    check(Code::LaunchCapacityShort, "AWS had capacity for Karpenter's launches", &[CloudTrail], Some(Run::Running)),
+    check(Code::LaunchCapacityShort, "AWS had capacity for Karpenter's launches", &[CloudTrail], Run::Running, EVERY),
     check(
         Code::CloudtrailReadCutShort,
         "CloudTrail's lookups reached the window's start (not cut short by their page bound)",
         &[CloudTrail],
-        Some(Run::Running),
+        Run::Running,
+        EVERY,
     ),
-    check(Code::KarpenterVersionOutOfSupport, "the pinned Karpenter version is supported", &[], Some(Run::Support)),
+    check(Code::KarpenterVersionOutOfSupport, "the pinned Karpenter version is supported", &[], Run::Support, EVERY),
     // What AWS records of the interruption rules and queue, and the policy simulator (records.rs).
     check(
         Code::InterruptionRuleFailing,
         "no interruption rule failed to deliver to the queue in the last hour (CloudWatch FailedInvocations)",
         &[Metrics],
-        Some(Run::Records),
+        Run::Records,
+        DOCTOR,
     ),
     check(
         Code::QueueUnread,
         "something reads the queue: no message waits past five minutes (CloudWatch ApproximateAgeOfOldestMessage)",
         &[Metrics],
-        Some(Run::Records),
+        Run::Records,
+        DOCTOR,
     ),
     check(
         Code::SimulationScpDenied,
         "no SCP denies an action of the permission set (IAM policy simulator)",
         &[Simulation],
-        Some(Run::Simulation),
+        Run::Simulation,
+        DOCTOR,
     ),
     check(
         Code::SimulationBoundaryDenied,
         "the permissions boundary allows every action of the permission set (IAM policy simulator)",
         &[Simulation],
-        Some(Run::Simulation),
+        Run::Simulation,
+        DOCTOR,
     ),
-    check(Code::SimulationNotRun, "--simulate found a controller role to simulate", &[Simulation], Some(Run::Simulation)),
+    check(Code::SimulationNotRun, "--simulate found a controller role to simulate", &[Simulation], Run::Simulation, DOCTOR),
     check(
         Code::SimulationScope,
         "what the IAM policy simulator was asked and cannot see (a note whenever it ran)",
         &[Simulation],
-        Some(Run::Simulation),
+        Run::Simulation,
+        DOCTOR,
     ),
-    check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], None),
-    check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], None),
+    check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], Run::AutoMode, PLAN),
+    check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], Run::KmsKey, PLAN),
 ];
 
-/// The checks doctor runs, in checklist order.
-pub fn doctor_checks() -> impl Iterator<Item = &'static Check> {
-    CATALOG.iter().filter(|c| c.doctor.is_some())
+/// The checks `command` runs, in checklist order.
+pub fn checks_for(command: Command) -> impl Iterator<Item = &'static Check> {
+    CATALOG.iter().filter(move |c| c.commands.contains(&command))
 }
 
 /// What a check looks at (the passed line of doctor's checklist).
@@ -291,23 +343,32 @@ pub fn title(code: Code) -> &'static str {
 
 /// The checks of doctor's that need `read`: skipped when AWS refuses it.
 pub fn skipped_by(read: Read) -> impl Iterator<Item = Code> {
-    doctor_checks().filter(move |c| c.reads.contains(&read)).map(|c| c.code)
+    checks_for(Command::Doctor).filter(move |c| c.reads.contains(&read)).map(|c| c.code)
 }
 
 fn order(code: Code) -> usize {
     CATALOG.iter().position(|c| c.code == code).unwrap_or(usize::MAX)
 }
 
-/// Doctor: every check over what it found, findings worst first, then the checks that passed.
-pub fn doctor(s: &Setup) -> Outcome {
-    let mut c = Checker::default();
+/// A checker for `command`: it records no check whose row does not run it for `command`.
+pub fn checker_for(command: Command) -> Checker {
+    let mut c = Checker::new(command);
+    c.skip.extend(CATALOG.iter().filter(|k| !k.commands.contains(&command)).map(|k| k.code));
+    c
+}
+
+/// Every check `command` runs over the setup (doctor: as found; `up`: as it leaves it; `diff`:
+/// as `up` would leave it): findings worst first, then in checklist order; the checks that ran
+/// in checklist order (a code outside the catalog, such as a failed read's, after them).
+pub fn run(s: &Setup, command: Command) -> Outcome {
+    let mut c = checker_for(command);
     for u in &s.unreadable {
         if let Some(read) = Read::of_unreadable(u.code) {
             c.skip.extend(skipped_by(read));
         }
     }
     let mut runs: Vec<Run> = Vec::new();
-    for run in doctor_checks().filter_map(|k| k.doctor) {
+    for run in checks_for(command).map(|k| k.run) {
         if !runs.contains(&run) {
             runs.push(run);
         }
@@ -318,9 +379,9 @@ pub fn doctor(s: &Setup) -> Outcome {
     unreadable(s, &mut c);
     let mut findings = c.findings;
     findings.sort_by(|a, b| (a.severity, order(a.code), &a.resource).cmp(&(b.severity, order(b.code), &b.resource)));
-    let failed: BTreeSet<Code> = findings.iter().map(|f| f.code).collect();
-    let passed = doctor_checks().map(|k| k.code).filter(|code| c.ran.contains(code) && !failed.contains(code)).collect();
-    Outcome { findings, passed }
+    let mut checked: Vec<Code> = c.ran.iter().copied().collect();
+    checked.sort_by_key(|code| (order(*code), *code));
+    Outcome { checked, findings }
 }
 
 /// Each refused read, as an error naming the permission and the checks it skipped.
@@ -365,103 +426,13 @@ fn unreadable(s: &Setup, c: &mut Checker) {
     }
 }
 
-/// `up` and `diff`: every check karpctl can answer from the facts read and the plan (what they
-/// will make), all run here; `spot_role` is preflight's answer (None: not read); the subnets
-/// Karpenter will see are discovery's (`DiscoveryFacts::ways`); the Pod Identity association is
-/// as `up` leaves it (`resources::pod_identity::as_left`, against the trust `up` writes).
-///
-/// `running`: what CloudTrail shows of the Karpenter that runs with the plan's roles (None: not
-/// read); judged against the plan's `karpenter_version` (`checks::running::readiness`).
-pub fn readiness(
-    facts: &crate::facts::prepared::Facts,
-    spec: &crate::spec::Spec,
-    spot_role: Option<bool>,
-    running: Option<&crate::facts::observed::Running>,
-    association: &crate::facts::observed::AssociationAsLeft,
-    today: crate::running::support::Ymd,
-) -> Readiness {
-    use crate::arns::ARN_AFTER_APPLY;
-    use crate::karpenter_iam::key_policy;
-    let mut r = Readiness::default();
-    let pinned = spec.identity.karpenter_version;
-    r.karpenter = Some(super::running::pin_support(pinned, today));
-    r.record(Code::KarpenterVersionOutOfSupport, super::running::out_of_support(pinned, today));
-    if let Some(seen) = running {
-        let shape = crate::running::PermissionShape { queue: spec.interruption.enabled, zonal_shift: spec.identity.zonal_shift };
-        let role = crate::arns::controller_role_arn(spec, facts);
-        let mut recorded: BTreeSet<Code> = BTreeSet::new();
-        for (code, found) in super::running::readiness(seen, spec.identity.karpenter_version, shape, &role) {
-            // Several refusals are one check with several findings.
-            if recorded.insert(code) {
-                r.record(code, found);
-            } else if let Some(f) = found {
-                r.found.push(f);
-            }
-        }
-        r.found.sort_by_key(|c| c.severity);
-    }
-    if let Some(exists) = spot_role {
-        // `up` creates it first when the plan opted in (and fails if it cannot).
-        r.record(Code::SpotServiceLinkedRoleMissing, super::cluster::spot_role(exists || spec.create_spot_role));
-    }
-    r.record(Code::AutoModeNodepoolsOverlap, super::cluster::auto_mode(&facts.cluster.name, facts.cluster.auto_mode));
-    if let Some(k) = &facts.kms_key {
-        // Judges the documents `up` will write: karpctl's own key carries karpctl's key policy.
-        let own = spec.interruption.create_key.then(|| key_policy(&facts.partition, &facts.account_id));
-        let arn = k.arn.as_deref().unwrap_or(ARN_AFTER_APPLY);
-        match (own.as_ref().or(k.policy.as_ref()), &k.policy_unreadable) {
-            (Some(p), _) => {
-                let controller = crate::arns::controller_role_arn(spec, facts);
-                r.record(Code::KmsKeyPolicyEvents, super::kms::kms_key_lets_eventbridge_in(arn, p));
-                r.record(
-                    Code::KmsKeyPolicyController,
-                    super::kms::kms_key_lets_controller_decrypt(arn, p, &facts.partition, &facts.account_id, &controller),
-                );
-            }
-            (None, Some(why)) => r.record(Code::KmsKeyPolicyUnreadable, Some(super::kms::kms_key_policy_unreadable(arn, why))),
-            (None, None) => {}
-        }
-    }
-    // Judged on the subnets Karpenter will see once the plan is applied (discovery's choice).
-    if let Some(net) = &facts.discovery.network {
-        let tag = (crate::tags::DISCOVERY_TAG, spec.cluster.as_str());
-        for (code, found) in super::network::tagged_subnets_have_a_way_out(tag, &facts.discovery.ways, net) {
-            r.record(code, found);
-        }
-    }
-    if let Some(g) = &facts.discovery.security_group {
-        // Judges the group `up` will tag, with its rules as read (`up` never writes its rules).
-        let c = &facts.cluster;
-        let control_plane: Vec<String> = std::iter::once(&c.cluster_security_group_id)
-            .chain(&c.security_group_ids)
-            .filter(|g| !g.is_empty())
-            .cloned()
-            .collect();
-        r.record(
-            Code::NodeSgBlocksControlPlane,
-            super::network::node_group_lets_control_plane_in(&g.id, &g.rules, &control_plane),
-        );
-    }
-    // The association as `up` leaves it (the trust `up` writes): only one karpctl never changes
-    // can fail these.
-    use crate::facts::observed::AssociationAsLeft;
-    match association {
-        AssociationAsLeft::Unjudged => {}
-        AssociationAsLeft::Ours => {
-            r.record(Code::PodIdentitySessionTagsDisabled, None);
-            r.record(Code::PodIdentitySessionPolicy, None);
-        }
-        AssociationAsLeft::Theirs { association: a, trust } => {
-            use super::identity::{pod_identity_session_policy, pod_identity_session_tags};
-            r.record(Code::PodIdentitySessionTagsDisabled, trust.as_ref().and_then(|t| pod_identity_session_tags(a, t)));
-            r.record(Code::PodIdentitySessionPolicy, pod_identity_session_policy(a));
-        }
-    }
-    r
-}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn doctor(s: &Setup) -> Outcome {
+        run(s, Command::Doctor)
+    }
     use crate::catalog::RULES;
     use crate::checks::identity::trusts;
     use crate::facts::finding::Severity;
@@ -469,6 +440,7 @@ mod tests {
     use crate::facts::setup::{Queue, Unreadable};
     use crate::karpenter_iam::{self, ControllerPolicyInputs};
     use crate::spec::IdentityMode;
+    use std::collections::BTreeSet;
 
     /// The queue policy of karpctl's earlier releases and upstream: EventBridge may send, no condition.
     fn unconditioned_queue_policy() -> serde_json::Value {
@@ -600,6 +572,7 @@ mod tests {
             kms_master_key_id: Some("alias/karpenter-demo".into()),
             kms_key_arn: Some(KEY.into()),
             kms_key_policy: Some(crate::karpenter_iam::key_policy("aws", "111122223333")),
+            kms_key_policy_unreadable: None,
             policy: Some(policy),
         });
         s.rules = RULES
@@ -649,7 +622,7 @@ mod tests {
                 ..Default::default()
             }],
         }];
-        s.spot_service_linked_role = true;
+        s.spot_service_linked_role = Some(true);
         s.running = Some(trail_of(&["karpenter.sh-1.14.2"], false));
         // CloudWatch read, nothing recorded; --simulate, everything allowed.
         s.metrics = Some(crate::aws::read::cloudwatch::Metrics {
@@ -692,6 +665,7 @@ mod tests {
     fn check(s: &Setup) -> Outcome {
         let mut o = doctor(s);
         o.findings.retain(|f| f.code != Code::SimulationScope);
+        o.checked.retain(|c| *c != Code::SimulationScope);
         o
     }
 
@@ -711,7 +685,7 @@ mod tests {
         assert!(o.findings.is_empty(), "{:#?}", o.findings);
         // Every check but --simulate's two notes: the scope (always said, left out by `check`)
         // and the one that says nothing was simulated.
-        assert_eq!(o.passed.len(), doctor_checks().count() - 2, "{:?}", o.passed);
+        assert_eq!(o.passed().len(), checks_for(Command::Doctor).count() - 2, "{:?}", o.passed());
     }
 
     #[test]
@@ -792,7 +766,7 @@ mod tests {
                     ..Default::default()
                 })
             }),
-            ("spot-service-linked-role-missing", |s| s.spot_service_linked_role = false),
+            ("spot-service-linked-role-missing", |s| s.spot_service_linked_role = Some(false)),
             ("event-bus-rule-quota", |s| s.bus_rules = 290),
             ("running-version-lacks-permissions", |s| s.version = KarpenterVersionExt::v(10)),
             ("running-version-unknown", |s| s.running = Some(trail_of(&["karpenter.sh-1.15.0"], false))),
@@ -856,7 +830,7 @@ mod tests {
             covered.insert(code);
         }
         // simulation-scope is said whenever the simulator ran (its own test above).
-        assert_eq!(covered.len(), doctor_checks().count() - 1, "every check has a defect test");
+        assert_eq!(covered.len(), checks_for(Command::Doctor).count() - 1, "every check has a defect test");
     }
 
     #[test]
@@ -909,12 +883,16 @@ mod tests {
         assert!(
             o.findings[0].message.contains("iam:GetRole") && o.findings[0].message.contains("controller-missing-permissions")
         );
-        assert!(!o.passed.contains(&Code::ControllerRoleNotFound) && o.passed.contains(&Code::QueueNotFound), "{:?}", o.passed);
+        assert!(
+            !o.passed().contains(&Code::ControllerRoleNotFound) && o.passed().contains(&Code::QueueNotFound),
+            "{:?}",
+            o.passed()
+        );
         for read in Read::ALL {
             let code = read.unreadable();
             assert!(code.as_str().ends_with("-unreadable"));
             for k in skipped_by(read) {
-                assert!(doctor_checks().any(|c| c.code == k), "{code} skips an unknown check {k}");
+                assert!(checks_for(Command::Doctor).any(|c| c.code == k), "{code} skips an unknown check {k}");
             }
         }
     }
@@ -975,7 +953,7 @@ mod tests {
         s.metrics = None;
         s.records_failed = vec![(Code::MetricsUnreadable, "the CloudWatch metrics could not be read (no answer)".into())];
         let o = check(&s);
-        assert!(!o.passed.contains(&Code::QueueUnread) && !o.passed.contains(&Code::InterruptionRuleFailing));
+        assert!(!o.passed().contains(&Code::QueueUnread) && !o.passed().contains(&Code::InterruptionRuleFailing));
         let problems: Vec<&Finding> = o.findings.iter().filter(|f| f.severity != Severity::Note).collect();
         assert!(problems.is_empty(), "{problems:?}");
         let failed = o.findings.iter().find(|f| f.code == Code::MetricsUnreadable).expect("the failed read, said once");
@@ -994,7 +972,7 @@ mod tests {
             assert_eq!((o.findings[0].code, o.findings[0].severity), (code, Severity::Warning));
             assert!(o.findings[0].message.contains(op) && o.findings[0].fix.contains(op), "{:?}", o.findings[0]);
             // Its checks skipped, and --simulate's notes neither passed nor said.
-            assert_eq!(o.passed.len(), doctor_checks().count() - 4, "{:?}", o.passed);
+            assert_eq!(o.passed().len(), checks_for(Command::Doctor).count() - 4, "{:?}", o.passed());
         }
     }
 
@@ -1032,7 +1010,7 @@ mod tests {
         // Without --simulate: none of its checks, no note.
         s.simulation = None;
         let o = doctor(&s);
-        assert!(!o.findings.iter().any(|f| f.code == Code::SimulationScope) && !o.passed.contains(&Code::SimulationScpDenied));
+        assert!(!o.findings.iter().any(|f| f.code == Code::SimulationScope) && !o.passed().contains(&Code::SimulationScpDenied));
     }
 
     /// The table doctor used to keep by hand (`<piece>-unreadable` and the checks it skips):
@@ -1153,7 +1131,7 @@ mod tests {
         let doctor_md = std::fs::read_to_string(root.join("docs/doctor.md")).unwrap();
         let readiness_md = std::fs::read_to_string(root.join("docs/readiness.md")).unwrap();
         for k in &CATALOG {
-            let page = if k.doctor.is_some() { &doctor_md } else { &readiness_md };
+            let page = if k.commands.contains(&Command::Doctor) { &doctor_md } else { &readiness_md };
             assert!(page.contains(&format!("`{}`", k.code)), "{} is not in its docs page", k.code);
         }
         for read in Read::ALL {

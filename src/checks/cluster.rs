@@ -1,6 +1,6 @@
 //! Checks on the cluster and the account: authentication mode, node roles and their access
-//! entries, the Spot service-linked role, EKS Auto Mode. Each takes what doctor found (`Setup`)
-//! or, for the ones `up` and `diff` run too, the plain facts.
+//! entries, the Spot service-linked role, EKS Auto Mode. Each runs over a `Setup`; the pure
+//! judgements they share are public for their tests and the preflight.
 
 use crate::facts::finding::{Checker, Code, Finding, Severity};
 use crate::facts::setup::Setup;
@@ -36,9 +36,16 @@ pub fn auto_mode(cluster: &str, enabled: bool) -> Option<Finding> {
     })
 }
 
-/// The Spot service-linked role, as doctor found it.
+/// The Spot service-linked role (as found, or as `up` leaves it: it creates it first when the
+/// plan opts in); not judged when not read.
 pub(super) fn spot(s: &Setup, c: &mut Checker) {
-    c.record(Code::SpotServiceLinkedRoleMissing, spot_role(s.spot_service_linked_role));
+    if let Some(exists) = s.spot_service_linked_role {
+        c.record(Code::SpotServiceLinkedRoleMissing, spot_role(exists));
+    }
+}
+
+pub(super) fn eks_auto_mode(s: &Setup, c: &mut Checker) {
+    c.record(Code::AutoModeNodepoolsOverlap, auto_mode(&s.cluster, s.auto_mode));
 }
 
 pub(super) fn role_res(name: &str) -> String {

@@ -108,7 +108,12 @@ pub fn kms_key_policy_unreadable(key_arn: &str, why: &str) -> Finding {
 /// The queue's customer managed key: EventBridge and the controller may use it.
 pub(super) fn kms_key(s: &Setup, c: &mut Checker) {
     let Some(q) = &s.queue else { return };
-    let (Some(arn), Some(policy)) = (&q.kms_key_arn, &q.kms_key_policy) else { return };
+    let Some(arn) = &q.kms_key_arn else { return };
+    let policy = match (&q.kms_key_policy, &q.kms_key_policy_unreadable) {
+        (Some(p), _) => p,
+        (None, Some(why)) => return c.record(Code::KmsKeyPolicyUnreadable, Some(kms_key_policy_unreadable(arn, why))),
+        (None, None) => return,
+    };
     c.record(Code::KmsKeyPolicyEvents, kms_key_lets_eventbridge_in(arn, policy));
     if let Some(role) = s.controller.as_ref().filter(|r| r.exists) {
         c.record(

@@ -173,8 +173,12 @@ pub fn subnets_as_judged(s: &Setup, any_vpc: bool) -> (Vec<SubnetWay>, crate::eg
 /// The tagged subnets' way out and the node security group's control-plane rules (the checks
 /// `up` and `diff` make on what they tag).
 pub(super) fn network(s: &Setup, c: &mut Checker) {
-    if !s.route_tables.is_empty() && !s.discovery.subnets.is_empty() {
-        let (tagged, net) = subnets_as_judged(s, false);
+    // Judged already (the subnets `up` leaves tagged, discovery's), or from the route tables read.
+    let judged = match &s.way_out {
+        Some(w) => Some((w.subnets.clone(), w.network.clone())),
+        None => (!s.route_tables.is_empty() && !s.discovery.subnets.is_empty()).then(|| subnets_as_judged(s, false)),
+    };
+    if let Some((tagged, net)) = judged {
         let tag = (s.discovery.tag_key.as_str(), s.discovery.tag_value.as_str());
         for (code, found) in tagged_subnets_have_a_way_out(tag, &tagged, &net) {
             c.record(code, found);

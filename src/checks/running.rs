@@ -1,6 +1,6 @@
 //! The checks of the Karpenter that runs (docs/running-karpenter.md): the version CloudTrail shows
-//! against the pin, refused calls, a refused lookup, the pin's support status; the same functions
-//! serve `up`/`diff` (`readiness`) and doctor (`doctor`, `support`).
+//! against the pin, refused calls, a refused lookup, the pin's support status; `running` and
+//! `support` serve doctor, `up` and `diff` alike.
 
 use crate::aws::read::cloudtrail::LookupProblem;
 use crate::facts::finding::{Checker, Code, Finding, Severity};
@@ -250,56 +250,47 @@ pub fn lookup_warning(p: &LookupProblem) -> Finding {
     }
 }
 
-/// `up` and `diff`: the running version against the plan's pin, refused calls as warnings, a
-/// lookup that stopped short as a warning. Nothing when nothing is recorded (Karpenter may not
-/// be installed yet).
-pub fn readiness(r: &Running, pinned: KarpenterVersion, shape: PermissionShape, role: &str) -> Vec<(Code, Option<Finding>)> {
-    let mut out = Vec::new();
-    if let Some(p) = &r.problem {
-        out.push((Code::CloudtrailUnreadable, Some(lookup_warning(p))));
-    }
-    out.extend(version_checks(r, pinned, shape, role));
-    let refused = refusal_findings(r, Severity::Warning);
-    if !refused.is_empty() || !r.versions.is_empty() {
-        if refused.is_empty() {
-            out.push((Code::CallsRefused, None));
-        }
-        out.extend(refused.into_iter().map(|f| (Code::CallsRefused, Some(f))));
-    }
-    out.extend(launch_findings(r, Severity::Warning));
-    if let Some(f) = cut_short_finding(r) {
-        out.push((Code::CloudtrailReadCutShort, Some(f)));
-    }
-    out
-}
-
-/// The shape of a doctor setup's permission set: the Interruption part with a queue.
-fn shape_of(s: &Setup) -> PermissionShape {
-    PermissionShape { queue: s.queue.is_some(), zonal_shift: false }
-}
-
-/// Doctor: the same checks over what doctor found (the association's role and its target, the
-/// node roles), refusals one finding per action and kind, and a note when nothing ran.
-pub fn doctor(s: &Setup, c: &mut Checker) {
+/// The running Karpenter against the setup's version: in doctor, the role it found and the
+/// version it judges with, refusals and failed launches errors (what doctor is run to find), a
+/// note when nothing ran; beside a plan (`up`, `diff`), the plan's roles and pin, refusals and
+/// failed launches warnings (evidence of the past, not the plan's fault), a refused lookup a
+/// warning, and nothing at all when nothing is recorded (Karpenter may not be installed yet).
+pub fn running(s: &Setup, c: &mut Checker) {
     let Some(r) = &s.running else { return };
+    let plan = c.command.judges_a_plan();
+    if plan {
+        if let Some(p) = &r.problem {
+            c.record(Code::CloudtrailUnreadable, Some(lookup_warning(p)));
+        }
+    }
     let role = s.controller.as_ref().map(|c| c.arn.clone()).unwrap_or_default();
-    for (code, found) in version_checks(r, s.version, shape_of(s), &role) {
+    let shape = PermissionShape { queue: s.queue.is_some(), zonal_shift: s.zonal_shift };
+    for (code, found) in version_checks(r, s.version, shape, &role) {
         c.record(code, found);
     }
-    if r.controller_roles.is_empty() && r.node_roles.is_empty() {
+    let severity = if plan { Severity::Warning } else { Severity::Error };
+    let refused = refusal_findings(r, severity);
+    let judged = if plan {
+        !refused.is_empty() || !r.versions.is_empty()
+    } else {
+        !(r.controller_roles.is_empty() && r.node_roles.is_empty())
+    };
+    if judged {
+        c.ran(Code::CallsRefused);
+        for f in refused {
+            c.add(f.code, f.severity, f.resource, f.message, f.fix);
+        }
+    } else if !plan {
         return;
     }
-    c.ran(Code::CallsRefused);
-    for f in refusal_findings(r, Severity::Error) {
-        c.add(f.code, f.severity, f.resource, f.message, f.fix);
+    for (code, f) in launch_findings(r, severity) {
+        c.record(code, f);
     }
-    for code in [Code::LaunchQuotaExceeded, Code::LaunchTypeUnsupported, Code::LaunchCapacityShort, Code::CloudtrailReadCutShort]
-    {
-        c.ran(code);
-    }
-    for (_, f) in launch_findings(r, Severity::Error) {
-        if let Some(f) = f {
-            c.add(f.code, f.severity, f.resource, f.message, f.fix);
+    if !plan {
+        for code in
+            [Code::LaunchQuotaExceeded, Code::LaunchTypeUnsupported, Code::LaunchCapacityShort, Code::CloudtrailReadCutShort]
+        {
+            c.ran(code);
         }
     }
     if let Some(f) = cut_short_finding(r) {
@@ -357,6 +348,22 @@ mod tests {
 
     fn v(minor: u32) -> KarpenterVersion {
         KarpenterVersion { minor }
+    }
+
+    /// What `up` finds of the running Karpenter with this pin and permission shape: each
+    /// finding with its code, then each check that ran and found nothing.
+    fn readiness(r: &Running, pinned: KarpenterVersion, shape: PermissionShape, role: &str) -> Vec<(Code, Option<Finding>)> {
+        let mut s = Setup::empty("c1");
+        s.version = pinned;
+        s.running = Some(r.clone());
+        s.zonal_shift = shape.zonal_shift;
+        s.queue = shape.queue.then(crate::facts::setup::Queue::default);
+        s.controller = Some(crate::facts::setup::ControllerRole { arn: role.into(), exists: true, ..Default::default() });
+        let mut c = crate::checks::catalog::checker_for(crate::facts::finding::Command::Up);
+        running(&s, &mut c);
+        let mut out: Vec<(Code, Option<Finding>)> = c.findings.iter().map(|f| (f.code, Some(f.clone()))).collect();
+        out.extend(c.ran.iter().filter(|code| !c.findings.iter().any(|f| f.code == **code)).map(|code| (*code, None)));
+        out
     }
 
     fn codes(found: &[(Code, Option<Finding>)]) -> Vec<(&'static str, Severity)> {

@@ -1,6 +1,6 @@
 //! What a check says: a typed `Code` (its stable kebab-case string is the wire name), a
-//! `Severity`, and the `Finding`; the `Read`s a check needs, and the sets `up`/`diff`
-//! (`Readiness`) and `doctor` (`Outcome`, `Checker`) collect. Plain data, no AWS.
+//! `Severity`, and the `Finding`; the `Read`s a check needs, the `Command` a check runs for, and
+//! what a run collects (`Checker`) and returns (`Outcome`). Plain data, no AWS.
 
 use serde::{Serialize, Serializer};
 use std::collections::BTreeSet;
@@ -251,53 +251,59 @@ impl Read {
     }
 }
 
-/// The checks `up` or `diff` ran and what they found.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-pub struct Readiness {
-    /// The codes of every check that ran.
-    pub checked: Vec<Code>,
-    /// The pinned Karpenter version's support status (None: not judged).
-    pub karpenter: Option<PinSupport>,
-    /// What they found, errors first.
-    pub found: Vec<Finding>,
+/// The command a check runs for: its catalog row names the commands that run it, and a few
+/// judge the same evidence differently (the running Karpenter's refusals are errors in doctor,
+/// warnings beside a plan).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Command {
+    /// Over the setup as doctor found it.
+    #[default]
+    Doctor,
+    /// Over the setup as `up` leaves it.
+    Up,
+    /// Over the setup as `up` would leave it.
+    Diff,
 }
 
-impl Readiness {
-    /// Record a check that ran, and its finding if it found something.
-    pub fn record(&mut self, code: Code, found: Option<Finding>) {
-        self.checked.push(code);
-        if let Some(c) = found {
-            self.found.push(c);
-        }
-        self.found.sort_by_key(|c| c.severity);
-    }
-    pub fn errors(&self) -> usize {
-        self.found.iter().filter(|c| c.severity == Severity::Error).count()
-    }
-    /// Checks that found nothing.
-    pub fn passed(&self) -> usize {
-        self.checked.iter().filter(|code| !self.found.iter().any(|c| c.code == **code)).count()
+impl Command {
+    /// `up` and `diff` judge a plan (what the setup will be), doctor what is.
+    pub fn judges_a_plan(self) -> bool {
+        self != Command::Doctor
     }
 }
 
-/// Doctor's findings, worst first (notes last: what is worth knowing and changes no exit code),
-/// and the codes that were checked and found nothing.
-#[derive(Debug, Default)]
+/// What a run of the checks found (`checks::catalog::run`): the checks that ran, in checklist
+/// order, and their findings, worst first (notes last: worth knowing, no exit code changes).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Outcome {
+    pub checked: Vec<Code>,
     pub findings: Vec<Finding>,
-    pub passed: Vec<Code>,
 }
 
-/// What doctor's checks write into: the findings, the checks that ran, and the checks whose
-/// input AWS refused to show (neither run nor reported).
+impl Outcome {
+    pub fn errors(&self) -> usize {
+        self.findings.iter().filter(|c| c.severity == Severity::Error).count()
+    }
+    /// The checks that ran and found nothing, in checklist order.
+    pub fn passed(&self) -> Vec<Code> {
+        self.checked.iter().copied().filter(|code| !self.findings.iter().any(|f| f.code == *code)).collect()
+    }
+}
+
+/// What the checks write into: the findings, the checks that ran, and the checks that must not
+/// be recorded (their input was refused, or their row does not run them for this command).
 #[derive(Default)]
 pub struct Checker {
+    pub command: Command,
     pub findings: Vec<Finding>,
     pub ran: BTreeSet<Code>,
     pub skip: BTreeSet<Code>,
 }
 
 impl Checker {
+    pub fn new(command: Command) -> Checker {
+        Checker { command, ..Default::default() }
+    }
     /// The check ran (unless skipped).
     pub fn ran(&mut self, code: Code) {
         if !self.skip.contains(&code) {
@@ -312,7 +318,7 @@ impl Checker {
         self.ran.insert(code);
         self.findings.push(Finding { code, severity, resource: resource.into(), message, fix });
     }
-    /// A check that returns its finding (the ones `up` and `diff` run too).
+    /// A check that returns its finding.
     pub fn record(&mut self, code: Code, found: Option<Finding>) {
         self.ran(code);
         if let Some(f) = found {

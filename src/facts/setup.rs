@@ -72,6 +72,9 @@ pub struct Queue {
     pub kms_key_arn: Option<String>,
     /// That key's policy (kms:GetKeyPolicy), when read.
     pub kms_key_policy: Option<Value>,
+    /// Why that policy was not read (the refused permission), where the setup says it per key
+    /// rather than as a refused read (`up` and `diff`: the key is the plan's).
+    pub kms_key_policy_unreadable: Option<String>,
     pub policy: Option<Value>,
 }
 
@@ -141,7 +144,16 @@ pub struct Discovery {
 pub const UNASSOCIATED: &str =
     "a role trusted by Pod Identity that names this cluster in its policies; no association uses it yet";
 
-/// Everything `doctor` read, for the checks.
+/// The subnets Karpenter sees, each with its way out, and the VPC's network they are judged
+/// against: computed from the route tables read (doctor), or discovery's choice as `up` leaves it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WayOut {
+    pub subnets: Vec<crate::facts::observed::SubnetWay>,
+    pub network: crate::egress::Network,
+}
+
+/// A Karpenter setup for the checks (`checks::catalog::run`): everything `doctor` read as it
+/// found it, or, for `up` and `diff`, the setup as the plan leaves it (`gather::as_left`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Setup {
     pub cluster: String,
@@ -182,7 +194,12 @@ pub struct Setup {
     /// The account's rules-per-bus quota (`KARPCTL_RULES_PER_BUS`, else AWS's default 300).
     pub bus_quota: usize,
     pub discovery: Discovery,
-    pub spot_service_linked_role: bool,
+    /// The account has the Spot service-linked role (None: not read).
+    pub spot_service_linked_role: Option<bool>,
+    /// EKS Auto Mode is on (`computeConfig.enabled`).
+    pub auto_mode: bool,
+    /// The controller's permission set includes zonal shift (the plan's `identity.zonal_shift`).
+    pub zonal_shift: bool,
     /// The groups the control plane's network interfaces carry: EKS's cluster security group and
     /// the cluster's `securityGroupIds`.
     pub control_plane_groups: Vec<String>,
@@ -190,6 +207,9 @@ pub struct Setup {
     pub route_tables: Vec<crate::egress::RouteTable>,
     /// Its VPC endpoints, read only when a tagged subnet has no default route.
     pub endpoints: Vec<crate::egress::Endpoint>,
+    /// The tagged subnets with their way out, already judged (None: the way-out checks judge
+    /// `discovery.subnets` against `route_tables`).
+    pub way_out: Option<WayOut>,
     /// The plan's `discovery.associate_public_ip` (nodes get public IPs from the EC2NodeClass).
     pub associate_public_ip: bool,
     /// Reads AWS refused.
@@ -251,10 +271,13 @@ impl Setup {
             bus_rules: 0,
             bus_quota: crate::settings::DEFAULT_RULES_PER_BUS,
             discovery: Discovery { tag_key: crate::tags::DISCOVERY_TAG.into(), tag_value: cluster.into(), ..Default::default() },
-            spot_service_linked_role: false,
+            spot_service_linked_role: None,
+            auto_mode: false,
+            zonal_shift: false,
             control_plane_groups: vec![],
             route_tables: vec![],
             endpoints: vec![],
+            way_out: None,
             associate_public_ip: false,
             unreadable: vec![],
             running: None,

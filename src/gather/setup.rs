@@ -178,7 +178,8 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
     s.nodegroup_roles = stand_alone(&mut s, Code::NodegroupsUnreadable, nodegroups)?;
     // EKS Auto Mode has the Pod Identity agent built in (no add-on).
     s.pod_identity_agent = stand_alone(&mut s, Code::PodIdentityAgentUnreadable, agent)? || i.cluster.auto_mode;
-    s.spot_service_linked_role = stand_alone(&mut s, Code::SpotRoleUnreadable, spot)?;
+    s.spot_service_linked_role = Some(stand_alone(&mut s, Code::SpotRoleUnreadable, spot)?);
+    s.auto_mode = i.cluster.auto_mode;
     let clusters = stand_alone(&mut s, Code::ClustersUnreadable, clusters)?;
     let (mut rules, bus_rules) = stand_alone(&mut s, Code::InterruptionRulesUnreadable, rules)?;
     s.bus_rules = bus_rules;

@@ -36,7 +36,7 @@ pub fn json_doc(s: &Setup, o: &Outcome, stats: Value) -> Value {
         "karpenter_support": s.today.map(|d| crate::checks::running::pin_support(s.version, d)),
         "discovered": discovered(s),
         "findings": o.findings.iter().map(finding_json).collect::<Vec<_>>(),
-        "passed": o.passed,
+        "passed": o.passed(),
         "summary": {"errors": count(Severity::Error), "warnings": count(Severity::Warning), "notes": count(Severity::Note)},
         "stats": stats,
     })
@@ -97,7 +97,7 @@ pub fn human(s: &Setup, o: &Outcome, style: Style) -> String {
     for f in &o.findings {
         out += &line(&style, f);
     }
-    for code in &o.passed {
+    for code in &o.passed() {
         out += &format!("  {} {}\n", style.green("✓"), title(*code));
     }
     let errors = o.findings.iter().filter(|f| f.severity == Severity::Error).count();

@@ -148,15 +148,15 @@ pub fn identity_switch(s: &crate::model::IdentitySwitch, style: Style, applied: 
 }
 
 /// The readiness checks: one line when all passed, else each finding with its fix.
-pub fn readiness(r: &crate::facts::finding::Readiness, style: Style) -> String {
+pub fn readiness(r: &crate::facts::finding::Outcome, pin: Option<&crate::facts::finding::PinSupport>, style: Style) -> String {
     use crate::facts::finding::Severity;
     let n = r.checked.len();
-    let pin = r.karpenter.as_ref().map(|k| format!("Karpenter {} (pinned): {}.\n", k.version, k.detail)).unwrap_or_default();
-    if r.found.is_empty() {
+    let pin = pin.map(|k| format!("Karpenter {} (pinned): {}.\n", k.version, k.detail)).unwrap_or_default();
+    if r.findings.is_empty() {
         return format!("Karpenter can work here: {n} of {n} checks passed.\n{pin}");
     }
-    let mut out = format!("Karpenter readiness: {} of {n} checks passed.\n{pin}", r.passed());
-    for c in &r.found {
+    let mut out = format!("Karpenter readiness: {} of {n} checks passed.\n{pin}", r.passed().len());
+    for c in &r.findings {
         let mark = match c.severity {
             Severity::Error => style.red("error"),
             Severity::Warning => style.yellow("warning"),

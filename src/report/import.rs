@@ -275,7 +275,7 @@ pub fn human(r: &ImportReport, style: Style) -> String {
             t.push_str(&super::human::render_plan(&diff.plan, style));
             // An error-level check makes `up --adopt` exit 1 after applying: say so now.
             if let Some(checks) = &diff.readiness {
-                t.push_str(&super::human::readiness(checks, style));
+                t.push_str(&super::human::readiness(checks, diff.pin.as_ref(), style));
             }
         }
         Err(e) => t.push_str(&format!(

@@ -64,7 +64,7 @@ pub fn plan_doc(r: &super::values::PlanReport) -> Value {
     let mut doc = plan_json(r.command, &r.cluster, &r.account_id, &r.region, &r.plan, r.results.as_ref(), stats);
     if let Some(checks) = &r.readiness {
         doc["checks"] =
-            json!({"checked": checks.checked, "found": checks.found, "passed": checks.passed(), "karpenter": checks.karpenter});
+            json!({"checked": checks.checked, "found": checks.findings, "passed": checks.passed().len(), "karpenter": r.pin});
     }
     if r.command == "up" {
         doc["next_steps"] = super::handoff::handoff_json(r.handoff.as_ref());

@@ -155,7 +155,7 @@ impl Printer {
                     out(&handoff::handoff_text(h, self.stdout_style()));
                 }
                 if let Some(checks) = r.readiness.as_ref().filter(|_| r.plan.conflicts.is_empty() && r.failure.is_none()) {
-                    out(&human::readiness(checks, self.stdout_style()));
+                    out(&human::readiness(checks, r.pin.as_ref(), self.stdout_style()));
                 }
                 self.stats_table(&r.stats);
                 err(&human::throttled_note(&r.stats.throttled, self.stderr_style()));

@@ -5,7 +5,7 @@ use super::markdown::Section;
 use crate::aws::StatsReport;
 use crate::error::UserError;
 use crate::exit::{EXIT_CHANGES, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK};
-use crate::facts::finding::Readiness;
+use crate::facts::finding::{Outcome as Checks, PinSupport};
 use crate::model::{Outcome, Plan};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -38,7 +38,9 @@ pub struct PlanReport {
     /// The steps that failed, as one error.
     pub failure: Option<UserError>,
     /// The readiness checks on what `up` made or `diff` would make (none for `down`).
-    pub readiness: Option<Readiness>,
+    pub readiness: Option<Checks>,
+    /// The pinned Karpenter version's support status, shown with them.
+    pub pin: Option<PinSupport>,
     /// After `up`: what `karpctl output` hands on that this run changed, and how to pass it on.
     pub handoff: Option<super::Handoff>,
     pub stats: StatsReport,

@@ -118,8 +118,9 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
 }
 
 /// The association as `up` leaves it (pure, over the observed nodes), for the readiness checks
-/// (`checks::catalog::readiness`). One karpctl manages gets the plan's fields, so only one karpctl
-/// never changes (an EKS add-on's) can fail them; the role's trust is the one `up` writes.
+/// (`gather::as_left` puts it in the setup `checks::catalog::run` judges). One karpctl manages
+/// gets the plan's fields, so only one karpctl never changes (an EKS add-on's) can fail them;
+/// the role's trust is the one `up` writes.
 /// Nothing to judge without Pod Identity (IRSA, `down`).
 pub fn as_left(entries: &[(Node, Option<Observed>)]) -> crate::facts::observed::AssociationAsLeft {
     use crate::facts::observed::{Association, AssociationAsLeft};
