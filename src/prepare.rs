@@ -77,7 +77,7 @@ impl Prepared {
         let running = self.running.lock().unwrap().clone();
         let association = self.association.lock().unwrap().clone();
         let gathered = crate::gather::as_left::Gathered {
-            spot_role: self.preflight.spot_role,
+            preflight: &self.preflight,
             running: running.as_ref(),
             association: &association,
             today: self.ctx.settings.today,

@@ -3,342 +3,39 @@
 //! doctor over the setup as found, `up` over the setup as it leaves it, `diff` as `up` would
 //! leave it (`gather::as_left`); what a refused read skips derives from the rows.
 
-use crate::facts::finding::Read::{self, *};
-use crate::facts::finding::{Checker, Code, Command, Finding, Outcome, Severity};
+use super::row::{Check, Group};
+use crate::facts::finding::{Checker, Code, Command, Finding, Outcome, Read, Severity};
 use crate::facts::setup::Setup;
 
-/// The function of doctor's that runs a check (one function may give several codes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Run {
-    ControllerRole,
-    Permissions,
-    PassRole,
-    SizeLimit,
-    Agent,
-    Trust,
-    Association,
-    ClusterAccess,
-    NodeRoles,
-    QueueFound,
-    QueueEncryption,
-    QueuePolicy,
-    Rules,
-    BusQuota,
-    Discovery,
-    Spot,
-    AutoMode,
-    Network,
-    KmsKey,
-    /// The running Karpenter, from CloudTrail (#36).
-    Running,
-    Support,
-    Records,
-    Simulation,
-}
+/// The areas' rows, in checklist order.
+const AREAS: [&[Group]; 7] = [
+    super::identity::CHECKS,
+    super::cluster::CHECKS,
+    super::interruption::CHECKS,
+    super::network::CHECKS,
+    super::kms::CHECKS,
+    super::running::CHECKS,
+    super::records::CHECKS,
+];
 
-impl Run {
-    fn func(self) -> fn(&Setup, &mut Checker) {
-        match self {
-            Run::ControllerRole => super::identity::controller_role,
-            Run::Permissions => super::identity::permissions,
-            Run::PassRole => super::identity::pass_role,
-            Run::SizeLimit => super::identity::size_limit,
-            Run::Agent => super::identity::agent,
-            Run::Trust => super::identity::trust,
-            Run::Association => super::identity::association,
-            Run::ClusterAccess => super::cluster::cluster_access,
-            Run::NodeRoles => super::cluster::node_roles,
-            Run::QueueFound => super::interruption::queue_found,
-            Run::QueueEncryption => super::interruption::queue_encryption,
-            Run::QueuePolicy => super::interruption::queue_policy,
-            Run::Rules => super::interruption::rules,
-            Run::BusQuota => super::interruption::bus_quota,
-            Run::Discovery => super::network::discovery,
-            Run::Spot => super::cluster::spot,
-            Run::AutoMode => super::cluster::eks_auto_mode,
-            Run::Network => super::network::network,
-            Run::KmsKey => super::kms::kms_key,
-            Run::Running => super::running::running,
-            Run::Support => super::running::support,
-            Run::Records => super::records::records,
-            Run::Simulation => super::records::simulation,
-        }
-    }
+/// Each function of the checks with the rows it runs, in checklist order.
+pub fn groups() -> impl Iterator<Item = &'static Group> {
+    AREAS.into_iter().flatten()
 }
-
-/// One check: its code, what it looks at, the reads it needs (skipped when one is refused), the
-/// function that runs it (one function may give several codes) and the commands that run it.
-pub struct Check {
-    pub code: Code,
-    pub title: &'static str,
-    pub reads: &'static [Read],
-    pub run: Run,
-    pub commands: &'static [Command],
-}
-
-const fn check(code: Code, title: &'static str, reads: &'static [Read], run: Run, commands: &'static [Command]) -> Check {
-    Check { code, title, reads, run, commands }
-}
-
-/// Doctor only: what `up` and `diff` make or judge elsewhere (the roles, queue and rules are
-/// the plan's own steps), or what only doctor reads (CloudWatch, the policy simulator).
-const DOCTOR: &[Command] = &[Command::Doctor];
-/// Every command: what the plan cannot settle by writing (the network, the account, what runs).
-const EVERY: &[Command] = &[Command::Doctor, Command::Up, Command::Diff];
-/// `up` and `diff` only.
-const PLAN: &[Command] = &[Command::Up, Command::Diff];
 
 /// Every check, in checklist order (findings and passed checks are listed in it).
-pub const CATALOG: [Check; 51] = [
-    check(
-        Code::ControllerRoleNotFound,
-        "Karpenter's controller role is found",
-        &[Cluster, Controller],
-        Run::ControllerRole,
-        DOCTOR,
-    ),
-    check(
-        Code::ControllerMissingPermissions,
-        "the controller role allows every action of Karpenter's permission set",
-        &[Controller, KmsKey],
-        Run::Permissions,
-        DOCTOR,
-    ),
-    check(Code::ControllerPassroleUnscoped, "the controller may pass only the node roles", &[Controller], Run::PassRole, DOCTOR),
-    check(
-        Code::PolicyNearSizeLimit,
-        "the controller's customer managed policies have room under IAM's size limit",
-        &[Controller],
-        Run::SizeLimit,
-        DOCTOR,
-    ),
-    check(
-        Code::PodIdentityAgentMissing,
-        "the eks-pod-identity-agent add-on is installed (Pod Identity)",
-        &[Cluster, PodIdentityAgent],
-        Run::Agent,
-        DOCTOR,
-    ),
-    check(Code::ClusterAuthConfigMap, "the cluster accepts access entries", &[Cluster], Run::ClusterAccess, DOCTOR),
-    check(Code::NodeRoleNotFound, "the node roles exist", &[NodeRoles], Run::NodeRoles, DOCTOR),
-    check(
-        Code::NodeRoleMissingManagedPolicy,
-        "the node roles have the managed policies nodes need",
-        &[NodeRoles],
-        Run::NodeRoles,
-        DOCTOR,
-    ),
-    check(Code::NodeRoleNoAccessEntry, "each node role has an EC2 access entry", &[AccessEntries], Run::NodeRoles, DOCTOR),
-    check(Code::NodeAccessEntryStale, "no access entry predates its role", &[AccessEntries, NodeRoles], Run::NodeRoles, DOCTOR),
-    check(Code::QueueNotFound, "an interruption queue is found", &[InterruptionRules, Queue], Run::QueueFound, DOCTOR),
-    check(
-        Code::QueueKmsAwsManaged,
-        "EventBridge can write to the queue's encryption key",
-        &[Queue],
-        Run::QueueEncryption,
-        DOCTOR,
-    ),
-    check(Code::QueuePolicyBlocksEventbridge, "the queue policy lets EventBridge send", &[Queue], Run::QueuePolicy, DOCTOR),
-    check(
-        Code::QueuePolicyUnconditioned,
-        "the queue policy limits EventBridge to the account's rules",
-        &[Queue],
-        Run::QueuePolicy,
-        DOCTOR,
-    ),
-    check(
-        Code::QueuePolicyRefusesRule,
-        "the queue policy lets every rule that targets the queue send",
-        &[Queue, InterruptionRules],
-        Run::QueuePolicy,
-        DOCTOR,
-    ),
-    check(Code::QueueShared, "the queue serves this cluster only", &[Clusters, InterruptionRules, RuleTags], Run::Rules, DOCTOR),
-    check(
-        Code::InterruptionRuleMissing,
-        "a rule sends each interruption event to the queue",
-        &[InterruptionRules],
-        Run::Rules,
-        DOCTOR,
-    ),
-    check(Code::InterruptionRuleDisabled, "those rules are enabled", &[InterruptionRules], Run::Rules, DOCTOR),
-    check(
-        Code::EventBusRuleQuota,
-        "the default event bus has room for more rules (EventBridge's quota per bus)",
-        &[InterruptionRules],
-        Run::BusQuota,
-        DOCTOR,
-    ),
-    check(Code::DiscoveryNoSubnets, "subnets carry the discovery tag", &[Subnets], Run::Discovery, DOCTOR),
-    check(
-        Code::DiscoveryAzWithoutSubnet,
-        "every AZ of the cluster has a discovery-tagged subnet",
-        &[Cluster, Subnets],
-        Run::Discovery,
-        DOCTOR,
-    ),
-    check(
-        Code::DiscoveryNoSecurityGroups,
-        "a security group carries the discovery tag",
-        &[SecurityGroups],
-        Run::Discovery,
-        DOCTOR,
-    ),
-    check(
-        Code::DiscoveryMultipleSecurityGroups,
-        "exactly one security group carries it",
-        &[SecurityGroups],
-        Run::Discovery,
-        DOCTOR,
-    ),
-    check(
-        Code::DiscoveryOutsideClusterVpc,
-        "tagged subnets and groups are in the cluster's VPC",
-        &[Cluster, Subnets, SecurityGroups],
-        Run::Discovery,
-        DOCTOR,
-    ),
-    check(
-        Code::SubnetNoWayOut,
-        "every discovery-tagged subnet has a way out",
-        &[Cluster, Subnets, RouteTables],
-        Run::Network,
-        EVERY,
-    ),
-    check(
-        Code::SubnetWayOutUnconfirmed,
-        "karpctl can see each tagged subnet's way out",
-        &[Cluster, Subnets, RouteTables],
-        Run::Network,
-        EVERY,
-    ),
-    check(
-        Code::NodeSgBlocksControlPlane,
-        "the node security group lets the control plane in",
-        &[Cluster, SecurityGroups],
-        Run::Network,
-        EVERY,
-    ),
-    check(Code::KmsKeyPolicyEvents, "EventBridge may use the queue's KMS key", &[Queue, KmsKey], Run::KmsKey, EVERY),
-    check(
-        Code::KmsKeyPolicyController,
-        "the controller may decrypt with the queue's KMS key",
-        &[Controller, Queue, KmsKey],
-        Run::KmsKey,
-        EVERY,
-    ),
-    check(Code::SpotServiceLinkedRoleMissing, "the Spot service-linked role exists", &[ListRoles], Run::Spot, EVERY),
-    check(
-        Code::ControllerTrustMismatch,
-        "the controller role trusts Karpenter's service account",
-        &[Cluster, Controller],
-        Run::Trust,
-        DOCTOR,
-    ),
-    check(
-        Code::PodIdentitySessionTagsDisabled,
-        "the Pod Identity association passes the session tags the role's trust requires",
-        &[Controller],
-        Run::Association,
-        EVERY,
-    ),
-    check(
-        Code::PodIdentitySessionPolicy,
-        "the Pod Identity association has no session policy cutting the role's permissions",
-        &[Controller],
-        Run::Association,
-        EVERY,
-    ),
-    // The running Karpenter, as CloudTrail recorded it (checks/running.rs).
-    check(
-        Code::RunningVersionLacksPermissions,
-        "the running Karpenter needs no action the pinned permission set lacks",
-        &[CloudTrail],
-        Run::Running,
-        EVERY,
-    ),
-    check(Code::RunningVersionUnknown, "karpctl knows the running Karpenter's version", &[CloudTrail], Run::Running, EVERY),
-    check(
-        Code::PinNewerThanRunning,
-        "the pinned permission set grants nothing the running Karpenter does not call",
-        &[CloudTrail],
-        Run::Running,
-        EVERY,
-    ),
-    check(Code::CallsRefused, "AWS refused none of the controller's and the nodes' calls", &[CloudTrail], Run::Running, EVERY),
-    check(Code::KarpenterNotSeen, "CloudTrail shows the controller's calls", &[CloudTrail], Run::Running, DOCTOR),
-    check(
-        Code::LaunchQuotaExceeded,
-        "no launch inside Karpenter's fleets hit the account's vCPU quota",
-        &[CloudTrail],
-        Run::Running,
-        EVERY,
-    ),
-    check(
-        Code::LaunchTypeUnsupported,
-        "no launch inside Karpenter's fleets asked for a type or zone not offered",
-        &[CloudTrail],
-        Run::Running,
-        EVERY,
-    ),
-    check(Code::LaunchCapacityShort, "AWS had capacity for Karpenter's launches", &[CloudTrail], Run::Running, EVERY),
-    check(
-        Code::CloudtrailReadCutShort,
-        "CloudTrail's lookups reached the window's start (not cut short by their page bound)",
-        &[CloudTrail],
-        Run::Running,
-        EVERY,
-    ),
-    check(Code::KarpenterVersionOutOfSupport, "the pinned Karpenter version is supported", &[], Run::Support, EVERY),
-    // What AWS records of the interruption rules and queue, and the policy simulator (records.rs).
-    check(
-        Code::InterruptionRuleFailing,
-        "no interruption rule failed to deliver to the queue in the last hour (CloudWatch FailedInvocations)",
-        &[Metrics],
-        Run::Records,
-        DOCTOR,
-    ),
-    check(
-        Code::QueueUnread,
-        "something reads the queue: no message waits past five minutes (CloudWatch ApproximateAgeOfOldestMessage)",
-        &[Metrics],
-        Run::Records,
-        DOCTOR,
-    ),
-    check(
-        Code::SimulationScpDenied,
-        "no SCP denies an action of the permission set (IAM policy simulator)",
-        &[Simulation],
-        Run::Simulation,
-        DOCTOR,
-    ),
-    check(
-        Code::SimulationBoundaryDenied,
-        "the permissions boundary allows every action of the permission set (IAM policy simulator)",
-        &[Simulation],
-        Run::Simulation,
-        DOCTOR,
-    ),
-    check(Code::SimulationNotRun, "--simulate found a controller role to simulate", &[Simulation], Run::Simulation, DOCTOR),
-    check(
-        Code::SimulationScope,
-        "what the IAM policy simulator was asked and cannot see (a note whenever it ran)",
-        &[Simulation],
-        Run::Simulation,
-        DOCTOR,
-    ),
-    check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], Run::AutoMode, PLAN),
-    check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], Run::KmsKey, PLAN),
-];
+pub fn catalog() -> impl Iterator<Item = &'static Check> {
+    groups().flat_map(|g| g.checks.iter())
+}
 
 /// The checks `command` runs, in checklist order.
 pub fn checks_for(command: Command) -> impl Iterator<Item = &'static Check> {
-    CATALOG.iter().filter(move |c| c.commands.contains(&command))
+    catalog().filter(move |c| c.commands.contains(&command))
 }
 
 /// What a check looks at (the passed line of doctor's checklist).
 pub fn title(code: Code) -> &'static str {
-    CATALOG.iter().find(|c| c.code == code).map(|c| c.title).unwrap_or("")
+    catalog().find(|c| c.code == code).map(|c| c.title).unwrap_or("")
 }
 
 /// The checks of doctor's that need `read`: skipped when AWS refuses it.
@@ -347,13 +44,13 @@ pub fn skipped_by(read: Read) -> impl Iterator<Item = Code> {
 }
 
 fn order(code: Code) -> usize {
-    CATALOG.iter().position(|c| c.code == code).unwrap_or(usize::MAX)
+    catalog().position(|c| c.code == code).unwrap_or(usize::MAX)
 }
 
 /// A checker for `command`: it records no check whose row does not run it for `command`.
 pub fn checker_for(command: Command) -> Checker {
     let mut c = Checker::new(command);
-    c.skip.extend(CATALOG.iter().filter(|k| !k.commands.contains(&command)).map(|k| k.code));
+    c.skip.extend(catalog().filter(|k| !k.commands.contains(&command)).map(|k| k.code));
     c
 }
 
@@ -367,14 +64,8 @@ pub fn run(s: &Setup, command: Command) -> Outcome {
             c.skip.extend(skipped_by(read));
         }
     }
-    let mut runs: Vec<Run> = Vec::new();
-    for run in checks_for(command).map(|k| k.run) {
-        if !runs.contains(&run) {
-            runs.push(run);
-        }
-    }
-    for run in runs {
-        (run.func())(s, &mut c);
+    for g in groups().filter(|g| g.checks.iter().any(|k| k.commands.contains(&command))) {
+        (g.run)(s, &mut c);
     }
     unreadable(s, &mut c);
     let mut findings = c.findings;
@@ -1130,7 +821,7 @@ mod tests {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let doctor_md = std::fs::read_to_string(root.join("docs/doctor.md")).unwrap();
         let readiness_md = std::fs::read_to_string(root.join("docs/readiness.md")).unwrap();
-        for k in &CATALOG {
+        for k in catalog() {
             let page = if k.commands.contains(&Command::Doctor) { &doctor_md } else { &readiness_md };
             assert!(page.contains(&format!("`{}`", k.code)), "{} is not in its docs page", k.code);
         }
@@ -1145,7 +836,7 @@ mod tests {
         assert_eq!(strings.len(), Code::ALL.len());
         for c in Code::ALL {
             assert_eq!(serde_json::to_value(c).unwrap(), serde_json::Value::String(c.as_str().into()));
-            let in_catalog = CATALOG.iter().filter(|k| k.code == *c).count();
+            let in_catalog = catalog().filter(|k| k.code == *c).count();
             let unreadable = Read::ALL.iter().filter(|r| r.unreadable() == *c).count();
             assert_eq!(in_catalog + unreadable, 1, "{c}");
         }

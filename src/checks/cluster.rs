@@ -2,11 +2,48 @@
 //! entries, the Spot service-linked role, EKS Auto Mode. Each runs over a `Setup`; the pure
 //! judgements they share are public for their tests and the preflight.
 
-use crate::facts::finding::{Checker, Code, Finding, Severity};
+use super::row::{DOCTOR, EVERY, Group, PLAN, check};
+use crate::facts::finding::{Checker, Code, Finding, Read, Severity};
 use crate::facts::setup::Setup;
 use crate::karpenter_iam;
 use crate::policy::analysis;
 use std::collections::BTreeSet;
+
+/// This area's rows of the check catalog, in checklist order: each function with the checks
+/// it runs (`checks::catalog` puts the areas together; `run` runs them).
+pub(super) const CHECKS: &[Group] = &[
+    Group {
+        run: cluster_access,
+        checks: &[check(Code::ClusterAuthConfigMap, "the cluster accepts access entries", &[Read::Cluster], DOCTOR)],
+    },
+    Group {
+        run: node_roles,
+        checks: &[
+            check(Code::NodeRoleNotFound, "the node roles exist", &[Read::NodeRoles], DOCTOR),
+            check(
+                Code::NodeRoleMissingManagedPolicy,
+                "the node roles have the managed policies nodes need",
+                &[Read::NodeRoles],
+                DOCTOR,
+            ),
+            check(Code::NodeRoleNoAccessEntry, "each node role has an EC2 access entry", &[Read::AccessEntries], DOCTOR),
+            check(
+                Code::NodeAccessEntryStale,
+                "no access entry predates its role",
+                &[Read::AccessEntries, Read::NodeRoles],
+                DOCTOR,
+            ),
+        ],
+    },
+    Group {
+        run: spot,
+        checks: &[check(Code::SpotServiceLinkedRoleMissing, "the Spot service-linked role exists", &[Read::ListRoles], EVERY)],
+    },
+    Group {
+        run: eks_auto_mode,
+        checks: &[check(Code::AutoModeNodepoolsOverlap, "EKS Auto Mode does not manage Karpenter's NodePools", &[], PLAN)],
+    },
+];
 
 /// The EC2 Spot service-linked role, account-wide.
 pub const SPOT_ROLE: &str = "AWSServiceRoleForEC2Spot";

@@ -1,9 +1,10 @@
 //! Checks on how Karpenter's controller gets its credentials and what they allow: the role, its
-//! permissions and trust, the Pod Identity agent and association. Doctor's take `Setup`; the
-//! association's two take the plain association (`up` and `diff` run them on what they read).
+//! permissions and trust, the Pod Identity agent and association. Each runs over a `Setup`;
+//! the association's two judgements are public over the plain association.
 
 use super::cluster::role_res;
-use crate::facts::finding::{Checker, Code, Finding, Severity};
+use super::row::{DOCTOR, EVERY, Group, check};
+use crate::facts::finding::{Checker, Code, Finding, Read, Severity};
 use crate::facts::observed::Association;
 use crate::facts::setup::{ControllerRole, Setup};
 use crate::karpenter_iam::{self, ControllerPolicyInputs};
@@ -14,6 +15,82 @@ use crate::policy::doc::{glob, statements};
 use crate::spec::IdentityMode;
 use serde_json::Value;
 use std::collections::BTreeSet;
+
+/// This area's rows of the check catalog, in checklist order: each function with the checks
+/// it runs (`checks::catalog` puts the areas together; `run` runs them).
+pub(super) const CHECKS: &[Group] = &[
+    Group {
+        run: controller_role,
+        checks: &[check(
+            Code::ControllerRoleNotFound,
+            "Karpenter's controller role is found",
+            &[Read::Cluster, Read::Controller],
+            DOCTOR,
+        )],
+    },
+    Group {
+        run: permissions,
+        checks: &[check(
+            Code::ControllerMissingPermissions,
+            "the controller role allows every action of Karpenter's permission set",
+            &[Read::Controller, Read::KmsKey],
+            DOCTOR,
+        )],
+    },
+    Group {
+        run: pass_role,
+        checks: &[check(
+            Code::ControllerPassroleUnscoped,
+            "the controller may pass only the node roles",
+            &[Read::Controller],
+            DOCTOR,
+        )],
+    },
+    Group {
+        run: size_limit,
+        checks: &[check(
+            Code::PolicyNearSizeLimit,
+            "the controller's customer managed policies have room under IAM's size limit",
+            &[Read::Controller],
+            DOCTOR,
+        )],
+    },
+    Group {
+        run: agent,
+        checks: &[check(
+            Code::PodIdentityAgentMissing,
+            "the eks-pod-identity-agent add-on is installed (Pod Identity)",
+            &[Read::Cluster, Read::PodIdentityAgent],
+            DOCTOR,
+        )],
+    },
+    Group {
+        run: trust,
+        checks: &[check(
+            Code::ControllerTrustMismatch,
+            "the controller role trusts Karpenter's service account",
+            &[Read::Cluster, Read::Controller],
+            DOCTOR,
+        )],
+    },
+    Group {
+        run: association,
+        checks: &[
+            check(
+                Code::PodIdentitySessionTagsDisabled,
+                "the Pod Identity association passes the session tags the role's trust requires",
+                &[Read::Controller],
+                EVERY,
+            ),
+            check(
+                Code::PodIdentitySessionPolicy,
+                "the Pod Identity association has no session policy cutting the role's permissions",
+                &[Read::Controller],
+                EVERY,
+            ),
+        ],
+    },
+];
 
 /// IAM's limit on a managed policy, whitespace not counted.
 pub const MANAGED_POLICY_LIMIT: usize = 6144;

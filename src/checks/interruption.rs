@@ -1,12 +1,71 @@
 //! Checks on interruption handling as doctor found it: the queue, its encryption and policy, the
 //! EventBridge rules that feed it, and the default event bus's rule quota.
 
+use super::row::{DOCTOR, Group, check};
 use crate::catalog::RULES;
-use crate::facts::finding::{Checker, Code, Severity};
+use crate::facts::finding::{Checker, Code, Read, Severity};
 use crate::facts::setup::{Queue, Rule, Setup};
 use crate::policy::doc::strings;
 use crate::policy::doc::{glob, statements};
 use serde_json::Value;
+
+/// This area's rows of the check catalog, in checklist order: each function with the checks
+/// it runs (`checks::catalog` puts the areas together; `run` runs them).
+pub(super) const CHECKS: &[Group] = &[
+    Group {
+        run: queue_found,
+        checks: &[check(Code::QueueNotFound, "an interruption queue is found", &[Read::InterruptionRules, Read::Queue], DOCTOR)],
+    },
+    Group {
+        run: queue_encryption,
+        checks: &[check(Code::QueueKmsAwsManaged, "EventBridge can write to the queue's encryption key", &[Read::Queue], DOCTOR)],
+    },
+    Group {
+        run: queue_policy,
+        checks: &[
+            check(Code::QueuePolicyBlocksEventbridge, "the queue policy lets EventBridge send", &[Read::Queue], DOCTOR),
+            check(
+                Code::QueuePolicyUnconditioned,
+                "the queue policy limits EventBridge to the account's rules",
+                &[Read::Queue],
+                DOCTOR,
+            ),
+            check(
+                Code::QueuePolicyRefusesRule,
+                "the queue policy lets every rule that targets the queue send",
+                &[Read::Queue, Read::InterruptionRules],
+                DOCTOR,
+            ),
+        ],
+    },
+    Group {
+        run: rules,
+        checks: &[
+            check(
+                Code::QueueShared,
+                "the queue serves this cluster only",
+                &[Read::Clusters, Read::InterruptionRules, Read::RuleTags],
+                DOCTOR,
+            ),
+            check(
+                Code::InterruptionRuleMissing,
+                "a rule sends each interruption event to the queue",
+                &[Read::InterruptionRules],
+                DOCTOR,
+            ),
+            check(Code::InterruptionRuleDisabled, "those rules are enabled", &[Read::InterruptionRules], DOCTOR),
+        ],
+    },
+    Group {
+        run: bus_quota,
+        checks: &[check(
+            Code::EventBusRuleQuota,
+            "the default event bus has room for more rules (EventBridge's quota per bus)",
+            &[Read::InterruptionRules],
+            DOCTOR,
+        )],
+    },
+];
 
 fn queue_res(name: &str) -> String {
     format!("queue/{name}")

@@ -1,10 +1,27 @@
 //! Checks on the interruption queue's KMS key policy: EventBridge may encrypt with it, the
-//! controller may decrypt. Pure over the key's ARN and policy, which `up` and `diff` pass as
-//! they will write it or read it, and doctor as it found it; plus the statements they need.
+//! controller may decrypt. Pure over the key's ARN and policy in the setup: as `up` will write
+//! it or reads it (`up`, `diff`), as doctor found it; plus the statements they need.
 
-use crate::facts::finding::{Checker, Code, Finding, Severity};
+use super::row::{EVERY, Group, PLAN, check};
+use crate::facts::finding::{Checker, Code, Finding, Read, Severity};
 use crate::facts::setup::Setup;
 use crate::karpenter_iam::{EVENTS_KMS_ACTIONS, EVENTS_PRINCIPAL, events_key_statement, iam_delegation_statement};
+
+/// This area's rows of the check catalog, in checklist order: each function with the checks
+/// it runs (`checks::catalog` puts the areas together; `run` runs them).
+pub(super) const CHECKS: &[Group] = &[Group {
+    run: kms_key,
+    checks: &[
+        check(Code::KmsKeyPolicyEvents, "EventBridge may use the queue's KMS key", &[Read::Queue, Read::KmsKey], EVERY),
+        check(
+            Code::KmsKeyPolicyController,
+            "the controller may decrypt with the queue's KMS key",
+            &[Read::Controller, Read::Queue, Read::KmsKey],
+            EVERY,
+        ),
+        check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], PLAN),
+    ],
+}];
 
 /// Whether a key-policy statement's principal takes in one of `who` (service names, account
 /// roots, account ids, role ARNs) or everyone (`*`).

@@ -1,6 +1,7 @@
 //! One check catalog for `up`, `diff` and `doctor`: each check a pure function with a typed
-//! code (`finding`), registered once with its title and the reads it needs (`catalog`); the
-//! checks live by area (identity, network, interruption, cluster, kms, running, records) over `facts`.
+//! code (`facts::finding`), its row (title, the reads it needs, the commands that run it) kept
+//! beside it in its area file (identity, cluster, interruption, network, kms, running, records)
+//! over `facts`; `catalog` puts the areas together and runs them (`row`: what a row is).
 
 pub mod catalog;
 pub mod cluster;
@@ -9,4 +10,5 @@ pub mod interruption;
 pub mod kms;
 pub mod network;
 pub mod records;
+pub mod row;
 pub mod running;

@@ -1,12 +1,67 @@
 //! Checks on where nodes launch: the discovery-tagged subnets and security groups, each tagged
-//! subnet's way out, and the node security group's rules for the control plane. Doctor's take
-//! `Setup`; the way-out and security group ones take plain facts (`up` and `diff` run them too).
+//! subnet's way out, and the node security group's rules for the control plane. Each runs over a
+//! `Setup` (the way-out and security group ones for `up` and `diff` too, over the subnets and
+//! group the plan leaves tagged); their judgements are public over plain facts.
 
-use crate::facts::finding::{Checker, Code, Finding, Severity};
+use super::row::{DOCTOR, EVERY, Group, check};
+use crate::facts::finding::{Checker, Code, Finding, Read, Severity};
 use crate::facts::observed::{GroupRules, SgRule, SubnetWay};
 use crate::facts::setup::Setup;
 use crate::spec::IdentityMode;
 use std::collections::BTreeSet;
+
+/// This area's rows of the check catalog, in checklist order: each function with the checks
+/// it runs (`checks::catalog` puts the areas together; `run` runs them).
+pub(super) const CHECKS: &[Group] = &[
+    Group {
+        run: discovery,
+        checks: &[
+            check(Code::DiscoveryNoSubnets, "subnets carry the discovery tag", &[Read::Subnets], DOCTOR),
+            check(
+                Code::DiscoveryAzWithoutSubnet,
+                "every AZ of the cluster has a discovery-tagged subnet",
+                &[Read::Cluster, Read::Subnets],
+                DOCTOR,
+            ),
+            check(Code::DiscoveryNoSecurityGroups, "a security group carries the discovery tag", &[Read::SecurityGroups], DOCTOR),
+            check(
+                Code::DiscoveryMultipleSecurityGroups,
+                "exactly one security group carries it",
+                &[Read::SecurityGroups],
+                DOCTOR,
+            ),
+            check(
+                Code::DiscoveryOutsideClusterVpc,
+                "tagged subnets and groups are in the cluster's VPC",
+                &[Read::Cluster, Read::Subnets, Read::SecurityGroups],
+                DOCTOR,
+            ),
+        ],
+    },
+    Group {
+        run: network,
+        checks: &[
+            check(
+                Code::SubnetNoWayOut,
+                "every discovery-tagged subnet has a way out",
+                &[Read::Cluster, Read::Subnets, Read::RouteTables],
+                EVERY,
+            ),
+            check(
+                Code::SubnetWayOutUnconfirmed,
+                "karpctl can see each tagged subnet's way out",
+                &[Read::Cluster, Read::Subnets, Read::RouteTables],
+                EVERY,
+            ),
+            check(
+                Code::NodeSgBlocksControlPlane,
+                "the node security group lets the control plane in",
+                &[Read::Cluster, Read::SecurityGroups],
+                EVERY,
+            ),
+        ],
+    },
+];
 
 /// Karpenter launches into any subnet carrying the discovery tag, whoever put it there: one
 /// nodes cannot work from (no route out, a public one without public IPs, isolated without the

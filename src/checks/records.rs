@@ -2,13 +2,60 @@
 //! queue nobody reads) and on the policy simulator's decisions (`--simulate`: SCP and boundary
 //! denials); docs/doctor.md, "Records and simulation".
 
-use crate::facts::finding::{Checker, Code, Severity};
+use super::row::{DOCTOR, Group, check};
+use crate::facts::finding::{Checker, Code, Read, Severity};
 use crate::facts::setup::{Queue, Setup};
 use crate::policy::doc::{glob, is_allow, is_deny, statement_takes, statements, strings};
 use crate::running::metrics::{OLDEST_MESSAGE_LIMIT_S, failing_rules, unread_queue};
 use crate::running::simulation::{BLIND_SPOTS, Denial, denials};
 use serde_json::Value;
 use std::time::Duration;
+
+/// This area's rows of the check catalog, in checklist order: each function with the checks
+/// it runs (`checks::catalog` puts the areas together; `run` runs them).
+pub(super) const CHECKS: &[Group] = &[
+    Group {
+        run: records,
+        checks: &[
+            check(
+                Code::InterruptionRuleFailing,
+                "no interruption rule failed to deliver to the queue in the last hour (CloudWatch FailedInvocations)",
+                &[Read::Metrics],
+                DOCTOR,
+            ),
+            check(
+                Code::QueueUnread,
+                "something reads the queue: no message waits past five minutes (CloudWatch ApproximateAgeOfOldestMessage)",
+                &[Read::Metrics],
+                DOCTOR,
+            ),
+        ],
+    },
+    Group {
+        run: simulation,
+        checks: &[
+            check(
+                Code::SimulationScpDenied,
+                "no SCP denies an action of the permission set (IAM policy simulator)",
+                &[Read::Simulation],
+                DOCTOR,
+            ),
+            check(
+                Code::SimulationBoundaryDenied,
+                "the permissions boundary allows every action of the permission set (IAM policy simulator)",
+                &[Read::Simulation],
+                DOCTOR,
+            ),
+            check(Code::SimulationNotRun, "--simulate found a controller role to simulate", &[Read::Simulation], DOCTOR),
+            check(
+                Code::SimulationScope,
+                "what the IAM policy simulator was asked and cannot see (a note whenever it ran)",
+                &[Read::Simulation],
+                DOCTOR,
+            ),
+        ],
+    },
+];
 
 /// How far back doctor reads the metrics.
 pub const METRICS_WINDOW: Duration = Duration::from_secs(3600);

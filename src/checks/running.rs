@@ -2,12 +2,61 @@
 //! against the pin, refused calls, a refused lookup, the pin's support status; `running` and
 //! `support` serve doctor, `up` and `diff` alike.
 
+use super::row::{DOCTOR, EVERY, Group, check};
 use crate::aws::read::cloudtrail::LookupProblem;
-use crate::facts::finding::{Checker, Code, Finding, Severity};
+use crate::facts::finding::{Checker, Code, Finding, Read, Severity};
 use crate::facts::observed::Running;
 use crate::facts::setup::Setup;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::running::{self, PermissionShape, PinCheck, Seen};
+
+/// This area's rows of the check catalog, in checklist order: each function with the checks
+/// it runs (`checks::catalog` puts the areas together; `run` runs them).
+pub(super) const CHECKS: &[Group] = &[
+    Group {
+        run: running,
+        checks: &[
+            check(
+                Code::RunningVersionLacksPermissions,
+                "the running Karpenter needs no action the pinned permission set lacks",
+                &[Read::CloudTrail],
+                EVERY,
+            ),
+            check(Code::RunningVersionUnknown, "karpctl knows the running Karpenter's version", &[Read::CloudTrail], EVERY),
+            check(
+                Code::PinNewerThanRunning,
+                "the pinned permission set grants nothing the running Karpenter does not call",
+                &[Read::CloudTrail],
+                EVERY,
+            ),
+            check(Code::CallsRefused, "AWS refused none of the controller's and the nodes' calls", &[Read::CloudTrail], EVERY),
+            check(Code::KarpenterNotSeen, "CloudTrail shows the controller's calls", &[Read::CloudTrail], DOCTOR),
+            check(
+                Code::LaunchQuotaExceeded,
+                "no launch inside Karpenter's fleets hit the account's vCPU quota",
+                &[Read::CloudTrail],
+                EVERY,
+            ),
+            check(
+                Code::LaunchTypeUnsupported,
+                "no launch inside Karpenter's fleets asked for a type or zone not offered",
+                &[Read::CloudTrail],
+                EVERY,
+            ),
+            check(Code::LaunchCapacityShort, "AWS had capacity for Karpenter's launches", &[Read::CloudTrail], EVERY),
+            check(
+                Code::CloudtrailReadCutShort,
+                "CloudTrail's lookups reached the window's start (not cut short by their page bound)",
+                &[Read::CloudTrail],
+                EVERY,
+            ),
+        ],
+    },
+    Group {
+        run: support,
+        checks: &[check(Code::KarpenterVersionOutOfSupport, "the pinned Karpenter version is supported", &[], EVERY)],
+    },
+];
 
 /// The version checks of the running versions against `pinned`: the codes judged and what they
 /// found (one finding per code; a rollout's versions share it). Nothing when nothing ran.

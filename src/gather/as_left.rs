@@ -12,8 +12,8 @@ use crate::spec::Spec;
 
 /// What preparation gathered that is not in `Facts`.
 pub struct Gathered<'a> {
-    /// Preflight's answer on the Spot service-linked role (None: not read).
-    pub spot_role: Option<bool>,
+    /// Preflight's reads (the Spot service-linked role).
+    pub preflight: &'a crate::gather::preflight::Preflight,
     /// What CloudTrail shows of the plan's roles (None: not read).
     pub running: Option<&'a Running>,
     /// The Pod Identity association as `up` leaves it.
@@ -41,7 +41,7 @@ pub fn setup(facts: &Facts, spec: &Spec, g: &Gathered) -> Setup {
     s.zonal_shift = spec.identity.zonal_shift;
     s.mode = Some(spec.identity.mode);
     // `up` creates the Spot role first when the plan opts in (and fails if it cannot).
-    s.spot_service_linked_role = g.spot_role.map(|exists| exists || spec.create_spot_role);
+    s.spot_service_linked_role = g.preflight.spot_role.map(|exists| exists || spec.create_spot_role);
     s.running = g.running.cloned();
 
     let arn = controller_role_arn(spec, facts);
