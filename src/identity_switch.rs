@@ -2,8 +2,8 @@
 //! trust statements, the association kept), and the old goes once CloudTrail shows the controller
 //! on the new path or `--finish-identity-switch` says so (docs/reference.md, "Identity switches").
 
-use crate::aws::read::cloudtrail::{RawEvent, Trail};
 use crate::facts::prepared::Facts;
+use crate::facts::records::{RawEvent, Trail};
 use crate::model::{HelmChange, IdentitySwitch, Kind, Node, Observed, Owner, SwitchStage};
 use crate::policy::doc;
 use crate::spec::{IdentityMode, Spec};
@@ -304,7 +304,7 @@ pub fn restart_command(namespace: &str, service_account: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::aws::read::cloudtrail::LookupProblem;
+    use crate::facts::records::LookupProblem;
     use crate::model::fields_of;
     use std::time::Duration;
 

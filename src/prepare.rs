@@ -2,7 +2,7 @@
 //! describe the cluster and run preflight. Returns the facts (`Prepared`); starts the read-ahead.
 
 use crate::aws::read::Readers;
-use crate::aws::read::cloudtrail::{READINESS, Trail};
+use crate::aws::read::cloudtrail::READINESS;
 use crate::aws::{self, CallStats, Classify, ConnectOptions, ConsistencyPolicy, in_unit};
 use crate::ctx::Ctx;
 use crate::desired;
@@ -10,6 +10,7 @@ use crate::error::UserError;
 use crate::facts::finding::{Command, Outcome, PinSupport};
 use crate::facts::observed::Running;
 use crate::facts::prepared::{CLUSTER_NOT_FOUND, ClusterFacts, ClusterState, Facts, Intent};
+use crate::facts::records::Trail;
 use crate::model::Level;
 use crate::model::{Node, Observed};
 use crate::observe::{ReadAhead, observe, observe_after};

@@ -2,9 +2,9 @@
 //! controller policies keep what it needs beside the pin's; once only the pin's version is seen,
 //! the next plan drops it (docs/reference.md, "Upgrading Karpenter").
 
-use crate::aws::read::cloudtrail::Trail;
 use crate::facts::observed::Running;
 use crate::facts::prepared::Facts;
+use crate::facts::records::Trail;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::model::{Kind, Level, Node, Note, Observed, Owner, Plan};
 use crate::policy::doc;
@@ -261,7 +261,7 @@ impl Upgrade {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aws::read::cloudtrail::RawEvent;
+    use crate::facts::records::RawEvent;
     use std::time::Duration;
 
     fn facts() -> Facts {

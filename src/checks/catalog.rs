@@ -153,7 +153,7 @@ mod tests {
     /// What CloudTrail shows of the clean setup's controller role: calls naming these user
     /// agents, and a refused CreateFleet.
     fn trail_of(agents: &[&str], refused: bool) -> crate::facts::observed::Running {
-        use crate::aws::read::cloudtrail::{RawEvent, Trail};
+        use crate::facts::records::{RawEvent, Trail};
         let role = "arn:aws:iam::111122223333:role/KarpenterController-demo";
         let mut events: Vec<RawEvent> = agents
             .iter()
@@ -176,7 +176,7 @@ mod tests {
 
     /// What CloudTrail shows of a controller (1.14.2) whose fleet had a launch fail with `code`.
     fn fleet_failed(code: &str) -> crate::facts::observed::Running {
-        use crate::aws::read::cloudtrail::{RawEvent, Trail};
+        use crate::facts::records::{RawEvent, Trail};
         let role = "arn:aws:iam::111122223333:role/KarpenterController-demo";
         let r = json!({"userIdentity": {"type": "AssumedRole", "sessionContext": {"sessionIssuer": {"arn": role}}},
             "eventTime": "2026-08-01T10:00:00Z", "eventSource": "ec2.amazonaws.com", "eventName": "CreateFleet",
@@ -316,7 +316,7 @@ mod tests {
         s.spot_service_linked_role = Some(true);
         s.running = Some(trail_of(&["karpenter.sh-1.14.2"], false));
         // CloudWatch read, nothing recorded; --simulate, everything allowed.
-        s.metrics = Some(crate::aws::read::cloudwatch::Metrics {
+        s.metrics = Some(crate::facts::records::Metrics {
             failed_invocations: s.rules.iter().map(|r| (r.name.clone(), Default::default())).collect(),
             oldest_message: Some(("Karpenter-demo".into(), Default::default())),
         });
@@ -469,7 +469,7 @@ mod tests {
             ("launch-capacity-short", |s| s.running = Some(fleet_failed("InsufficientInstanceCapacity"))),
             ("cloudtrail-read-cut-short", |s| {
                 let mut r = trail_of(&["karpenter.sh-1.14.2"], false);
-                r.cut_short = vec![crate::aws::read::cloudtrail::LookupRead {
+                r.cut_short = vec![crate::facts::records::LookupRead {
                     region: "us-east-1".into(),
                     key: "EventSource",
                     value: "ec2.amazonaws.com".into(),

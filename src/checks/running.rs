@@ -3,9 +3,9 @@
 //! `support` serve doctor, `up` and `diff` alike.
 
 use super::row::{DOCTOR, EVERY, Group, check};
-use crate::aws::read::cloudtrail::LookupProblem;
 use crate::facts::finding::{Checker, Code, Finding, Read, Severity};
 use crate::facts::observed::Running;
+use crate::facts::records::LookupProblem;
 use crate::facts::setup::Setup;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::running::{self, PermissionShape, PinCheck, Seen};
@@ -370,8 +370,8 @@ pub fn running(s: &Setup, c: &mut Checker) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aws::read::cloudtrail::{RawEvent, Trail};
     use crate::facts::observed::window_text;
+    use crate::facts::records::{RawEvent, Trail};
     use serde_json::json;
     use std::time::Duration;
 

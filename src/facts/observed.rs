@@ -96,7 +96,7 @@ pub enum AssociationAsLeft {
     Theirs { association: Association, trust: Option<serde_json::Value> },
 }
 
-use crate::aws::read::cloudtrail::{LookupProblem, LookupRead, Trail};
+use crate::facts::records::{LookupProblem, LookupRead, Trail};
 use crate::running::launch::{LaunchProblem, QuotaValue};
 use crate::running::refusal::RefusalGroup;
 use crate::running::{self, RunningVersion, Seen};

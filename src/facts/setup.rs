@@ -219,7 +219,7 @@ pub struct Setup {
     pub running: Option<crate::facts::observed::Running>,
     // What AWS records (CloudWatch) and the policy simulator (`doctor --simulate`).
     /// The interruption rules' and queue's CloudWatch metrics (None: not read).
-    pub metrics: Option<crate::aws::read::cloudwatch::Metrics>,
+    pub metrics: Option<crate::facts::records::Metrics>,
     /// `doctor --simulate`'s decisions (None without the flag, or when refused).
     pub simulation: Option<Simulated>,
     /// Those reads failed other than by a refusal (throttled past the retries, no answer, an

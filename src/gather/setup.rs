@@ -131,7 +131,7 @@ fn follow_running(s: &mut Setup, i: &Inputs) {
 
 /// What CloudTrail shows of the controller role (the association's role and its target) and
 /// the node roles; a lookup that stopped short is `cloudtrail-unreadable` (a warning).
-fn judge_trail(s: &mut Setup, trail: &crate::aws::read::cloudtrail::Trail) {
+fn judge_trail(s: &mut Setup, trail: &crate::facts::records::Trail) {
     let mut controller: Vec<String> = Vec::new();
     if let Some(r) = &s.controller {
         controller.push(r.arn.clone());
@@ -139,7 +139,7 @@ fn judge_trail(s: &mut Setup, trail: &crate::aws::read::cloudtrail::Trail) {
     }
     let nodes: Vec<String> = s.node_roles.iter().map(|n| n.arn.clone()).collect();
     if let Some(p) = &trail.problem {
-        use crate::aws::read::cloudtrail::LookupProblem;
+        use crate::facts::records::LookupProblem;
         let aws_code = match p {
             LookupProblem::Refused { message } => message.split(':').next().unwrap_or("AccessDenied").to_string(),
             LookupProblem::Throttled => "ThrottlingException".into(),

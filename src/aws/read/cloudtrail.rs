@@ -2,6 +2,7 @@
 //! history keeps it, by name when a source's pages fill up; two lookups a second per account and
 //! Region; never an error (a refused lookup is a [`LookupProblem`]). docs/running-karpenter.md.
 
+use crate::facts::records::{LookupProblem, LookupRead, RawEvent, Trail};
 use aws_sdk_cloudtrail::types::{LookupAttribute, LookupAttributeKey};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -104,7 +105,7 @@ impl Trails {
                     let client = self.clients.get(r)?;
                     Some(read_region(client, r, start, end, sources, reading))
                 });
-                let mut t = Trail::merge(futures::future::join_all(reads).await);
+                let mut t = merge(futures::future::join_all(reads).await);
                 t.window = window;
                 Ok(Arc::new(t))
             })
@@ -113,103 +114,18 @@ impl Trails {
     }
 }
 
-/// One event as LookupEvents returns it: the record (`CloudTrailEvent`, a JSON text) and the
-/// event's resource names. Parse with `running::record::parse_record`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RawEvent {
-    pub cloudtrail_event: String,
-    pub resources: Vec<String>,
-}
-
-/// Why the lookups stopped short.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LookupProblem {
-    /// `cloudtrail:LookupEvents` is not allowed to the caller.
-    Refused { message: String },
-    /// CloudTrail kept throttling after the SDK's retries.
-    Throttled,
-    /// Any other failure (network, an error AWS sent), as its message.
-    Failed { message: String },
-}
-
-impl LookupProblem {
-    /// The warning to show: what could not be read and the permission that reads it.
-    pub fn warning(&self) -> String {
-        match self {
-            LookupProblem::Refused { message } => format!(
-                "CloudTrail records could not be read: cloudtrail:LookupEvents was refused ({message}); allow cloudtrail:LookupEvents to the caller to check the running Karpenter"
-            ),
-            LookupProblem::Throttled => "CloudTrail records could not all be read: cloudtrail:LookupEvents stayed throttled (two lookups a second per account and Region, shared with every other caller); run again later".to_string(),
-            LookupProblem::Failed { message } => {
-                format!("CloudTrail records could not be read: cloudtrail:LookupEvents failed: {message}")
-            }
-        }
+/// The reads of several Regions as one.
+fn merge(parts: Vec<Trail>) -> Trail {
+    let mut t = Trail::default();
+    let mut seen = HashSet::new();
+    for p in parts {
+        t.events.extend(p.events.into_iter().filter(|e| seen.insert(e.cloudtrail_event.clone())));
+        t.pages += p.pages;
+        t.truncated |= p.truncated;
+        t.problem = t.problem.or(p.problem);
+        t.reads.extend(p.reads);
     }
-}
-
-/// What one lookup (one attribute, in one Region) read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LookupRead {
-    pub region: String,
-    /// `EventSource` or `EventName`.
-    pub key: &'static str,
-    pub value: String,
-    pub events: usize,
-    pub pages: usize,
-    /// Its pages were all full up to the bound: older records in the window were not read.
-    pub cut_short: bool,
-}
-
-impl LookupRead {
-    /// "ec2.amazonaws.com in us-east-2", "CreateFleet in us-east-2".
-    pub fn what(&self) -> String {
-        format!("{} in {}", self.value, self.region)
-    }
-}
-
-/// What the lookups read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Trail {
-    /// Every event read once (a record two lookups found is kept once), newest first per lookup.
-    pub events: Vec<RawEvent>,
-    /// LookupEvents calls that answered.
-    pub pages: usize,
-    /// A lookup had more pages than its bound: older records in the window were not read.
-    pub truncated: bool,
-    /// The first problem met; the events read before it are kept.
-    pub problem: Option<LookupProblem>,
-    /// How far back it read (set by [`Trails::recent`]).
-    pub window: Duration,
-    /// Each lookup made, in order.
-    pub reads: Vec<LookupRead>,
-}
-
-impl Trail {
-    /// The reads of several Regions as one.
-    fn merge(parts: Vec<Trail>) -> Trail {
-        let mut t = Trail::default();
-        let mut seen = HashSet::new();
-        for p in parts {
-            t.events.extend(p.events.into_iter().filter(|e| seen.insert(e.cloudtrail_event.clone())));
-            t.pages += p.pages;
-            t.truncated |= p.truncated;
-            t.problem = t.problem.or(p.problem);
-            t.reads.extend(p.reads);
-        }
-        t
-    }
-
-    /// The lookups cut short by their page bound.
-    pub fn cut_short(&self) -> Vec<&LookupRead> {
-        self.reads.iter().filter(|r| r.cut_short).collect()
-    }
-
-    /// Whether reading further back (`--trail-window`) would read more: some lookup reached the
-    /// window's start (a lookup cut short by its bound reads the same newest pages however long
-    /// the window), and none stopped on a problem.
-    pub fn longer_window_reads_more(&self) -> bool {
-        self.problem.is_none() && self.reads.iter().any(|r| !r.cut_short)
-    }
+    t
 }
 
 /// `sources` (all kept in `region`) between `start` and `end`, one lookup after another; after

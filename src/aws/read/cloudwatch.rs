@@ -3,6 +3,7 @@
 //! hidden or deleted. Judged by `running::metrics`.
 
 use super::memo::Memo;
+use crate::facts::records::Metrics;
 use crate::running::metrics::Series;
 use anyhow::Result;
 use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat};
@@ -12,15 +13,6 @@ use std::time::SystemTime;
 pub const PERIOD_S: i32 = 300;
 /// GetMetricData pages read at most (one is the norm: a few hundred points in all).
 const MAX_PAGES: usize = 5;
-
-/// What the metrics say, per rule and for the queue.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Metrics {
-    /// (rule name, FailedInvocations Sum), in the order asked; no points: no failures sent.
-    pub failed_invocations: Vec<(String, Series)>,
-    /// (queue name, ApproximateAgeOfOldestMessage Maximum).
-    pub oldest_message: Option<(String, Series)>,
-}
 
 /// The CloudWatch reader: the interruption metrics, memoised by the rules and queue asked.
 pub struct CloudWatch {
