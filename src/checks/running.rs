@@ -307,10 +307,8 @@ pub fn lookup_warning(p: &LookupProblem) -> Finding {
 pub fn running(s: &Setup, c: &mut Checker) {
     let Some(r) = &s.running else { return };
     let plan = c.command.judges_a_plan();
-    if plan {
-        if let Some(p) = &r.problem {
-            c.record(Code::CloudtrailUnreadable, Some(lookup_warning(p)));
-        }
+    if let Some(p) = r.problem.as_ref().filter(|_| plan) {
+        c.record(Code::CloudtrailUnreadable, Some(lookup_warning(p)));
     }
     let role = s.controller.as_ref().map(|c| c.arn.clone()).unwrap_or_default();
     let shape = PermissionShape { queue: s.queue.is_some(), zonal_shift: s.zonal_shift };
