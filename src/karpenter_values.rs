@@ -56,7 +56,7 @@ pub async fn run(global: &Options, format: OutputFormat) -> Result<ValuesReport>
         "region": p.facts.region,
         "interruption_queue": queue,
         "interruption_queue_arn": queue.as_ref().map(|q| crate::arns::queue_arn(&p.facts, q)),
-        "identity_mode": match id.mode { IdentityMode::PodIdentity => "pod_identity", IdentityMode::Irsa => "irsa" },
+        "identity_mode": id.mode,
         "controller_role_arn": controller_arn,
         "controller_role_name": id.controller_role.name,
         "service_account": {"namespace": id.namespace, "name": id.service_account},

@@ -642,13 +642,17 @@ mod tests {
         // runs; a failure is a note, no finding.
         let mut s = clean();
         s.metrics = None;
-        s.records_failed = vec![(Code::MetricsUnreadable, "the CloudWatch metrics could not be read (no answer)".into())];
+        s.records_failed = vec![crate::facts::setup::FailedRead {
+            code: Code::MetricsUnreadable,
+            operation: "cloudwatch:GetMetricData".into(),
+            message: "the CloudWatch metrics could not be read (no answer)".into(),
+        }];
         let o = check(&s);
         assert!(!o.passed().contains(&Code::QueueUnread) && !o.passed().contains(&Code::InterruptionRuleFailing));
         let problems: Vec<&Finding> = o.findings.iter().filter(|f| f.severity != Severity::Note).collect();
         assert!(problems.is_empty(), "{problems:?}");
         let failed = o.findings.iter().find(|f| f.code == Code::MetricsUnreadable).expect("the failed read, said once");
-        assert_eq!((failed.severity, failed.message.as_str()), (Severity::Note, s.records_failed[0].1.as_str()));
+        assert_eq!((failed.severity, failed.message.as_str()), (Severity::Note, s.records_failed[0].message.as_str()));
     }
 
     #[test]

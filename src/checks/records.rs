@@ -139,18 +139,14 @@ fn cause(s: &Setup, q: Option<&Queue>, rule_arn: &str) -> Cause {
 
 /// The interruption rules' deliveries and the queue's oldest message, as CloudWatch recorded them.
 pub(super) fn records(s: &Setup, c: &mut Checker) {
-    for (code, failed) in &s.records_failed {
+    for failed in &s.records_failed {
         // Failed otherwise than refused (throttled past the retries, no answer): the same code
         // as a refusal, a note, since nothing is known to be wrong.
-        let operation = match code {
-            Code::SimulationUnreadable => "iam:SimulatePrincipalPolicy",
-            _ => "cloudwatch:GetMetricData",
-        };
         c.add(
-            *code,
+            failed.code,
             Severity::Note,
-            operation,
-            failed.clone(),
+            failed.operation.clone(),
+            failed.message.clone(),
             "run doctor again: the read was throttled or got no answer, nothing is known to be wrong".into(),
         );
     }

@@ -224,7 +224,16 @@ pub struct Setup {
     pub simulation: Option<Simulated>,
     /// Those reads failed other than by a refusal (throttled past the retries, no answer, an
     /// answer karpctl cannot read): what failed, said as a note (their checks did not run).
-    pub records_failed: Vec<(Code, String)>,
+    pub records_failed: Vec<FailedRead>,
+}
+
+/// A read that failed otherwise than by a refusal: its `<piece>-unreadable` code, the call, and
+/// what failed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailedRead {
+    pub code: Code,
+    pub operation: String,
+    pub message: String,
 }
 
 /// What `doctor --simulate` asked the IAM policy simulator and what it answered.

@@ -10,7 +10,8 @@ use crate::facts::finding::Code;
 use crate::facts::observed::{Association, GroupRules};
 use crate::facts::prepared::ClusterFacts;
 use crate::facts::setup::{
-    AccessEntry, ControllerRole, Discovery, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet, Unreadable,
+    AccessEntry, ControllerRole, Discovery, FailedRead, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet,
+    Unreadable,
 };
 use crate::karpenter_iam::KarpenterVersion;
 use crate::policy::analysis::{self, queue_name, role_name};
@@ -96,7 +97,12 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
     // that version is the running one.
     if i.simulate {
         let simulated = simulate(aws, &s, queue_found).await;
-        s.simulation = records_read(&mut s, Code::SimulationUnreadable, "the IAM policy simulator's answer", simulated);
+        s.simulation = records_read(
+            &mut s,
+            Code::SimulationUnreadable,
+            ("iam:SimulatePrincipalPolicy", "the IAM policy simulator's answer"),
+            simulated,
+        );
     }
     // The current values of the vCPU quotas the fleets' launches hit (none read otherwise).
     if let Some(r) = s.running.as_mut() {
@@ -302,7 +308,12 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
         metrics_read,
     );
     s.metrics = metrics.and_then(|m| {
-        records_read(&mut s, Code::MetricsUnreadable, "the CloudWatch metrics of the interruption rules and queue", m)
+        records_read(
+            &mut s,
+            Code::MetricsUnreadable,
+            ("cloudwatch:GetMetricData", "the CloudWatch metrics of the interruption rules and queue"),
+            m,
+        )
     });
     s.queue = stand_alone(&mut s, Code::QueueUnreadable, q)?;
     let tags = stand_alone(&mut s, Code::RuleTagsUnreadable, tags)?;
@@ -362,8 +373,9 @@ fn stand_alone<T: Default>(s: &mut Setup, code: Code, r: Result<T>) -> Result<T>
 
 /// A read of AWS's records or the simulator: its answer; refused, nothing and a warning-level
 /// `code` finding-to-be; failed otherwise (throttled past the retries, no answer, an answer
-/// karpctl cannot read), nothing and a note. Evidence doctor could not gather never stops it.
-fn records_read<T>(s: &mut Setup, code: Code, what: &str, r: Result<T>) -> Option<T> {
+/// karpctl cannot read), nothing and a note naming `operation`. Evidence doctor could not gather
+/// never stops it.
+fn records_read<T>(s: &mut Setup, code: Code, (operation, what): (&str, &str), r: Result<T>) -> Option<T> {
     match r {
         Ok(v) => Some(v),
         Err(e) => {
@@ -373,7 +385,11 @@ fn records_read<T>(s: &mut Setup, code: Code, what: &str, r: Result<T>) -> Optio
                         s.unreadable.push(Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() });
                     }
                 }
-                None => s.records_failed.push((code, format!("{what} could not be read ({e:#}), so its checks did not run"))),
+                None => s.records_failed.push(FailedRead {
+                    code,
+                    operation: operation.to_string(),
+                    message: format!("{what} could not be read ({e:#}), so its checks did not run"),
+                }),
             }
             None
         }

@@ -4,14 +4,13 @@ use super::style::Style;
 use crate::checks::catalog::title;
 use crate::facts::finding::{Finding, Outcome, Severity};
 use crate::facts::setup::Setup;
-use crate::spec::IdentityMode;
 use serde_json::{Value, json};
 
 /// What was found, and how, as JSON.
 pub fn discovered(s: &Setup) -> Value {
     json!({
         "controller_role": s.controller.as_ref().map(|r| json!({"name": r.name, "arn": r.arn, "how": r.how, "exists": r.exists})),
-        "identity_mode": s.mode.map(|m| match m { IdentityMode::PodIdentity => "pod_identity", IdentityMode::Irsa => "irsa" }),
+        "identity_mode": s.mode,
         "node_roles": s.node_roles.iter().map(|r| json!({"name": r.name, "arn": r.arn, "how": r.how, "exists": r.exists})).collect::<Vec<_>>(),
         "queue": s.queue.as_ref().map(|q| json!({"name": q.name, "arn": q.arn, "url": q.url, "how": q.how, "exists": q.exists})),
         "rules": s.rules.iter().map(|r| json!({"name": r.name, "arn": r.arn, "enabled": r.enabled, "kinds": r.kinds, "queues": r.queue_arns, "other_cluster": r.other_cluster})).collect::<Vec<_>>(),
