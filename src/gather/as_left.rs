@@ -94,3 +94,105 @@ pub fn setup(facts: &Facts, spec: &Spec, g: &Gathered) -> Setup {
         std::iter::once(&c.cluster_security_group_id).chain(&c.security_group_ids).filter(|g| !g.is_empty()).cloned().collect();
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::catalog::run;
+    use crate::facts::finding::{Code, Command, Severity};
+    use crate::facts::prepared::{KmsKeyFacts, SecurityGroupFact};
+
+    const DAY: crate::running::support::Ymd = crate::running::support::Ymd::new(2026, 12, 7);
+
+    fn facts() -> Facts {
+        let mut f = Facts {
+            account_id: "123456789012".into(),
+            region: "us-east-1".into(),
+            partition: "aws".into(),
+            ..Default::default()
+        };
+        f.cluster.cluster_security_group_id = "sg-cluster".into();
+        f
+    }
+
+    fn outcome(
+        f: &Facts,
+        spec: &Spec,
+        spot_role: Option<bool>,
+        association: &AssociationAsLeft,
+    ) -> crate::facts::finding::Outcome {
+        let preflight = crate::gather::preflight::Preflight { spot_role, ..Default::default() };
+        let g = Gathered { preflight: &preflight, running: None, association, today: DAY };
+        run(&setup(f, spec, &g), Command::Diff)
+    }
+
+    fn codes(o: &crate::facts::finding::Outcome) -> Vec<(Code, Severity)> {
+        o.findings.iter().map(|f| (f.code, f.severity)).collect()
+    }
+
+    #[test]
+    fn the_plan_runs_only_its_rows_and_judges_what_up_leaves() {
+        let spec = crate::plan_file::defaults("c1").unwrap();
+        let mut f = facts();
+        // A group whose rules let nothing in: judged as read, since `up` never writes its rules.
+        f.discovery.security_group = Some(SecurityGroupFact { id: "sg-1".into(), name: "nodes".into(), ..Default::default() });
+        let o = outcome(&f, &spec, Some(false), &AssociationAsLeft::Ours);
+        assert_eq!(
+            o.checked,
+            [
+                Code::PodIdentitySessionTagsDisabled,
+                Code::PodIdentitySessionPolicy,
+                Code::SpotServiceLinkedRoleMissing,
+                Code::AutoModeNodepoolsOverlap,
+                Code::NodeSgBlocksControlPlane,
+                Code::KarpenterVersionOutOfSupport,
+            ]
+        );
+        assert_eq!(
+            codes(&o),
+            [(Code::SpotServiceLinkedRoleMissing, Severity::Warning), (Code::NodeSgBlocksControlPlane, Severity::Warning)]
+        );
+        // The plan opts in to the Spot role: `up` makes it first, so it is not missing.
+        let mut opted = spec.clone();
+        opted.create_spot_role = true;
+        assert!(
+            !codes(&outcome(&f, &opted, Some(false), &AssociationAsLeft::Ours))
+                .iter()
+                .any(|(c, _)| *c == Code::SpotServiceLinkedRoleMissing)
+        );
+        // Not read: not judged.
+        assert!(!outcome(&f, &spec, None, &AssociationAsLeft::Unjudged).checked.contains(&Code::SpotServiceLinkedRoleMissing));
+    }
+
+    #[test]
+    fn the_queues_key_is_judged_with_the_policy_up_writes_or_reads() {
+        let mut spec = crate::plan_file::defaults("c1").unwrap();
+        let mut f = facts();
+        // A key the plan names whose policy could not be read: said, not guessed.
+        f.kms_key = Some(KmsKeyFacts {
+            arn: Some("arn:aws:kms:us-east-1:123456789012:key/k1".into()),
+            policy: None,
+            policy_unreadable: Some("kms:GetKeyPolicy was refused".into()),
+        });
+        let o = outcome(&f, &spec, Some(true), &AssociationAsLeft::Unjudged);
+        assert_eq!(codes(&o), [(Code::KmsKeyPolicyUnreadable, Severity::Warning)]);
+        // karpctl's own key: judged with karpctl's key policy, before its ARN is known.
+        spec.interruption.create_key = true;
+        f.kms_key = Some(KmsKeyFacts::default());
+        let o = outcome(&f, &spec, Some(true), &AssociationAsLeft::Unjudged);
+        assert!(o.checked.contains(&Code::KmsKeyPolicyEvents) && o.checked.contains(&Code::KmsKeyPolicyController), "{o:?}");
+        assert!(o.findings.is_empty(), "{o:?}");
+    }
+
+    #[test]
+    fn an_association_karpctl_never_changes_is_judged_as_it_is() {
+        let spec = crate::plan_file::defaults("c1").unwrap();
+        let association = Association {
+            role_arn: "arn:aws:iam::123456789012:role/KarpenterController-c1".into(),
+            session_policy: Some("{}".into()),
+            ..Default::default()
+        };
+        let o = outcome(&facts(), &spec, Some(true), &AssociationAsLeft::Theirs { association, trust: None });
+        assert_eq!(codes(&o).first().map(|c| c.0), Some(Code::PodIdentitySessionPolicy), "{o:?}");
+    }
+}
