@@ -128,6 +128,6 @@ pub async fn run(global: &Options, args: &DoctorArgs) -> Result<DoctorReport> {
     };
     let mut setup = crate::gather::setup::gather(&connected.readers, &inputs).await.map_err(|e| explain(e, &cluster))?;
     setup.today = Some(global.settings.today);
-    let outcome = crate::checks::catalog::run(&setup, crate::facts::finding::Command::Doctor);
+    let outcome = crate::checks::run(&setup, crate::facts::finding::Command::Doctor);
     Ok(DoctorReport { setup, outcome, stats: connected.stats.report() })
 }

@@ -83,7 +83,7 @@ impl Prepared {
             association: &association,
             today: self.ctx.settings.today,
         };
-        Some(crate::checks::catalog::run(&crate::gather::as_left::setup(&self.facts, &self.spec, &gathered), command))
+        Some(crate::checks::run(&crate::gather::as_left::setup(&self.facts, &self.spec, &gathered), command))
     }
 
     /// The pinned Karpenter version's support status today (`up`, `diff`).

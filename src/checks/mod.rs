@@ -12,3 +12,7 @@ pub mod network;
 pub mod records;
 pub mod row;
 pub mod running;
+
+/// The one runner: every check a command runs over a setup (`catalog::run`), the folder's front
+/// door for the commands.
+pub use catalog::run;

@@ -272,7 +272,7 @@ impl Command {
     }
 }
 
-/// What a run of the checks found (`checks::catalog::run`): the checks that ran, in checklist
+/// What a run of the checks found (`checks::run`): the checks that ran, in checklist
 /// order, and their findings, worst first (notes last: worth knowing, no exit code changes).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Outcome {

@@ -152,7 +152,7 @@ pub struct WayOut {
     pub network: crate::egress::Network,
 }
 
-/// A Karpenter setup for the checks (`checks::catalog::run`): everything `doctor` read as it
+/// A Karpenter setup for the checks (`checks::run`): everything `doctor` read as it
 /// found it, or, for `up` and `diff`, the setup as the plan leaves it (`gather::as_left`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Setup {

@@ -1,5 +1,5 @@
 //! The setup as the plan leaves it (`up`: as it leaves it; `diff`: as `up` would), for the one
-//! runner of the checks (`checks::catalog::run`). Pure: built from what preparation gathered
+//! runner of the checks (`checks::run`). Pure: built from what preparation gathered
 //! (preflight's facts, discovery's choice, the association `observe` read, CloudTrail's records)
 //! and the plan; the checks then judge it as they judge what doctor finds.
 
@@ -98,7 +98,7 @@ pub fn setup(facts: &Facts, spec: &Spec, g: &Gathered) -> Setup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checks::catalog::run;
+    use crate::checks::run;
     use crate::facts::finding::{Code, Command, Severity};
     use crate::facts::prepared::{KmsKeyFacts, SecurityGroupFact};
 

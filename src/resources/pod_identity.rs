@@ -118,7 +118,7 @@ pub fn nodes(spec: &Spec, facts: &Facts) -> Vec<Node> {
 }
 
 /// The association as `up` leaves it (pure, over the observed nodes), for the readiness checks
-/// (`gather::as_left` puts it in the setup `checks::catalog::run` judges). One karpctl manages
+/// (`gather::as_left` puts it in the setup `checks::run` judges). One karpctl manages
 /// gets the plan's fields, so only one karpctl never changes (an EKS add-on's) can fail them;
 /// the role's trust is the one `up` writes.
 /// Nothing to judge without Pod Identity (IRSA, `down`).
