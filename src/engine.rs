@@ -31,10 +31,10 @@ async fn report(
     if !crate::interrupt::abandoned() {
         p.join_trail().await;
     }
-    let handoff = results
-        .as_ref()
-        .filter(|_| command == "up")
-        .map(|r| crate::karpenter_values::handoff(&plan, r, &p.spec, &p.facts, p.global.config.as_deref()));
+    let handoff = results.as_ref().filter(|_| command == "up").map(|r| {
+        let kept = p.upgrade_kept.lock().unwrap().clone();
+        crate::karpenter_values::handoff(&plan, r, &p.spec, &p.facts, &kept, p.global.config.as_deref())
+    });
     PlanReport {
         command,
         cluster: p.spec.cluster.clone(),

@@ -387,12 +387,14 @@ pub fn manifests(doc: &Value) -> String {
 /// on (only steps that were done count). The Helm values change with the queue (made or
 /// deleted), the controller role and the Pod Identity association when made (Karpenter was not
 /// installed against them; with IRSA the role's ARN is a value), and the pin (the chart
-/// version); the EC2NodeClass with the node role and the instance profile.
+/// version); the EC2NodeClass with the node role and the instance profile. `kept`: the older
+/// releases whose grants the policies keep during an upgrade in flight (`upgrade::kept_by`).
 pub fn handoff(
     plan: &crate::model::Plan,
     results: &BTreeMap<String, crate::model::Outcome>,
     spec: &crate::spec::Spec,
     facts: &crate::facts::prepared::Facts,
+    kept: &[crate::karpenter_iam::KarpenterVersion],
     config: Option<&std::path::Path>,
 ) -> crate::report::Handoff {
     use crate::model::{Action, Outcome};
@@ -435,10 +437,15 @@ pub fn handoff(
     let before = previous_pin(plan, results, spec, facts);
     if let (Some(first), Some(last)) = (before.first(), before.last()) {
         let was = if first == last { format!("Karpenter {first}'s") } else { format!("those of Karpenter {first} to {last}") };
-        h.helm_values.push(format!(
-            "the controller's policies were {was} and are now {}'s (the chart version)",
-            spec.identity.karpenter_version
-        ));
+        let pin = spec.identity.karpenter_version;
+        let keeping = match kept {
+            [] => String::new(),
+            kept => {
+                let names: Vec<String> = kept.iter().map(|v| v.to_string()).collect();
+                format!(", keeping what Karpenter {} still calls until CloudTrail shows only {pin} running", names.join(" and "))
+            }
+        };
+        h.helm_values.push(format!("the controller's policies were {was} and are now {pin}'s{keeping} (the chart version)"));
     }
     let output = |format: &str| output_command(&spec.cluster, config, format);
     if !h.helm_values.is_empty() {

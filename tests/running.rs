@@ -565,10 +565,20 @@ fn an_upgrade_in_flight_keeps_what_the_running_version_needs_until_only_the_new_
         "{human:?}"
     );
 
-    // up: the same plan, applied; 1.8's grant is there with 1.9's.
-    let up = run(&["up", "--cluster", &c, "--output", "json"]);
+    // up: the same plan, saved by diff and applied from the file; 1.8's grant is there with 1.9's.
+    let saved = run(&["diff", "--cluster", &c, "--out", "upgrade-plan.json"]);
+    assert_eq!(saved.code, 2, "{saved:?}");
+    let up = run(&["up", "--plan-file", "upgrade-plan.json", "--output", "json"]);
     assert_eq!(up.code, 0, "{up:?}");
-    assert!(upgrade_note(&up.json()).is_some_and(|n| n.contains("permissions first")), "{}", up.stdout);
+    let doc = up.json();
+    assert!(upgrade_note(&doc).is_some_and(|n| n.contains("permissions first")), "{}", up.stdout);
+    assert!(with_code(&found(&doc), "running-version-lacks-permissions").is_empty(), "{doc}");
+    // The hand-off says the old grants stay beside the new ones, and until when.
+    let helm = doc["next_steps"]["helm_values"].to_string();
+    assert!(
+        helm.contains("are now 1.9's, keeping what Karpenter 1.8 still calls until CloudTrail shows only 1.9 running"),
+        "{helm}"
+    );
     let live = controller_statements(&sdk, &role_name);
     assert!(live.iter().any(tags_capacity_reservations_on_launch), "kept: {live:?}");
     // While 1.8 still runs: in sync, and still said.
