@@ -38,9 +38,9 @@ pub fn title(code: Code) -> &'static str {
     catalog().find(|c| c.code == code).map(|c| c.title).unwrap_or("")
 }
 
-/// The checks of doctor's that need `read`: skipped when AWS refuses it.
-pub fn skipped_by(read: Read) -> impl Iterator<Item = Code> {
-    checks_for(Command::Doctor).filter(move |c| c.reads.contains(&read)).map(|c| c.code)
+/// The checks of `command`'s that need `read`: skipped when AWS refuses it.
+pub fn skipped_by(read: Read, command: Command) -> impl Iterator<Item = Code> {
+    checks_for(command).filter(move |c| c.reads.contains(&read)).map(|c| c.code)
 }
 
 fn order(code: Code) -> usize {
@@ -61,7 +61,7 @@ pub fn run(s: &Setup, command: Command) -> Outcome {
     let mut c = checker_for(command);
     for u in &s.unreadable {
         if let Some(read) = Read::of_unreadable(u.code) {
-            c.skip.extend(skipped_by(read));
+            c.skip.extend(skipped_by(read, command));
         }
     }
     for g in groups().filter(|g| g.checks.iter().any(|k| k.commands.contains(&command))) {
@@ -75,11 +75,15 @@ pub fn run(s: &Setup, command: Command) -> Outcome {
     Outcome { checked, findings }
 }
 
-/// Each refused read, as an error naming the permission and the checks it skipped.
+/// Each refused read, naming the permission and the checks it skipped, the same way in every
+/// command: in doctor an error when the setup's own piece could not be read (a warning for AWS's
+/// records and the simulator); beside a plan a warning (the plan's own checks ran, and what it
+/// writes does not depend on it).
 fn unreadable(s: &Setup, c: &mut Checker) {
+    let cmd = c.command.name();
     for u in &s.unreadable {
         let Some(read) = Read::of_unreadable(u.code) else { continue };
-        let skipped: Vec<&str> = skipped_by(read).map(Code::as_str).collect();
+        let skipped: Vec<&str> = skipped_by(read, c.command).map(Code::as_str).collect();
         if read == Read::CloudTrail {
             // Only the running Karpenter's checks need it: a warning, never an error exit.
             c.findings.push(Finding {
@@ -87,31 +91,31 @@ fn unreadable(s: &Setup, c: &mut Checker) {
                 severity: Severity::Warning,
                 resource: u.operation.clone(),
                 message: format!(
-                    "doctor could not read {}: {} answered {}; skipped: {}",
+                    "{cmd} could not read {}: {} answered {}; skipped: {}",
                     read.what(),
                     u.operation,
                     u.aws_code,
                     skipped.join(", ")
                 ),
-                fix: "allow cloudtrail:LookupEvents to the credentials doctor runs with (read-only; CloudTrail answers two lookups a second per account and Region: run again later if it was throttled)".into(),
+                fix: format!("allow cloudtrail:LookupEvents to the credentials {cmd} runs with (read-only; CloudTrail answers two lookups a second per account and Region: run again later if it was throttled)"),
             });
             continue;
         }
         c.findings.push(Finding {
             code: u.code,
-            severity: read.severity(),
+            severity: if c.command.judges_a_plan() { Severity::Warning } else { read.severity() },
             resource: u.operation.clone(),
             message: format!(
-                "doctor could not read {}: AWS refused {} ({}); skipped: {}",
+                "{cmd} could not read {}: AWS refused {} ({}); skipped: {}",
                 read.what(),
                 u.operation,
                 u.aws_code,
                 skipped.join(", ")
             ),
             fix: format!(
-                "grant {} to the credentials doctor runs with; `{}` prints every permission doctor needs, all reads",
+                "grant {} to the credentials {cmd} runs with; `{}` prints every permission {cmd} needs",
                 u.operation,
-                crate::policy::doc::grant_command(&s.cluster, "doctor")
+                crate::policy::doc::grant_command(&s.cluster, cmd)
             ),
         });
     }
@@ -263,7 +267,6 @@ mod tests {
             kms_master_key_id: Some("alias/karpenter-demo".into()),
             kms_key_arn: Some(KEY.into()),
             kms_key_policy: Some(crate::karpenter_iam::key_policy("aws", "111122223333")),
-            kms_key_policy_unreadable: None,
             policy: Some(policy),
         });
         s.rules = RULES
@@ -582,7 +585,7 @@ mod tests {
         for read in Read::ALL {
             let code = read.unreadable();
             assert!(code.as_str().ends_with("-unreadable"));
-            for k in skipped_by(read) {
+            for k in skipped_by(read, Command::Doctor) {
                 assert!(checks_for(Command::Doctor).any(|c| c.code == k), "{code} skips an unknown check {k}");
             }
         }
@@ -814,7 +817,7 @@ mod tests {
         for (read, (code, skipped)) in Read::ALL.into_iter().zip(table) {
             assert_eq!(read.unreadable().as_str(), code);
             let want: BTreeSet<&str> = skipped.iter().copied().collect();
-            let got: BTreeSet<&str> = skipped_by(read).map(Code::as_str).collect();
+            let got: BTreeSet<&str> = skipped_by(read, Command::Doctor).map(Code::as_str).collect();
             assert_eq!(got, want, "{code}");
         }
     }

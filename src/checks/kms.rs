@@ -2,7 +2,7 @@
 //! controller may decrypt. Pure over the key's ARN and policy in the setup: as `up` will write
 //! it or reads it (`up`, `diff`), as doctor found it; plus the statements they need.
 
-use super::row::{EVERY, Group, PLAN, check};
+use super::row::{EVERY, Group, check};
 use crate::facts::finding::{Checker, Code, Finding, Read, Severity};
 use crate::facts::setup::Setup;
 use crate::karpenter_iam::{EVENTS_KMS_ACTIONS, EVENTS_PRINCIPAL, events_key_statement, iam_delegation_statement};
@@ -19,7 +19,6 @@ pub(super) const CHECKS: &[Group] = &[Group {
             &[Read::Controller, Read::Queue, Read::KmsKey],
             EVERY,
         ),
-        check(Code::KmsKeyPolicyUnreadable, "the queue's KMS key policy can be read", &[], PLAN),
     ],
 }];
 
@@ -106,31 +105,10 @@ pub fn kms_key_lets_controller_decrypt(
     })
 }
 
-/// The key policy could not be read: the two checks above did not run.
-pub fn kms_key_policy_unreadable(key_arn: &str, why: &str) -> Finding {
-    Finding {
-        code: Code::KmsKeyPolicyUnreadable,
-        severity: Severity::Warning,
-        resource: key_arn.to_string(),
-        message: format!(
-            "could not read the key policy of the interruption queue's KMS key {key_arn} ({why}); not checked: that {EVENTS_PRINCIPAL} may use kms:GenerateDataKey and kms:Decrypt, and that the controller may use kms:Decrypt"
-        ),
-        fix: format!(
-            "allow kms:GetKeyPolicy on {key_arn} to the credentials karpctl runs with, or check the key policy by hand: it needs {}",
-            events_key_statement()
-        ),
-    }
-}
-
 /// The queue's customer managed key: EventBridge and the controller may use it.
 pub(super) fn kms_key(s: &Setup, c: &mut Checker) {
     let Some(q) = &s.queue else { return };
-    let Some(arn) = &q.kms_key_arn else { return };
-    let policy = match (&q.kms_key_policy, &q.kms_key_policy_unreadable) {
-        (Some(p), _) => p,
-        (None, Some(why)) => return c.record(Code::KmsKeyPolicyUnreadable, Some(kms_key_policy_unreadable(arn, why))),
-        (None, None) => return,
-    };
+    let (Some(arn), Some(policy)) = (&q.kms_key_arn, &q.kms_key_policy) else { return };
     c.record(Code::KmsKeyPolicyEvents, kms_key_lets_eventbridge_in(arn, policy));
     if let Some(role) = s.controller.as_ref().filter(|r| r.exists) {
         c.record(

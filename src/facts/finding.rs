@@ -55,7 +55,6 @@ codes! {
     PodIdentitySessionTagsDisabled = "pod-identity-session-tags-disabled",
     PodIdentitySessionPolicy = "pod-identity-session-policy",
     AutoModeNodepoolsOverlap = "auto-mode-nodepools-overlap",
-    KmsKeyPolicyUnreadable = "kms-key-policy-unreadable",
     NodegroupsUnreadable = "nodegroups-unreadable",
     ClusterUnreadable = "cluster-unreadable",
     ControllerUnreadable = "controller-unreadable",
@@ -269,6 +268,14 @@ impl Command {
     /// `up` and `diff` judge a plan (what the setup will be), doctor what is.
     pub fn judges_a_plan(self) -> bool {
         self != Command::Doctor
+    }
+    /// The command's name, as typed.
+    pub fn name(self) -> &'static str {
+        match self {
+            Command::Doctor => "doctor",
+            Command::Up => "up",
+            Command::Diff => "diff",
+        }
     }
 }
 

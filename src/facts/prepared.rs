@@ -36,8 +36,10 @@ pub struct KmsKeyFacts {
     pub arn: Option<String>,
     /// Its key policy (kms:GetKeyPolicy), None when not read.
     pub policy: Option<serde_json::Value>,
-    /// Why the key policy was not read (the refused permission), for the readiness check.
-    pub policy_unreadable: Option<String>,
+    /// The read AWS refused (kms:DescribeKey of a key given by ARN, or kms:GetKeyPolicy): the
+    /// KMS checks are skipped and the refusal said, as doctor says it (`kms-key-unreadable`).
+    #[serde(skip)]
+    pub policy_unreadable: Option<crate::facts::setup::Unreadable>,
 }
 
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]

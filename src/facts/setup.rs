@@ -72,9 +72,6 @@ pub struct Queue {
     pub kms_key_arn: Option<String>,
     /// That key's policy (kms:GetKeyPolicy), when read.
     pub kms_key_policy: Option<Value>,
-    /// Why that policy was not read (the refused permission), where the setup says it per key
-    /// rather than as a refused read (`up` and `diff`: the key is the plan's).
-    pub kms_key_policy_unreadable: Option<String>,
     pub policy: Option<Value>,
 }
 

@@ -42,6 +42,9 @@ pub fn setup(facts: &Facts, spec: &Spec, g: &Gathered) -> Setup {
     s.mode = Some(spec.identity.mode);
     // `up` creates the Spot role first when the plan opts in (and fails if it cannot).
     s.spot_service_linked_role = g.preflight.spot_role.map(|exists| exists || spec.create_spot_role);
+    // What AWS refused to show: the checks that need it are skipped and the refusal said.
+    s.unreadable = g.preflight.unreadable.clone();
+    s.unreadable.extend(facts.kms_key.as_ref().and_then(|k| k.policy_unreadable.clone()));
     s.running = g.running.cloned();
 
     let arn = controller_role_arn(spec, facts);
@@ -72,7 +75,6 @@ pub fn setup(facts: &Facts, spec: &Spec, g: &Gathered) -> Setup {
             exists: true,
             kms_key_arn: key.map(|k| k.arn.clone().unwrap_or_else(|| ARN_AFTER_APPLY.to_string())),
             kms_key_policy: own.or_else(|| key.and_then(|k| k.policy.clone())),
-            kms_key_policy_unreadable: key.and_then(|k| k.policy_unreadable.clone()),
             ..Default::default()
         });
     }
@@ -162,6 +164,23 @@ mod tests {
         );
         // Not read: not judged.
         assert!(!outcome(&f, &spec, None, &AssociationAsLeft::Unjudged).checked.contains(&Code::SpotServiceLinkedRoleMissing));
+        // Refused: said as doctor says it, a warning beside a plan.
+        let preflight = crate::gather::preflight::Preflight {
+            unreadable: vec![crate::facts::setup::Unreadable {
+                code: Code::SpotRoleUnreadable,
+                operation: "iam:ListRoles".into(),
+                aws_code: "AccessDenied".into(),
+            }],
+            ..Default::default()
+        };
+        let g = Gathered { preflight: &preflight, running: None, association: &AssociationAsLeft::Unjudged, today: DAY };
+        let o = run(&setup(&f, &spec, &g), Command::Up);
+        let said = o.findings.iter().find(|f| f.code == Code::SpotRoleUnreadable).expect("said");
+        assert_eq!(said.severity, Severity::Warning);
+        assert!(
+            said.message.contains("iam:ListRoles") && said.message.contains("skipped: spot-service-linked-role-missing"),
+            "{said:?}"
+        );
     }
 
     #[test]
@@ -172,10 +191,22 @@ mod tests {
         f.kms_key = Some(KmsKeyFacts {
             arn: Some("arn:aws:kms:us-east-1:123456789012:key/k1".into()),
             policy: None,
-            policy_unreadable: Some("kms:GetKeyPolicy was refused".into()),
+            policy_unreadable: Some(crate::facts::setup::Unreadable {
+                code: Code::KmsKeyUnreadable,
+                operation: "kms:GetKeyPolicy".into(),
+                aws_code: "AccessDeniedException".into(),
+            }),
         });
         let o = outcome(&f, &spec, Some(true), &AssociationAsLeft::Unjudged);
-        assert_eq!(codes(&o), [(Code::KmsKeyPolicyUnreadable, Severity::Warning)]);
+        assert_eq!(codes(&o), [(Code::KmsKeyUnreadable, Severity::Warning)]);
+        let said = &o.findings[0];
+        assert!(
+            said.message.starts_with("diff could not read the queue's KMS key") && said.message.contains("kms:GetKeyPolicy"),
+            "{said:?}"
+        );
+        assert!(said.message.contains("skipped: kms-key-policy-events, kms-key-policy-controller"), "{said:?}");
+        assert!(said.fix.contains("--for diff"), "{said:?}");
+        assert!(!o.checked.contains(&Code::KmsKeyPolicyEvents), "skipped, not passed: {o:?}");
         // karpctl's own key: judged with karpctl's key policy, before its ARN is known.
         spec.interruption.create_key = true;
         f.kms_key = Some(KmsKeyFacts::default());

@@ -36,6 +36,9 @@ pub struct Preflight {
     pub create_spot_role: bool,
     /// The queue's KMS key (`interruption.kms_key_id`), resolved.
     pub kms_key: Option<crate::facts::prepared::KmsKeyFacts>,
+    /// Reads AWS refused whose checks are skipped (the Spot role's `iam:ListRoles`), reported by
+    /// the checks as doctor reports them.
+    pub unreadable: Vec<crate::facts::setup::Unreadable>,
 }
 
 use crate::checks::cluster::{SPOT_ROLE, SPOT_ROLE_PATH};
@@ -65,12 +68,12 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result
             false
         }
     };
+    let mut unreadable = Vec::new();
     let spot = match spot {
         Ok(exists) => Some(exists),
         Err(e) if aws::is_refused(&e) => {
-            ctx.reporter.event(Event::Note { level: Level::Warning, text: &format!(
-                "could not tell whether the account has the Spot service-linked role {SPOT_ROLE} (iam:ListRoles was refused); the readiness check is skipped"
-            ) });
+            // The readiness check is skipped and the refusal said with the checks (`spot-role-unreadable`).
+            unreadable.extend(refused(&e, crate::facts::finding::Code::SpotRoleUnreadable));
             None
         }
         Err(e) => {
@@ -118,7 +121,13 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result
         spot_role: spot,
         create_spot_role: create_spot_role && cmd == Intent::Up,
         kms_key,
+        unreadable,
     })
+}
+
+/// A refused read as the finding-to-be `code` names it (the call and AWS's error code).
+fn refused(e: &anyhow::Error, code: crate::facts::finding::Code) -> Option<crate::facts::setup::Unreadable> {
+    aws::refusal_in(e).map(|a| crate::facts::setup::Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() })
 }
 
 /// AWS's default quota of managed policies attached to one IAM role (Service Quotas, IAM:
@@ -284,7 +293,7 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
             return Ok(Some(KmsKeyFacts {
                 arn: Some(key.to_string()),
                 policy: None,
-                policy_unreadable: Some("kms:DescribeKey was refused".into()),
+                policy_unreadable: refused(&e, crate::facts::finding::Code::KmsKeyUnreadable),
             }));
         }
         Err(e) if denied(&e) => {
@@ -317,7 +326,7 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
     }
     let (policy, policy_unreadable) = match kms_key::policy(ctx, &live.arn).await {
         Ok(p) => (Some(p), None),
-        Err(e) if denied(&e) => (None, Some("kms:GetKeyPolicy was refused".to_string())),
+        Err(e) if denied(&e) => (None, refused(&e, crate::facts::finding::Code::KmsKeyUnreadable)),
         Err(e) => return Err(e),
     };
     Ok(Some(KmsKeyFacts { arn: Some(live.arn), policy, policy_unreadable }))
