@@ -113,9 +113,10 @@ fn unreadable(s: &Setup, c: &mut Checker) {
                 skipped.join(", ")
             ),
             fix: format!(
-                "grant {} to the credentials {cmd} runs with; `{}` prints every permission {cmd} needs",
+                "grant {} to the credentials {cmd} runs with; `{}` prints every permission {cmd} needs{}",
                 u.operation,
-                crate::policy::doc::grant_command(&s.cluster, cmd)
+                crate::policy::doc::grant_command(&s.cluster, cmd),
+                if c.command.judges_a_plan() { "" } else { ", all reads" }
             ),
         });
     }

@@ -276,9 +276,8 @@ pub(super) fn association(s: &Setup, c: &mut Checker) {
     // The association's session tags and session policy (section 9.7). With a target role the
     // trust read is the target's, not that of the role EKS assumes with the tags: not judged.
     if let Some(a) = &role.association {
-        if role.assumed_through.is_none() {
-            // No trust (the one `up` writes for its own association) requires no session tag.
-            c.record(Code::PodIdentitySessionTagsDisabled, role.trust.as_ref().and_then(|t| pod_identity_session_tags(a, t)));
+        if let (Some(trust), None) = (&role.trust, &role.assumed_through) {
+            c.record(Code::PodIdentitySessionTagsDisabled, pod_identity_session_tags(a, trust));
         }
         c.record(Code::PodIdentitySessionPolicy, pod_identity_session_policy(a));
     }

@@ -48,11 +48,16 @@ pub fn setup(facts: &Facts, spec: &Spec, g: &Gathered) -> Setup {
     s.running = g.running.cloned();
 
     let arn = controller_role_arn(spec, facts);
+    // A trust nothing is known of asks for no session tag (an empty document), so the session
+    // tags are judged, and pass.
+    let no_trust = || serde_json::json!({"Version": "2012-10-17", "Statement": []});
     let (association, trust) = match g.association {
         AssociationAsLeft::Unjudged => (None, None),
         // One karpctl manages gets the plan's fields: session tags on, no session policy.
-        AssociationAsLeft::Ours => (Some(Association { role_arn: arn.clone(), ..Default::default() }), None),
-        AssociationAsLeft::Theirs { association, trust } => (Some(association.clone()), trust.clone()),
+        AssociationAsLeft::Ours => (Some(Association { role_arn: arn.clone(), ..Default::default() }), Some(no_trust())),
+        AssociationAsLeft::Theirs { association, trust } => {
+            (Some(association.clone()), Some(trust.clone().unwrap_or_else(no_trust)))
+        }
     };
     s.controller = Some(ControllerRole {
         name: spec.identity.controller_role.name.clone(),
