@@ -314,3 +314,49 @@ fn a_key_kms_shows_late_after_create_and_after_cancelled_deletion_is_waited_for_
         .to_string();
     assert_eq!(state, "Enabled");
 }
+
+/// A read `diff` and doctor both make, refused (kms:GetKeyPolicy on the queue's key, denied by
+/// the caller's policy through the lag proxy): both say it the same way, `kms-key-unreadable`
+/// naming the call, the checks it skipped and the command that prints what to grant; doctor as
+/// an error, `diff` as a warning that leaves its verdict alone.
+#[test]
+fn a_refused_key_policy_read_is_said_the_same_way_by_diff_and_doctor() {
+    let c = cluster_name("kms-refused");
+    seed(&c, &[]);
+    let sdk = sdk();
+    let wd = Workdir::new();
+    let key_arn = make_key(&sdk, &format!("{c}-queue"), &key_policy(vec![root_statement(), events_statement()]));
+    plan(&wd, &c, &format!("alias/{c}-queue"));
+    let up = karpctl(&wd, &["up", "--cluster", &c]);
+    assert_eq!(up.code, 0, "{up:?}");
+    let px = crate::common::lag::LagProxy::start(&format!("{c}-px"), &endpoint());
+    let mut said = Vec::new();
+    for command in ["diff", "doctor"] {
+        let printed = karpctl(&wd, &["output", "--cluster", &c, "--format", "caller-policy", "--for", command]);
+        assert_eq!(printed.code, 0, "{printed:?}");
+        let mut policy = printed.json();
+        policy["Statement"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"Sid": "NoKeyPolicy", "Effect": "Deny", "Action": "kms:GetKeyPolicy", "Resource": key_arn}));
+        px.reset();
+        px.set(json!({"caller_policy": policy}));
+        let r = karpctl_at(&wd, px.url(), &[command, "--cluster", &c, "--output", "json"], &[]);
+        let doc = r.json();
+        let results = if command == "diff" { found(&doc) } else { findings(&doc) };
+        let f = first_with_code(&results, "kms-key-unreadable").unwrap_or_else(|| panic!("{command}: {doc}")).clone();
+        let message = f["message"].as_str().unwrap().to_string();
+        assert!(message.starts_with(&format!("{command} could not read the queue's KMS key")), "{message}");
+        assert!(message.contains("AWS refused kms:GetKeyPolicy") && message.contains("kms-key-policy-events"), "{message}");
+        assert!(f["fix"].as_str().unwrap().contains(&format!("--for {command}")), "{f}");
+        if command == "diff" {
+            assert_eq!((r.code, f["severity"].as_str()), (0, Some("warning")), "in sync, the refusal said: {r:?}");
+            assert!(!checked(&doc).contains(&"kms-key-policy-events".to_string()), "skipped, not passed: {doc}");
+        } else {
+            assert_eq!(f["severity"], "error", "{f}");
+        }
+        // What was refused, said the same way (the checks skipped are each command's own).
+        said.push(message.split_once(" could not read ").unwrap().1.split("; skipped").next().unwrap().to_string());
+    }
+    assert_eq!(said[0], said[1], "one way in every command");
+}

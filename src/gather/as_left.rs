@@ -12,7 +12,7 @@ use crate::spec::Spec;
 
 /// What preparation gathered that is not in `Facts`.
 pub struct Gathered<'a> {
-    /// Preflight's reads (the Spot service-linked role).
+    /// Preflight's reads (what doctor reads too, in `found`; the queue's key).
     pub preflight: &'a crate::gather::preflight::Preflight,
     /// What CloudTrail shows of the plan's roles (None: not read).
     pub running: Option<&'a Running>,
@@ -25,7 +25,8 @@ pub struct Gathered<'a> {
 /// (karpctl's own key) or reads, the subnets and the one group `up` tags (the group's rules as
 /// read: `up` never writes them), the Spot role once `up` made it, the association `up` leaves.
 pub fn setup(facts: &Facts, spec: &Spec, g: &Gathered) -> Setup {
-    let mut s = Setup::empty(&spec.cluster);
+    // What preflight read as doctor reads it (`gather::shared`), with the reads AWS refused.
+    let mut s = g.preflight.found.clone().unwrap_or_else(|| Setup::empty(&spec.cluster));
     s.account_id = facts.account_id.clone();
     s.region = facts.region.clone();
     s.partition = facts.partition.clone();
@@ -41,9 +42,8 @@ pub fn setup(facts: &Facts, spec: &Spec, g: &Gathered) -> Setup {
     s.zonal_shift = spec.identity.zonal_shift;
     s.mode = Some(spec.identity.mode);
     // `up` creates the Spot role first when the plan opts in (and fails if it cannot).
-    s.spot_service_linked_role = g.preflight.spot_role.map(|exists| exists || spec.create_spot_role);
-    // What AWS refused to show: the checks that need it are skipped and the refusal said.
-    s.unreadable = g.preflight.unreadable.clone();
+    s.spot_service_linked_role = s.spot_service_linked_role.map(|exists| exists || spec.create_spot_role);
+    // What AWS refused to show of the queue's key: its checks are skipped and the refusal said.
     s.unreadable.extend(facts.kms_key.as_ref().and_then(|k| k.policy_unreadable.clone()));
     s.running = g.running.cloned();
 
@@ -128,7 +128,9 @@ mod tests {
         spot_role: Option<bool>,
         association: &AssociationAsLeft,
     ) -> crate::facts::finding::Outcome {
-        let preflight = crate::gather::preflight::Preflight { spot_role, ..Default::default() };
+        let mut found = Setup::empty("c1");
+        found.spot_service_linked_role = spot_role;
+        let preflight = crate::gather::preflight::Preflight { found: Some(found), ..Default::default() };
         let g = Gathered { preflight: &preflight, running: None, association, today: DAY };
         run(&setup(f, spec, &g), Command::Diff)
     }
@@ -170,14 +172,13 @@ mod tests {
         // Not read: not judged.
         assert!(!outcome(&f, &spec, None, &AssociationAsLeft::Unjudged).checked.contains(&Code::SpotServiceLinkedRoleMissing));
         // Refused: said as doctor says it, a warning beside a plan.
-        let preflight = crate::gather::preflight::Preflight {
-            unreadable: vec![crate::facts::setup::Unreadable {
-                code: Code::SpotRoleUnreadable,
-                operation: "iam:ListRoles".into(),
-                aws_code: "AccessDenied".into(),
-            }],
-            ..Default::default()
-        };
+        let mut found = Setup::empty("c1");
+        found.unreadable = vec![crate::facts::setup::Unreadable {
+            code: Code::SpotRoleUnreadable,
+            operation: "iam:ListRoles".into(),
+            aws_code: "AccessDenied".into(),
+        }];
+        let preflight = crate::gather::preflight::Preflight { found: Some(found), ..Default::default() };
         let g = Gathered { preflight: &preflight, running: None, association: &AssociationAsLeft::Unjudged, today: DAY };
         let o = run(&setup(&f, &spec, &g), Command::Up);
         let said = o.findings.iter().find(|f| f.code == Code::SpotRoleUnreadable).expect("said");

@@ -8,3 +8,4 @@ pub mod discovery;
 pub mod locate;
 pub mod preflight;
 pub mod setup;
+pub mod shared;

@@ -30,18 +30,16 @@ enum Agent {
 pub struct Preflight {
     /// `up` installs the Pod Identity agent add-on (the plan asked for it and it is missing).
     pub install_agent: bool,
-    /// The account has the EC2 Spot service-linked role (None: not read, for `down`).
-    pub spot_role: Option<bool>,
+    /// What preflight read that doctor reads too (`gather::shared`: the Spot service-linked
+    /// role), with the reads AWS refused; the setup a plan leaves starts from it (None: `down`).
+    pub found: Option<crate::facts::setup::Setup>,
     /// `up` creates it (the plan opted in and it is missing).
     pub create_spot_role: bool,
     /// The queue's KMS key (`interruption.kms_key_id`), resolved.
     pub kms_key: Option<crate::facts::prepared::KmsKeyFacts>,
-    /// Reads AWS refused whose checks are skipped (the Spot role's `iam:ListRoles`), reported by
-    /// the checks as doctor reports them.
-    pub unreadable: Vec<crate::facts::setup::Unreadable>,
 }
 
-use crate::checks::cluster::{SPOT_ROLE, SPOT_ROLE_PATH};
+use crate::checks::cluster::SPOT_ROLE;
 
 /// Read-only checks before any write.
 pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result<Preflight> {
@@ -51,13 +49,13 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result
     // Discovery's choice of subnets and security group is checked here too (memoised: the
     // engine's own call afterwards reuses it), so every problem is reported in one run and
     // nothing is written unless all of it passes.
-    let (auth, agent, oidc, role, discovery, spot, kms) = tokio::join!(
+    let (auth, agent, oidc, role, discovery, shared, kms) = tokio::join!(
         async { authentication_mode(spec, facts) },
         pod_identity_agent(ctx, spec, facts),
         oidc_provider(ctx, spec, facts),
         existing_node_role(ctx, spec),
         crate::gather::discovery::select(ctx, spec, facts, cmd),
-        spot_role_exists(ctx),
+        crate::gather::shared::read(&ctx.readers),
         kms_key(ctx, spec, facts),
     );
     let mut errors: Vec<anyhow::Error> = Vec::new();
@@ -68,19 +66,12 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result
             false
         }
     };
-    let mut unreadable = Vec::new();
-    let spot = match spot {
-        Ok(exists) => Some(exists),
-        Err(e) if aws::is_refused(&e) => {
-            // The readiness check is skipped and the refusal said with the checks (`spot-role-unreadable`).
-            unreadable.extend(refused(&e, crate::facts::finding::Code::SpotRoleUnreadable));
-            None
-        }
-        Err(e) => {
-            errors.push(e);
-            None
-        }
-    };
+    // A refused read is said with the checks (`spot-role-unreadable`), its check skipped.
+    let mut found = crate::facts::setup::Setup::empty(&spec.cluster);
+    if let Err(e) = shared.into(&mut found) {
+        errors.push(e);
+    }
+    let spot = found.spot_service_linked_role;
     let kms_key = match kms {
         Ok(k) => k,
         Err(e) => {
@@ -118,10 +109,9 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result
     }
     Ok(Preflight {
         install_agent: agent_missing && cmd == Intent::Up,
-        spot_role: spot,
+        found: Some(found),
         create_spot_role: create_spot_role && cmd == Intent::Up,
         kms_key,
-        unreadable,
     })
 }
 
@@ -330,13 +320,6 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
         Err(e) => return Err(e),
     };
     Ok(Some(KmsKeyFacts { arn: Some(live.arn), policy, policy_unreadable }))
-}
-
-/// Whether the account has the Spot service-linked role: a role at the Spot service's path (on
-/// AWS that is `AWSServiceRoleForEC2Spot`; ListRoles by path also finds it where an emulator names
-/// it otherwise). Memoised; `up`, `diff` and doctor read it this one way.
-async fn spot_role_exists(ctx: &Ctx) -> Result<bool> {
-    ctx.readers.iam.role_at_path(SPOT_ROLE_PATH).await
 }
 
 fn authentication_mode(spec: &Spec, facts: &Facts) -> Result<()> {

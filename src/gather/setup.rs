@@ -164,7 +164,7 @@ fn judge_trail(s: &mut Setup, trail: &crate::facts::records::Trail) {
 /// The setup, and whether an interruption queue was found (the simulated permission set's shape).
 async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup, bool)> {
     let c = &i.cluster.name;
-    let (controller, entries, nodegroups, rules, agent, cluster_subnets, tagged_subnets, tagged_groups, spot, clusters) = tokio::join!(
+    let (controller, entries, nodegroups, rules, agent, cluster_subnets, tagged_subnets, tagged_groups, shared, clusters) = tokio::join!(
         controller(aws, i),
         access_entries(aws, c),
         nodegroup_roles(aws, c),
@@ -173,7 +173,7 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
         subnets(aws, vec![filter("subnet-id", i.cluster.subnet_ids.clone())]),
         subnets(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
         groups(aws, vec![filter(&format!("tag:{}", i.discovery_tag.0), vec![i.discovery_tag.1.clone()])]),
-        aws.iam.role_at_path(crate::checks::cluster::SPOT_ROLE_PATH),
+        crate::gather::shared::read(aws),
         list_clusters(aws),
     );
     let (controller, searched, mode) = stand_alone(&mut s, Code::ControllerUnreadable, controller)?;
@@ -184,7 +184,7 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
     s.nodegroup_roles = stand_alone(&mut s, Code::NodegroupsUnreadable, nodegroups)?;
     // EKS Auto Mode has the Pod Identity agent built in (no add-on).
     s.pod_identity_agent = stand_alone(&mut s, Code::PodIdentityAgentUnreadable, agent)? || i.cluster.auto_mode;
-    s.spot_service_linked_role = Some(stand_alone(&mut s, Code::SpotRoleUnreadable, spot)?);
+    shared.into(&mut s)?;
     s.auto_mode = i.cluster.auto_mode;
     let clusters = stand_alone(&mut s, Code::ClustersUnreadable, clusters)?;
     let (mut rules, bus_rules) = stand_alone(&mut s, Code::InterruptionRulesUnreadable, rules)?;
