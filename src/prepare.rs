@@ -126,8 +126,9 @@ impl Prepared {
         Ok(observed)
     }
 
-    /// Keep the readiness checks over what was observed (the Pod Identity association's), for
-    /// `readiness`: `observe` does, and `up --plan-file` over its fresh reads.
+    /// Keep what the readiness checks judge of what was observed (the Pod Identity association
+    /// as `up` leaves it), for `Prepared::readiness`: `observe` does, and `up --plan-file` over
+    /// its fresh reads.
     pub fn judge_observed(&self, observed: &[(Node, Option<Observed>)]) {
         *self.association.lock().unwrap() = resources::pod_identity::as_left(observed);
     }
