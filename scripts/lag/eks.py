@@ -9,7 +9,7 @@ import time
 import urllib.parse
 import uuid
 
-from .wire import Req, eks_error, log
+from .wire import Req, eks_error
 
 
 class Eks:
@@ -247,11 +247,7 @@ class Eks:
         return None
 
     def _send_eks_delete(self, req: Req) -> None:
-        try:
-            status, _, data = self.forward(req)
-            log(f"deferred {req.operation} {req.path} sent upstream: {status} {data[:200]!r}")
-        except Exception as e:  # noqa: BLE001 - a background send has no caller to tell
-            log(f"deferred {req.operation} {req.path} failed: {e}")
+        self.send_deferred(req, f"{req.operation} {req.path}")
 
     def _eks_delete_due(self, key: tuple[str, str, str]) -> None:
         with self.lock:

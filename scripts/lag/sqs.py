@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 
-from .wire import Req, log, sqs_error
+from .wire import Req, sqs_error
 
 SQS_CREATE_LAG_OPS = {"GetQueueAttributes", "SetQueueAttributes", "ListQueueTags", "TagQueue"}
 
@@ -201,19 +201,10 @@ class Sqs:
     def sqs_call(self, like: Req, operation: str, payload: dict) -> tuple[int, dict]:
         """An SQS call of our own, upstream, with the client's headers (the emulators accept
         any signature; microburst is started with --no-resign)."""
-        headers = [(k, "AmazonSQS." + operation) if k.lower() == "x-amz-target" else (k, v) for k, v in like.headers]
-        status, _, data = self.forward(like, headers=headers, body=json.dumps(payload).encode())
-        try:
-            return status, json.loads(data or b"{}")
-        except ValueError:
-            return status, {}
+        return self.json_call(like, "AmazonSQS." + operation, payload)
 
     def _send_delete(self, req: Req) -> None:
-        try:
-            status, _, data = self.forward(req)
-            log(f"deferred DeleteQueue {req.queue_name()} sent upstream: {status} {data[:200]!r}")
-        except Exception as e:  # noqa: BLE001 - a background send has no caller to tell
-            log(f"deferred DeleteQueue {req.queue_name()} failed: {e}")
+        self.send_deferred(req, f"DeleteQueue {req.queue_name()}")
 
     def _delete_due(self, ident: int) -> None:
         with self.lock:

@@ -82,6 +82,15 @@ class Upstream:
         if kept is not None:
             kept[0].close()
 
+    def send_deferred(self, req: Req, what: str) -> None:
+        """Send upstream a request the proxy held back (a deferred delete) and log the answer:
+        it runs from a timer or a reset, with no caller to tell."""
+        try:
+            status, _, data = self.forward(req)
+            log(f"deferred {what} sent upstream: {status} {data[:200]!r}")
+        except Exception as e:  # noqa: BLE001 - a background send has no caller to tell
+            log(f"deferred {what} failed: {e}")
+
     def json_call(self, like: Req, target: str, payload: dict) -> tuple[int, dict]:
         """An awsJson call of our own upstream (`target`: the X-Amz-Target, e.g.
         "TrentService.ListResourceTags"), with the client's other headers (the emulators accept
