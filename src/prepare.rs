@@ -140,7 +140,7 @@ impl Prepared {
             let (controller, nodes) = trail_roles(&self.spec, &self.facts);
             let mut running = Running::of(&t, &controller, &nodes);
             running.kept = self.upgrade_kept.lock().unwrap().clone();
-            read_quotas(&self.ctx.readers, &mut running).await;
+            crate::gather::shared::read_quotas(&self.ctx.readers, &mut running).await;
             *self.running.lock().unwrap() = Some(running);
         }
     }
@@ -152,15 +152,6 @@ impl Prepared {
             *self.joined_trail.lock().unwrap() = t.join().await;
         }
         self.joined_trail.lock().unwrap().clone()
-    }
-}
-
-/// The current values of the vCPU quotas the launches inside Karpenter's fleets hit (none read
-/// when no launch hit one).
-async fn read_quotas(readers: &Readers, running: &mut Running) {
-    for code in running.quota_codes() {
-        let value = readers.quotas.ec2(code).await;
-        running.quotas.insert(code.to_string(), value);
     }
 }
 

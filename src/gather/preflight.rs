@@ -115,11 +115,6 @@ pub async fn check(ctx: &Ctx, spec: &Spec, facts: &Facts, cmd: Intent) -> Result
     })
 }
 
-/// A refused read as the finding-to-be `code` names it (the call and AWS's error code).
-fn refused(e: &anyhow::Error, code: crate::facts::finding::Code) -> Option<crate::facts::setup::Unreadable> {
-    aws::refusal_in(e).map(|a| crate::facts::setup::Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() })
-}
-
 /// AWS's default quota of managed policies attached to one IAM role (Service Quotas, IAM:
 /// "Managed policies per role"; adjustable up to 20). No account has less, so a role that ends
 /// with at most this many needs no look-up.
@@ -283,7 +278,7 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
             return Ok(Some(KmsKeyFacts {
                 arn: Some(key.to_string()),
                 policy: None,
-                policy_unreadable: refused(&e, crate::facts::finding::Code::KmsKeyUnreadable),
+                policy_unreadable: crate::gather::shared::refusal(&e, crate::facts::finding::Code::KmsKeyUnreadable),
             }));
         }
         Err(e) if denied(&e) => {
@@ -316,7 +311,7 @@ async fn kms_key(ctx: &Ctx, spec: &Spec, facts: &Facts) -> Result<Option<crate::
     }
     let (policy, policy_unreadable) = match kms_key::policy(ctx, &live.arn).await {
         Ok(p) => (Some(p), None),
-        Err(e) if denied(&e) => (None, refused(&e, crate::facts::finding::Code::KmsKeyUnreadable)),
+        Err(e) if denied(&e) => (None, crate::gather::shared::refusal(&e, crate::facts::finding::Code::KmsKeyUnreadable)),
         Err(e) => return Err(e),
     };
     Ok(Some(KmsKeyFacts { arn: Some(live.arn), policy, policy_unreadable }))

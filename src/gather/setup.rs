@@ -13,6 +13,7 @@ use crate::facts::setup::{
     AccessEntry, ControllerRole, Discovery, FailedRead, NodeRole, Queue, RolePolicy, Rule, Setup, TaggedGroup, TaggedSubnet,
     Unreadable,
 };
+use crate::gather::shared::refusable;
 use crate::karpenter_iam::KarpenterVersion;
 use crate::policy::analysis::{self, queue_name, role_name};
 use crate::policy::doc;
@@ -104,12 +105,8 @@ pub async fn gather(aws: &Readers, i: &Inputs) -> Result<Setup> {
             simulated,
         );
     }
-    // The current values of the vCPU quotas the fleets' launches hit (none read otherwise).
     if let Some(r) = s.running.as_mut() {
-        for code in r.quota_codes() {
-            let value = aws.quotas.ec2(code).await;
-            r.quotas.insert(code.to_string(), value);
-        }
+        crate::gather::shared::read_quotas(aws, r).await;
     }
     Ok(s)
 }
@@ -349,26 +346,10 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
     Ok((s, queue_found))
 }
 
-/// The AWS error in an anyhow chain if it is a refusal.
-fn denied(e: &anyhow::Error) -> Option<&crate::aws::AwsError> {
-    crate::aws::refusal_in(e)
-}
-
 /// A read's answer, or, when AWS refused it, nothing (the default) and a `code` finding-to-be;
 /// every other error stops doctor.
 fn stand_alone<T: Default>(s: &mut Setup, code: Code, r: Result<T>) -> Result<T> {
-    match r {
-        Ok(v) => Ok(v),
-        Err(e) => match denied(&e) {
-            Some(a) => {
-                if !s.unreadable.iter().any(|u| u.code == code) {
-                    s.unreadable.push(Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() });
-                }
-                Ok(T::default())
-            }
-            None => Err(e),
-        },
-    }
+    Ok(refusable(s, code, r)?.unwrap_or_default())
 }
 
 /// A read of AWS's records or the simulator: its answer; refused, nothing and a warning-level
@@ -376,24 +357,14 @@ fn stand_alone<T: Default>(s: &mut Setup, code: Code, r: Result<T>) -> Result<T>
 /// karpctl cannot read), nothing and a note naming `operation`. Evidence doctor could not gather
 /// never stops it.
 fn records_read<T>(s: &mut Setup, code: Code, (operation, what): (&str, &str), r: Result<T>) -> Option<T> {
-    match r {
-        Ok(v) => Some(v),
-        Err(e) => {
-            match denied(&e) {
-                Some(a) => {
-                    if !s.unreadable.iter().any(|u| u.code == code) {
-                        s.unreadable.push(Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() });
-                    }
-                }
-                None => s.records_failed.push(FailedRead {
-                    code,
-                    operation: operation.to_string(),
-                    message: format!("{what} could not be read ({e:#}), so its checks did not run"),
-                }),
-            }
-            None
-        }
-    }
+    refusable(s, code, r).unwrap_or_else(|e| {
+        s.records_failed.push(FailedRead {
+            code,
+            operation: operation.to_string(),
+            message: format!("{what} could not be read ({e:#}), so its checks did not run"),
+        });
+        None
+    })
 }
 
 /// `--simulate`: the context keys the role's policies use, then the pinned action set (for the

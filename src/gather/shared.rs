@@ -31,19 +31,33 @@ impl Shared {
     }
 }
 
+/// The current values of the vCPU quotas the launches inside Karpenter's fleets hit, read at
+/// once (none read when no launch hit one): doctor's gather and `up`/`diff` alike.
+pub async fn read_quotas(aws: &Readers, running: &mut crate::facts::observed::Running) {
+    let codes = running.quota_codes();
+    let values = futures::future::join_all(codes.iter().map(|code| aws.quotas.ec2(code))).await;
+    running.quotas.extend(codes.into_iter().map(str::to_string).zip(values));
+}
+
 /// A read's answer; refused: None, and the refusal as the finding-to-be `code` (once per code);
 /// every other error is returned.
 pub fn refusable<T>(s: &mut Setup, code: Code, r: Result<T>) -> Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
-        Err(e) => match crate::aws::refusal_in(&e) {
-            Some(a) => {
-                if !s.unreadable.iter().any(|u| u.code == code) {
-                    s.unreadable.push(Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() });
+        Err(e) => match refusal(&e, code) {
+            Some(u) => {
+                if !s.unreadable.iter().any(|x| x.code == code) {
+                    s.unreadable.push(u);
                 }
                 Ok(None)
             }
             None => Err(e),
         },
     }
+}
+
+/// The refusal in `e`, if AWS refused the call, as the finding-to-be `code` names it (the call
+/// and AWS's error code).
+pub fn refusal(e: &anyhow::Error, code: Code) -> Option<Unreadable> {
+    crate::aws::refusal_in(e).map(|a| Unreadable { code, operation: a.operation.clone(), aws_code: a.code.clone() })
 }
