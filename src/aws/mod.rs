@@ -135,8 +135,6 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
         limiter.rates.of(&throttle::pacer_key("cloudtrail", r)).start_at(throttle::CLOUDTRAIL_LOOKUPS_PER_SECOND);
     }
     let counter = stats::Counter(stats.clone());
-    // This cluster's retry budget, for all its clients (not the process's: one per service).
-    let bucket = aws_smithy_runtime::client::retries::TokenBucket::default();
     macro_rules! client {
         ($krate:ident, $service:literal) => {
             client!($krate, $service, &conf, $service)
@@ -149,7 +147,7 @@ pub async fn connect(opts: &ConnectOptions, stats: Arc<CallStats>) -> Clients {
                     .interceptor(counter.clone())
                     .interceptor(https::ReachWatch(reach.clone()))
                     .retry_classifier(https::NeverReached(reach))
-                    .retry_partition(throttle::partition($service, &bucket))
+                    .retry_partition(throttle::partition($service))
                     .retry_classifier(throttle::AttemptBudget)
                     .retry_classifier(throttle::QuotaIsNotThrottling { service: $service })
                     .retry_classifier(throttle::StopRetries)

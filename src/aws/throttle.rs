@@ -1,6 +1,7 @@
 //! Throttling slows karpctl down instead of failing it (docs/ci.md, "A throttled account"): a pace
 //! per account and service (`Pacer`, AIMD), more attempts for throttling than for other errors, a
-//! retry budget per cluster, each throttle counted once, a full quota and Ctrl-C never retried.
+//! retry budget per cluster and service, each throttle counted once, a full quota and Ctrl-C
+//! never retried.
 
 use super::stats::CallStats;
 use aws_smithy_runtime::client::retries::classifiers::run_classifiers_on_ctx;
@@ -171,9 +172,13 @@ impl AccountRates {
     }
 }
 
-/// The retry partition of one cluster's clients: the cluster's own retry budget (`bucket`).
-pub fn partition(service: &'static str, bucket: &TokenBucket) -> RetryPartition {
-    RetryPartition::custom(format!("karpctl-{service}")).token_bucket(bucket.clone()).build()
+/// The retry partition of one of a cluster's clients: a retry budget of its own, the SDK's
+/// default for a service (500 tokens, 5 a retry, 10 a timeout's), so one cluster's retries never
+/// spend another's, and one service's never another's. One budget shared by all of a cluster's
+/// services ran dry within a run under steady server errors on every service (about 100
+/// retries in all), where the SDK alone gives each service its own.
+pub fn partition(service: &'static str) -> RetryPartition {
+    RetryPartition::custom(format!("karpctl-{service}")).token_bucket(TokenBucket::default()).build()
 }
 
 /// The attempt number of a response, which `ThrottleWatch` attaches to it as a typed extension
