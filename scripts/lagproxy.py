@@ -106,6 +106,11 @@ test names, answers the way AWS does during such a window:
                                        the alias answers NotFoundException. For N s after a
                                        CancelKeyDeletion of such a key: EnableKey and CreateAlias
                                        answer 400 KMSInvalidStateException (still pending deletion)
+  events_list_skips      {rule: true}  ListRules leaves that rule out of its page
+                                       (AWS's and ministack's pages are read one after another:
+                                       a rule ahead of it deleted between two pages shifts it out
+                                       of both); DescribeRule and ListRuleNamesByTarget still
+                                       find it
   A full quota (not throttling: AWS answers 400 LimitExceededException, which the SDK's standard
   retry classifier takes for throttling):
   events_rules_full      {rule: true}  the event bus is at its rules quota: PutRule of a rule of

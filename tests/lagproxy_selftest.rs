@@ -619,6 +619,37 @@ fn full_quotas_answer_limit_exceeded_for_new_rules_targets_and_keys() {
     }
 }
 
+/// `events_list_skips`: ListRules leaves the named rule out of its page (as a busy bus's paged
+/// listing can); DescribeRule and ListRuleNamesByTarget still find it, and other rules are listed.
+#[test]
+fn events_list_skips_leaves_a_rule_out_of_list_rules_only() {
+    let px = proxy("listskip");
+    let (hidden, shown) = (cluster_name("skip-hidden"), cluster_name("skip-shown"));
+    px.set(json!({"events_list_skips": {&hidden: true}}));
+    let direct = crate::common::sdk();
+    let queue = format!("arn:aws:sqs:us-east-1:000000000000:{hidden}");
+    rt().block_on(async {
+        for name in [&hidden, &shown] {
+            direct.events.put_rule().name(name).event_pattern(r#"{"source":["aws.ec2"]}"#).send().await.unwrap();
+            let t = aws_sdk_eventbridge::types::Target::builder().id("t").arn(&queue).build().unwrap();
+            direct.events.put_targets().rule(name).targets(t).send().await.unwrap();
+        }
+    });
+    let sdk = sdk_at(px.url());
+    let listed: Vec<String> = rt()
+        .block_on(sdk.events.list_rules().name_prefix("skip-").send())
+        .unwrap()
+        .rules()
+        .iter()
+        .filter_map(|r| r.name().map(str::to_string))
+        .collect();
+    assert!(!listed.contains(&hidden) && listed.contains(&shown), "{listed:?}");
+    rt().block_on(sdk.events.describe_rule().name(&hidden).send()).expect("DescribeRule finds it");
+    let by_target = rt().block_on(sdk.events.list_rule_names_by_target().target_arn(&queue).send()).unwrap();
+    assert!(by_target.rule_names().contains(&hidden), "{by_target:?}");
+    assert!(px.calls_json().iter().any(|c| c["lag"] == "events_list_skips"), "{:?}", px.calls_json());
+}
+
 /// `iam_account_summary`: GetAccountSummary answers with the rule's entries over the emulator's
 /// (an account whose quota of managed policies per role was raised), or refuses.
 #[test]

@@ -19,7 +19,8 @@ NUMERIC_RULES = ("throttle_rps", "sqs_attr_lag_s", "sqs_create_lag_s", "sqs_dele
 
 
 BOOL_RULES = ("sqs_tag_on_create_unsupported", "iam_watch_role", "eks_tag_associations", "events_rules_full",
-              "events_targets_full", "kms_keys_full", "eks_access_entry_tags", "ec2_subnet_dns64")
+              "events_targets_full", "kms_keys_full", "eks_access_entry_tags", "ec2_subnet_dns64",
+              "events_list_skips")
 
 
 MAP_RULES = NUMERIC_RULES + BOOL_RULES + ("eks_cluster_status", "eks_compute_config", "upstreams",
