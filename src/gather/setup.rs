@@ -233,6 +233,11 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
     let controller_docs: Vec<&Value> =
         s.controller.iter().flat_map(|r| r.policies.iter().filter_map(|p| p.document.as_ref())).collect();
     let queue = pick_queue(i, &rules, &controller_docs, &clusters);
+    let listed = !s.unreadable.iter().any(|u| u.code == Code::InterruptionRulesUnreadable);
+    let missed = match queue.as_ref().filter(|_| listed) {
+        Some((arn, _, _)) => Some(missed_rules_of(aws, arn, &rules).await),
+        None => None,
+    };
     let mut candidates: BTreeSet<String> = rules.iter().flat_map(|r| r.queue_arns.clone()).collect();
     if let Some((arn, _, _)) = &queue {
         candidates.remove(arn);
@@ -261,6 +266,10 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
         for r in &i.node_roles {
             add(r.clone(), "--node-role");
         }
+    }
+
+    if let Some(missed) = missed {
+        rules.extend(stand_alone(&mut s, Code::InterruptionRulesUnreadable, missed)?);
     }
 
     let queue_read = async {
@@ -719,26 +728,42 @@ async fn list_clusters(aws: &Readers) -> Result<Vec<String>> {
 async fn karpenter_rules(aws: &Readers) -> Result<(Vec<Rule>, usize)> {
     let listed = aws.events.rules(None).await?;
     let total = listed.len();
-    let mut found = Vec::new();
-    for r in listed {
-        let Some(pattern) = r.pattern.as_deref().and_then(|p| doc::parse_event_pattern(p).ok()) else { continue };
-        let kinds = analysis::pattern_kinds(&pattern);
-        if !kinds.is_empty() {
-            found.push(Rule {
-                name: r.name,
-                arn: r.arn.unwrap_or_default(),
-                enabled: r.state.as_deref() == Some("ENABLED"),
-                kinds,
-                ..Default::default()
-            });
-        }
-    }
+    Ok((with_queues(aws, listed.into_iter().filter_map(karpenter_rule).collect()).await?, total))
+}
+
+/// The rule as doctor judges it, when its pattern is one of Karpenter's interruption events.
+fn karpenter_rule(r: crate::aws::read::events::Rule) -> Option<Rule> {
+    let pattern = r.pattern.as_deref().and_then(|p| doc::parse_event_pattern(p).ok())?;
+    let kinds = analysis::pattern_kinds(&pattern);
+    (!kinds.is_empty()).then(|| Rule {
+        name: r.name,
+        arn: r.arn.unwrap_or_default(),
+        enabled: r.state.as_deref() == Some("ENABLED"),
+        kinds,
+        ..Default::default()
+    })
+}
+
+/// The rules with the SQS queues they target (a ListTargetsByRule each); those that target none
+/// are left out.
+async fn with_queues(aws: &Readers, mut found: Vec<Rule>) -> Result<Vec<Rule>> {
     let targets = try_join_all(found.iter().map(|r| aws.events.targets(&r.name))).await?;
     for (r, t) in found.iter_mut().zip(targets) {
         r.queue_arns = t.unwrap_or_default().into_iter().map(|t| t.arn).filter(|a| a.contains(":sqs:")).collect();
     }
     found.retain(|r| !r.queue_arns.is_empty());
-    Ok((found, total))
+    Ok(found)
+}
+
+/// Karpenter's rules that target `queue_arn` and that the bus listing left out. The listing is
+/// read page after page, and a rule ahead of one deleted between two pages shifts it out of
+/// both (docs/aws-behaviour.md section 5); the queue's own index (ListRuleNamesByTarget) names
+/// every rule that sends to it, and each one missed is read on its own (DescribeRule).
+async fn missed_rules_of(aws: &Readers, queue_arn: &str, listed: &[Rule]) -> Result<Vec<Rule>> {
+    let names = aws.events.rules_targeting(queue_arn).await?;
+    let missed = names.iter().filter(|n| !listed.iter().any(|r| &r.name == *n));
+    let described = try_join_all(missed.map(|n| aws.events.rule(n))).await?;
+    with_queues(aws, described.into_iter().flatten().filter_map(karpenter_rule).collect()).await
 }
 
 async fn rule_tags(aws: &Readers, arn: &str) -> Result<Vec<(String, String)>> {
