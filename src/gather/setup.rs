@@ -184,8 +184,8 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
     shared.into(&mut s)?;
     s.auto_mode = i.cluster.auto_mode;
     let clusters = stand_alone(&mut s, Code::ClustersUnreadable, clusters)?;
-    let (mut rules, bus_rules) = stand_alone(&mut s, Code::InterruptionRulesUnreadable, rules)?;
-    s.bus_rules = bus_rules;
+    let (mut rules, listed) = stand_alone(&mut s, Code::InterruptionRulesUnreadable, rules)?;
+    s.bus_rules = listed.len();
     s.bus_quota = i.bus_quota;
     let cluster_subnets = stand_alone(&mut s, Code::SubnetsUnreadable, cluster_subnets)?;
     let tagged_subnets = stand_alone(&mut s, Code::SubnetsUnreadable, tagged_subnets)?;
@@ -233,9 +233,9 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
     let controller_docs: Vec<&Value> =
         s.controller.iter().flat_map(|r| r.policies.iter().filter_map(|p| p.document.as_ref())).collect();
     let queue = pick_queue(i, &rules, &controller_docs, &clusters);
-    let listed = !s.unreadable.iter().any(|u| u.code == Code::InterruptionRulesUnreadable);
-    let missed = match queue.as_ref().filter(|_| listed) {
-        Some((arn, _, _)) => Some(missed_rules_of(aws, arn, &rules).await),
+    let read = !s.unreadable.iter().any(|u| u.code == Code::InterruptionRulesUnreadable);
+    let missed = match queue.as_ref().filter(|_| read) {
+        Some((arn, _, _)) => Some(missed_rules_of(aws, arn, &listed).await),
         None => None,
     };
     let mut candidates: BTreeSet<String> = rules.iter().flat_map(|r| r.queue_arns.clone()).collect();
@@ -724,11 +724,11 @@ async fn list_clusters(aws: &Readers) -> Result<Vec<String>> {
 // -------------------------------------------------------------------------- EventBridge, SQS
 
 /// Rules on the default bus whose pattern is one of Karpenter's interruption events and that
-/// target an SQS queue.
-async fn karpenter_rules(aws: &Readers) -> Result<(Vec<Rule>, usize)> {
+/// target an SQS queue, and the name of every rule the listing showed (as many as the bus holds).
+async fn karpenter_rules(aws: &Readers) -> Result<(Vec<Rule>, BTreeSet<String>)> {
     let listed = aws.events.rules(None).await?;
-    let total = listed.len();
-    Ok((with_queues(aws, listed.into_iter().filter_map(karpenter_rule).collect()).await?, total))
+    let names = listed.iter().map(|r| r.name.clone()).collect();
+    Ok((with_queues(aws, listed.into_iter().filter_map(karpenter_rule).collect()).await?, names))
 }
 
 /// The rule as doctor judges it, when its pattern is one of Karpenter's interruption events.
@@ -759,9 +759,9 @@ async fn with_queues(aws: &Readers, mut found: Vec<Rule>) -> Result<Vec<Rule>> {
 /// read page after page, and a rule ahead of one deleted between two pages shifts it out of
 /// both (docs/aws-behaviour.md section 5); the queue's own index (ListRuleNamesByTarget) names
 /// every rule that sends to it, and each one missed is read on its own (DescribeRule).
-async fn missed_rules_of(aws: &Readers, queue_arn: &str, listed: &[Rule]) -> Result<Vec<Rule>> {
+async fn missed_rules_of(aws: &Readers, queue_arn: &str, listed: &BTreeSet<String>) -> Result<Vec<Rule>> {
     let names = aws.events.rules_targeting(queue_arn).await?;
-    let missed = names.iter().filter(|n| !listed.iter().any(|r| &r.name == *n));
+    let missed = names.iter().filter(|n| !listed.contains(*n));
     let described = try_join_all(missed.map(|n| aws.events.rule(n))).await?;
     with_queues(aws, described.into_iter().flatten().filter_map(karpenter_rule).collect()).await
 }
