@@ -36,21 +36,12 @@ pub fn build(spec: &Spec, facts: &Facts) -> Vec<Node> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::prepared::ClusterFacts;
     use crate::model::Kind;
     use crate::plan_file;
     use crate::tags::{OWNER_TAG, RESOURCE_TAG};
 
     pub fn facts() -> Facts {
-        Facts {
-            account_id: "123456789012".into(),
-            region: "us-east-1".into(),
-            partition: "aws".into(),
-            cluster: ClusterFacts { name: "say-when-east".into(), status: "ACTIVE".into(), ..Default::default() },
-            discovery: Default::default(),
-            existing_node_role_arn: None,
-            kms_key: None,
-        }
+        Facts::example_of("say-when-east")
     }
 
     #[test]

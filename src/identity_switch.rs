@@ -312,12 +312,7 @@ pub(crate) mod tests {
     const PROVIDER: &str = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/ABC";
 
     fn facts() -> Facts {
-        let mut f = Facts {
-            account_id: "123456789012".into(),
-            region: "us-east-1".into(),
-            partition: "aws".into(),
-            ..Default::default()
-        };
+        let mut f = Facts::example();
         f.cluster.oidc_issuer = "https://oidc.eks.us-east-1.amazonaws.com/id/ABC".into();
         f
     }

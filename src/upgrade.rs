@@ -265,7 +265,7 @@ mod tests {
     use std::time::Duration;
 
     fn facts() -> Facts {
-        Facts { account_id: "123456789012".into(), region: "us-east-1".into(), partition: "aws".into(), ..Default::default() }
+        Facts::example()
     }
 
     fn spec(cluster: &str, minor: u32) -> Spec {

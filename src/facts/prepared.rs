@@ -28,6 +28,22 @@ pub struct Facts {
     pub kms_key: Option<KmsKeyFacts>,
 }
 
+#[cfg(test)]
+impl Facts {
+    /// The unit tests' account: 123456789012 in us-east-1 (partition aws), nothing else known.
+    pub fn example() -> Facts {
+        Facts { account_id: "123456789012".into(), region: "us-east-1".into(), partition: "aws".into(), ..Default::default() }
+    }
+
+    /// `example()` with an ACTIVE cluster named `cluster`.
+    pub fn example_of(cluster: &str) -> Facts {
+        Facts {
+            cluster: ClusterFacts { name: cluster.into(), status: "ACTIVE".into(), ..Default::default() },
+            ..Facts::example()
+        }
+    }
+}
+
 /// The interruption queue's KMS key as preflight found it.
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct KmsKeyFacts {

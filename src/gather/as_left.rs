@@ -112,12 +112,7 @@ mod tests {
     const DAY: crate::running::support::Ymd = crate::running::support::Ymd::new(2026, 12, 7);
 
     fn facts() -> Facts {
-        let mut f = Facts {
-            account_id: "123456789012".into(),
-            region: "us-east-1".into(),
-            partition: "aws".into(),
-            ..Default::default()
-        };
+        let mut f = Facts::example();
         f.cluster.cluster_security_group_id = "sg-cluster".into();
         f
     }

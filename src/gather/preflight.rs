@@ -530,12 +530,7 @@ mod tests {
     #[test]
     fn config_map_mode_fails_with_the_remedy() {
         let spec = crate::plan_file::defaults("c1").unwrap();
-        let mut facts = Facts {
-            account_id: "123456789012".into(),
-            region: "us-east-1".into(),
-            partition: "aws".into(),
-            ..Default::default()
-        };
+        let mut facts = Facts::example();
         facts.cluster.authentication_mode = "CONFIG_MAP".into();
         let e = authentication_mode(&spec, &facts).unwrap_err().downcast::<UserError>().unwrap();
         assert!(e.message.contains("CONFIG_MAP"));

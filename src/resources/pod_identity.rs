@@ -515,12 +515,7 @@ mod tests {
     #[test]
     fn session_tags_target_role_and_session_policy_drift_are_field_changes() {
         let spec = crate::plan_file::defaults("c").unwrap();
-        let facts = crate::facts::prepared::Facts {
-            account_id: "123456789012".into(),
-            region: "us-east-1".into(),
-            partition: "aws".into(),
-            ..Default::default()
-        };
+        let facts = crate::facts::prepared::Facts::example();
         let node = nodes(&spec, &facts).remove(0);
         let want = node.fields.clone().unwrap();
         let mut live = want.clone();

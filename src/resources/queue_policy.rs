@@ -322,13 +322,7 @@ mod tests {
     use serde_json::json;
 
     fn facts() -> Facts {
-        Facts {
-            account_id: "123456789012".into(),
-            region: "us-east-1".into(),
-            partition: "aws".into(),
-            cluster: crate::facts::prepared::ClusterFacts { name: "c".into(), status: "ACTIVE".into(), ..Default::default() },
-            ..Default::default()
-        }
+        Facts::example_of("c")
     }
 
     fn spec(merged: bool) -> Spec {

@@ -234,15 +234,7 @@ mod tests {
     #[test]
     fn retired_policies_wait_for_every_own_attachment_and_never_name_an_own_policy() {
         let mut spec = crate::plan_file::defaults("c").unwrap();
-        let facts = Facts {
-            account_id: "123456789012".into(),
-            region: "us-east-1".into(),
-            partition: "aws".into(),
-            cluster: crate::facts::prepared::ClusterFacts { name: "c".into(), status: "ACTIVE".into(), ..Default::default() },
-            discovery: Default::default(),
-            existing_node_role_arn: None,
-            kms_key: None,
-        };
+        let facts = Facts::example_of("c");
         let own = super::super::iam_policy::controller_policies(&spec, &facts);
         spec.identity.retire_policies =
             vec!["arn:aws:iam::123456789012:policy/KarpenterController-2024".into(), "ListProfiles".into(), own[0].arn.clone()];
