@@ -233,11 +233,6 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
     let controller_docs: Vec<&Value> =
         s.controller.iter().flat_map(|r| r.policies.iter().filter_map(|p| p.document.as_ref())).collect();
     let queue = pick_queue(i, &rules, &controller_docs, &clusters);
-    let read = !s.unreadable.iter().any(|u| u.code == Code::InterruptionRulesUnreadable);
-    let missed = match queue.as_ref().filter(|_| read) {
-        Some((arn, _, _)) => Some(missed_rules_of(aws, arn, &listed).await),
-        None => None,
-    };
     let mut candidates: BTreeSet<String> = rules.iter().flat_map(|r| r.queue_arns.clone()).collect();
     if let Some((arn, _, _)) = &queue {
         candidates.remove(arn);
@@ -268,10 +263,6 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
         }
     }
 
-    if let Some(missed) = missed {
-        rules.extend(stand_alone(&mut s, Code::InterruptionRulesUnreadable, missed)?);
-    }
-
     let queue_read = async {
         match &queue {
             Some((arn, how, _)) => read_queue(aws, arn, how).await.map(Some),
@@ -279,12 +270,34 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
         }
     };
     let queue_arn = queue.as_ref().map(|q| q.0.clone());
-    let tags_read = async {
-        let of_queue: Vec<&Rule> =
-            rules.iter().filter(|r| queue_arn.as_ref().is_some_and(|q| r.queue_arns.contains(q))).collect();
-        try_join_all(of_queue.iter().map(|r| rule_tags(aws, &r.arn)))
-            .await
-            .map(|t| of_queue.iter().map(|r| r.arn.clone()).zip(t).collect::<BTreeMap<String, Vec<(String, String)>>>())
+    let queue_name_read = queue.as_ref().map(|q| q.2.clone());
+    let listing_read = !s.unreadable.iter().any(|u| u.code == Code::InterruptionRulesUnreadable);
+    // The queue's rules (the listing's, and any it missed), then their tags and, alongside, what
+    // AWS records of them and the queue (CloudWatch): all alongside the reads below.
+    let rules_read = async {
+        let missed = match queue_arn.as_deref().filter(|_| listing_read) {
+            Some(arn) => Some(missed_rules_of(aws, arn, &listed).await),
+            None => None,
+        };
+        let of_queue: Vec<&Rule> = rules
+            .iter()
+            .chain(missed.iter().flat_map(|m| m.iter().flatten()))
+            .filter(|r| queue_arn.as_ref().is_some_and(|q| r.queue_arns.contains(q)))
+            .collect();
+        let tags_read = async {
+            try_join_all(of_queue.iter().map(|r| rule_tags(aws, &r.arn)))
+                .await
+                .map(|t| of_queue.iter().map(|r| r.arn.clone()).zip(t).collect::<BTreeMap<String, Vec<(String, String)>>>())
+        };
+        let rule_names: Vec<String> = of_queue.iter().map(|r| r.name.clone()).collect();
+        let metrics_read = async {
+            if !i.metrics || (rule_names.is_empty() && queue_name_read.is_none()) {
+                return None;
+            }
+            Some(aws.metrics.interruption(&rule_names, queue_name_read.as_deref(), crate::checks::records::METRICS_WINDOW).await)
+        };
+        let (tags, metrics) = tokio::join!(tags_read, metrics_read);
+        (missed, tags, metrics)
     };
     // The tagged subnets' way out: the VPC's route tables (alongside the queue and the roles).
     let vpc = s.cluster_vpc.clone();
@@ -294,25 +307,16 @@ async fn gather_setup(aws: &Readers, i: &Inputs, mut s: Setup) -> Result<(Setup,
         }
         aws.ec2.route_tables(&vpc).await
     };
-    // What AWS records of the queue and its rules (CloudWatch), and with --simulate what the
-    // policy simulator says of the controller role: alongside the reads above.
-    let rule_names: Vec<String> =
-        rules.iter().filter(|r| queue_arn.as_ref().is_some_and(|q| r.queue_arns.contains(q))).map(|r| r.name.clone()).collect();
-    let queue_name_read = queue.as_ref().map(|q| q.2.clone());
-    let metrics_read = async {
-        if !i.metrics || (rule_names.is_empty() && queue_name_read.is_none()) {
-            return None;
-        }
-        Some(aws.metrics.interruption(&rule_names, queue_name_read.as_deref(), crate::checks::records::METRICS_WINDOW).await)
-    };
     let queue_found = queue.is_some();
-    let (q, tags, nodes, tables, metrics) = tokio::join!(
+    let (q, (missed, tags, metrics), nodes, tables) = tokio::join!(
         queue_read,
-        tags_read,
+        rules_read,
         try_join_all(node.into_iter().map(|(arn, how)| node_role(aws, arn, how))),
         tables_read,
-        metrics_read,
     );
+    if let Some(missed) = missed {
+        rules.extend(stand_alone(&mut s, Code::InterruptionRulesUnreadable, missed)?);
+    }
     s.metrics = metrics.and_then(|m| {
         records_read(
             &mut s,
